@@ -1,0 +1,106 @@
+// The contract between the op layer (csrc/svd_wrapper.*) and the per-backend
+// Jacobi engines (csrc/cpu/jacobi_cpu.cpp, kernels/).
+//
+// The op layer turns any input -- a batch (..., m, n) or a list of matrices of
+// different shapes -- into one PackedBatch of "tall" matrices (rows >= cols),
+// each stored column-major in one flat buffer (an m < n input is handed over as
+// its transpose, which costs no copy for a row-major tensor). An engine computes
+// W = U_w diag(S) V_w^T for every matrix W of the batch and writes packed
+// outputs; the op layer maps them back to (U, S, Vh) of the caller's matrices.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace jsvd {
+
+// info codes written per matrix (int32). info >= 0: sweeps taken to converge.
+constexpr int32_t kInfoNotConverged = -1;  // max_sweeps reached; result is the last iterate
+constexpr int32_t kInfoNonFinite = -2;     // input held NaN or Inf; outputs are NaN
+
+constexpr int64_t kDefaultMaxSweeps = 32;
+
+struct SvdOptions {
+  bool compute_uv = true;
+  bool full_matrices = false;  // U of each tall matrix gets rows (not cols) columns
+  double tol = -1.0;           // <= 0: default_tol(rows, dtype)
+  int64_t max_sweeps = -1;     // <= 0: kDefaultMaxSweeps
+};
+
+// Default convergence threshold: a pair (i, j) is orthogonal when
+// |a_i^T a_j| <= tol * ||a_i|| * ||a_j||, with tol = sqrt(rows) * eps (as LAPACK's xGESVJ).
+inline double default_tol(int64_t rows, at::ScalarType dtype) {
+  const double eps = dtype == at::kDouble ? std::numeric_limits<double>::epsilon()
+                                          : static_cast<double>(std::numeric_limits<float>::epsilon());
+  return std::sqrt(static_cast<double>(rows < 1 ? 1 : rows)) * eps;
+}
+
+inline double resolve_tol(const SvdOptions& o, int64_t rows, at::ScalarType dtype) {
+  return o.tol > 0 ? o.tol : default_tol(rows, dtype);
+}
+
+inline int64_t resolve_max_sweeps(const SvdOptions& o) {
+  return o.max_sweeps > 0 ? o.max_sweeps : kDefaultMaxSweeps;
+}
+
+// A batch of real matrices packed into flat buffers. Matrix k is p_k x q_k with
+// p_k >= q_k >= 1, column-major: element (i, j) is A[a_off[k] + j * p_k + i].
+// Outputs are packed the same way:
+//   U: p_k x ucols_k column-major at u_off[k] (ucols_k = p_k if full_matrices else q_k)
+//   S: q_k values, descending and non-negative, at s_off[k]
+//   V: q_k x q_k column-major at v_off[k] (so the stored array, read row-major, is V^T)
+struct PackedBatch {
+  std::vector<int64_t> rows, cols, ucols;
+  std::vector<int64_t> a_off, u_off, s_off, v_off;
+  int64_t a_numel = 0, u_numel = 0, s_numel = 0, v_numel = 0;
+  bool uniform = true;  // every matrix has the same shape
+
+  int64_t size() const { return static_cast<int64_t>(rows.size()); }
+
+  static PackedBatch make(const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
+                          bool full_matrices) {
+    PackedBatch b;
+    b.rows = rows;
+    b.cols = cols;
+    const size_t n = rows.size();
+    b.ucols.resize(n);
+    b.a_off.resize(n);
+    b.u_off.resize(n);
+    b.s_off.resize(n);
+    b.v_off.resize(n);
+    for (size_t k = 0; k < n; ++k) {
+      TORCH_CHECK(rows[k] >= cols[k] && cols[k] >= 1, "jsvd internal: PackedBatch needs rows >= cols >= 1");
+      b.ucols[k] = full_matrices ? rows[k] : cols[k];
+      b.a_off[k] = b.a_numel;
+      b.u_off[k] = b.u_numel;
+      b.s_off[k] = b.s_numel;
+      b.v_off[k] = b.v_numel;
+      b.a_numel += rows[k] * cols[k];
+      b.u_numel += rows[k] * b.ucols[k];
+      b.s_numel += cols[k];
+      b.v_numel += cols[k] * cols[k];
+      if (rows[k] != rows[0] || cols[k] != cols[0]) b.uniform = false;
+    }
+    return b;
+  }
+};
+
+// Packed outputs of an engine. U and V are undefined tensors when !compute_uv.
+// info: int32, one per matrix (codes above), never requiring a host sync to produce.
+struct CoreResult {
+  at::Tensor U, S, V, info;
+};
+
+// Engines. A: 1-D contiguous float or double buffer holding the packed batch on
+// the engine's device; the engine may overwrite it (the op layer passes a
+// private copy). All work is queued on the current stream (CUDA).
+CoreResult jacobi_svd_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt);
+#ifdef JSVD_WITH_CUDA
+CoreResult jacobi_svd_cuda(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt);
+#endif
+
+}  // namespace jsvd
