@@ -1,0 +1,34 @@
+// The op schemas, in one place. Backends add kernels with TORCH_LIBRARY_IMPL
+// (csrc/cpu/ops_cpu.cpp, kernels/ops_cuda.cpp); fake kernels and autograd are
+// registered from Python (torch_jsvd/_fake.py, torch_jsvd/_autograd.py).
+#include <torch/library.h>
+
+#ifdef JSVD_PYTHON_MODULE
+#include <Python.h>
+
+// An empty module: `import torch_jsvd._C` only has to load this library so the
+// registrations below run (as in pytorch/extension-cpp). Only setup.py defines
+// JSVD_PYTHON_MODULE; the CMake build is a plain shared library.
+extern "C" {
+PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {
+      PyModuleDef_HEAD_INIT,
+      "_C",  // name
+      nullptr,
+      -1,
+      nullptr,
+  };
+  return PyModule_Create(&module_def);
+}
+}
+#endif
+
+TORCH_LIBRARY(jsvd, m) {
+  m.def("svd(Tensor A, bool full_matrices=True, bool compute_uv=True, float? tol=None, int? max_sweeps=None)"
+        " -> (Tensor U, Tensor S, Tensor Vh)");
+  m.def("svd_ex(Tensor A, bool full_matrices=True, bool compute_uv=True, float? tol=None, int? max_sweeps=None)"
+        " -> (Tensor U, Tensor S, Tensor Vh, Tensor info)");
+  m.def("svdvals(Tensor A, float? tol=None, int? max_sweeps=None) -> Tensor");
+  m.def("svd_varlen(Tensor[] As, bool full_matrices=False, bool compute_uv=True, float? tol=None,"
+        " int? max_sweeps=None) -> (Tensor[] U, Tensor[] S, Tensor[] Vh)");
+}

@@ -1,0 +1,241 @@
+#include "svd_wrapper.h"
+
+#include <c10/util/Exception.h>
+#include <c10/util/accumulate.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace jsvd {
+
+using at::Tensor;
+
+namespace {
+
+void check_matrix(const Tensor& A, const char* op, const std::string& name, int64_t exact_dim = -1) {
+  if (exact_dim > 0) {
+    TORCH_CHECK(A.dim() == exact_dim, op, ": expected ", name, " to be a 2-D matrix (m, n), but got a ",
+                A.dim(), "-D tensor");
+  } else {
+    TORCH_CHECK(A.dim() >= 2, op, ": expected ", name,
+                " to have at least 2 dimensions (..., m, n), but got a ", A.dim(), "-D tensor");
+  }
+  const auto dt = A.scalar_type();
+  TORCH_CHECK(!at::isComplexType(dt), op, ": complex inputs are not yet supported (", name, " has dtype ",
+              dt, ")");
+  TORCH_CHECK(dt == at::kFloat || dt == at::kDouble || dt == at::kHalf || dt == at::kBFloat16, op,
+              ": expected ", name, " to be a floating point tensor (float32, float64, float16 or bfloat16), but got ",
+              dt);
+}
+
+// float16 / bfloat16 are computed in float32 and returned in their own dtype.
+at::ScalarType compute_dtype(at::ScalarType dt) {
+  return dt == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+SvdOptions make_options(bool full_matrices, bool compute_uv, std::optional<double> tol,
+                        std::optional<int64_t> max_sweeps, const char* op) {
+  SvdOptions o;
+  o.full_matrices = full_matrices;
+  o.compute_uv = compute_uv;
+  if (tol.has_value()) {
+    TORCH_CHECK(std::isfinite(*tol) && *tol > 0, op, ": tol must be a positive finite number, but got ", *tol);
+    o.tol = *tol;
+  }
+  if (max_sweeps.has_value()) {
+    TORCH_CHECK(*max_sweeps >= 1, op, ": max_sweeps must be >= 1, but got ", *max_sweeps);
+    o.max_sweeps = *max_sweeps;
+  }
+  return o;
+}
+
+std::vector<int64_t> with_tail(c10::IntArrayRef batch, std::initializer_list<int64_t> tail) {
+  std::vector<int64_t> s(batch.begin(), batch.end());
+  s.insert(s.end(), tail);
+  return s;
+}
+
+// The (U, Vh) torch.linalg.svd returns when min(m, n) == 0: nothing to
+// decompose, and the "full" bases of the empty side are identities.
+std::pair<Tensor, Tensor> empty_factors(c10::IntArrayRef batch, int64_t m, int64_t n, bool full_matrices,
+                                        const at::TensorOptions& opts) {
+  const int64_t k = std::min(m, n);
+  Tensor U = at::empty(with_tail(batch, {m, full_matrices ? m : k}), opts);
+  Tensor Vh = at::empty(with_tail(batch, {full_matrices ? n : k, n}), opts);
+  if (full_matrices && U.numel() > 0) U.copy_(at::eye(m, opts));
+  if (full_matrices && Vh.numel() > 0) Vh.copy_(at::eye(n, opts));
+  return {U, Vh};
+}
+
+// Raises like torch.linalg.svd when any info < 0. The only host sync of the op layer.
+void check_info(const Tensor& info, const char* op, const SvdOptions& opt) {
+  if (info.numel() == 0) return;
+  const int32_t worst = info.min().item<int32_t>();
+  TORCH_CHECK_LINALG(worst != kInfoNonFinite, op,
+                     ": the input contains NaN or Inf, so its SVD is not defined (info = ",
+                     kInfoNonFinite, "). Use torch_jsvd.svd_ex to get per-matrix info without raising.");
+  TORCH_CHECK_LINALG(worst != kInfoNotConverged, op,
+                     ": the Jacobi iteration did not converge within max_sweeps = ", resolve_max_sweeps(opt),
+                     " sweeps for at least one matrix (info = ", kInfoNotConverged,
+                     "). Increase max_sweeps or tol, or use torch_jsvd.svd_ex, which returns the last iterate "
+                     "and per-matrix info without raising.");
+  TORCH_CHECK(worst >= 0, op, ": engine returned an unknown info code ", worst);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool full_matrices, bool compute_uv,
+                                                         std::optional<double> tol,
+                                                         std::optional<int64_t> max_sweeps, EngineFn engine,
+                                                         const char* op, SvdOptions* opt_out = nullptr) {
+  check_matrix(A, op, "A");
+  const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, op);
+  if (opt_out) *opt_out = opt;
+
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  const auto batch = A.sizes().slice(0, A.dim() - 2);
+  const int64_t B = c10::multiply_integers(batch);
+  const auto opts = A.options();
+  const auto info_opts = A.options().dtype(at::kInt);
+  const Tensor no_uv = at::empty({0}, opts);
+
+  if (B == 0 || k == 0) {
+    Tensor S = at::empty(with_tail(batch, {k}), opts);
+    Tensor info = at::zeros(batch, info_opts);
+    if (!compute_uv) return {no_uv, S, no_uv.clone(), info};
+    auto [U, Vh] = empty_factors(batch, m, n, full_matrices, opts);
+    return {U, S, Vh, info};
+  }
+
+  // The engine wants tall matrices p x q (p >= q) column-major. Column-major W
+  // is row-major W^T, so a tall A is packed as A.mT and a wide A (W = A^T) as A
+  // itself. One copy does the packing, any input strides and the dtype cast,
+  // and gives the engine the private buffer it may overwrite.
+  const bool tall = m >= n;
+  const int64_t p = tall ? m : n, q = k;
+  const auto cdt = compute_dtype(A.scalar_type());
+  Tensor packed = at::empty(with_tail(batch, {q, p}), opts.dtype(cdt));
+  packed.copy_(tall ? A.mT() : A);
+
+  const PackedBatch pb = PackedBatch::make(std::vector<int64_t>(B, p), std::vector<int64_t>(B, q), full_matrices);
+  const CoreResult r = engine(packed.view({-1}), pb, opt);
+
+  Tensor S = r.S.view(with_tail(batch, {k}));
+  Tensor info = r.info.view(batch);
+  if (S.scalar_type() != A.scalar_type()) S = S.to(A.scalar_type());
+  if (!compute_uv) return {no_uv, S, no_uv.clone(), info};
+
+  // Packed U_w (p x wu) and V_w (q x q) read row-major are U_w^T and V_w^T.
+  const int64_t wu = pb.ucols[0];
+  const Tensor Uw_t = r.U.view({B, wu, p});
+  const Tensor Vw_t = r.V.view({B, q, q});
+  // One side is already row-major; the other needs a transposing copy, which
+  // goes into a fresh standard-strided tensor (so strides match the fake kernel).
+  Tensor U, Vh;
+  const Tensor& direct = tall ? Vw_t : Uw_t;      // -> Vh
+  const Tensor& transposed = tall ? Uw_t : Vw_t;  // -> U
+  U = at::empty(with_tail(batch, {m, transposed.size(1)}), opts);
+  U.view({B, m, transposed.size(1)}).copy_(transposed.transpose(1, 2));
+  Vh = direct.view(with_tail(batch, {direct.size(1), n}));
+  if (Vh.scalar_type() != A.scalar_type()) Vh = Vh.to(A.scalar_type());
+  return {U, S, Vh, info};
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_impl(const Tensor& A, bool full_matrices, bool compute_uv,
+                                                       std::optional<double> tol, std::optional<int64_t> max_sweeps,
+                                                       EngineFn engine) {
+  return svd_ex_common(A, full_matrices, compute_uv, tol, max_sweeps, engine, "jsvd.svd_ex");
+}
+
+std::tuple<Tensor, Tensor, Tensor> svd_impl(const Tensor& A, bool full_matrices, bool compute_uv,
+                                            std::optional<double> tol, std::optional<int64_t> max_sweeps,
+                                            EngineFn engine) {
+  SvdOptions opt;
+  auto [U, S, Vh, info] = svd_ex_common(A, full_matrices, compute_uv, tol, max_sweeps, engine, "jsvd.svd", &opt);
+  check_info(info, "jsvd.svd", opt);
+  return {U, S, Vh};
+}
+
+Tensor svdvals_impl(const Tensor& A, std::optional<double> tol, std::optional<int64_t> max_sweeps,
+                    EngineFn engine) {
+  SvdOptions opt;
+  auto res = svd_ex_common(A, false, false, tol, max_sweeps, engine, "jsvd.svdvals", &opt);
+  check_info(std::get<3>(res), "jsvd.svdvals", opt);
+  return std::get<1>(res);
+}
+
+std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_varlen_impl(
+    at::TensorList As, bool full_matrices, bool compute_uv, std::optional<double> tol,
+    std::optional<int64_t> max_sweeps, EngineFn engine) {
+  constexpr const char* op = "jsvd.svd_varlen";
+  TORCH_CHECK(!As.empty(), op, ": expected a non-empty list of matrices, but got an empty list");
+  const auto nmat = static_cast<int64_t>(As.size());
+  for (int64_t i = 0; i < nmat; ++i) {
+    check_matrix(As[i], op, "As[" + std::to_string(i) + "]", 2);
+    TORCH_CHECK(As[i].scalar_type() == As[0].scalar_type(), op, ": all matrices must have the same dtype, but As[",
+                i, "] has dtype ", As[i].scalar_type(), " and As[0] has dtype ", As[0].scalar_type());
+    TORCH_CHECK(As[i].device() == As[0].device(), op, ": all matrices must be on the same device, but As[", i,
+                "] is on ", As[i].device(), " and As[0] is on ", As[0].device());
+  }
+  const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, op);
+  const auto opts = As[0].options();
+  const auto out_dtype = As[0].scalar_type();
+  const auto cdt = compute_dtype(out_dtype);
+
+  std::vector<Tensor> Us(nmat), Ss(nmat), Vhs(nmat);
+  // Matrices with min(m, n) == 0 need no engine; the others share one PackedBatch.
+  std::vector<int64_t> slot(nmat, -1), rows, cols;
+  for (int64_t i = 0; i < nmat; ++i) {
+    const int64_t m = As[i].size(0), n = As[i].size(1);
+    if (std::min(m, n) == 0) {
+      Ss[i] = at::empty({0}, opts);
+      if (compute_uv) {
+        std::tie(Us[i], Vhs[i]) = empty_factors({}, m, n, full_matrices, opts);
+      }
+      continue;
+    }
+    slot[i] = static_cast<int64_t>(rows.size());
+    rows.push_back(std::max(m, n));
+    cols.push_back(std::min(m, n));
+  }
+  if (!rows.empty()) {
+    const PackedBatch pb = PackedBatch::make(rows, cols, full_matrices);
+    Tensor packed = at::empty({pb.a_numel}, opts.dtype(cdt));
+    for (int64_t i = 0; i < nmat; ++i) {
+      if (slot[i] < 0) continue;
+      const int64_t s = slot[i], p = pb.rows[s], q = pb.cols[s];
+      const bool tall = As[i].size(0) >= As[i].size(1);
+      packed.narrow(0, pb.a_off[s], p * q).view({q, p}).copy_(tall ? As[i].t() : As[i]);
+    }
+    const CoreResult r = engine(packed, pb, opt);
+
+    // Per-matrix results are views into the packed result buffers where no
+    // transpose is needed (S and one of U / Vh); the other side is copied.
+    for (int64_t i = 0; i < nmat; ++i) {
+      if (slot[i] < 0) continue;
+      const int64_t s = slot[i], p = pb.rows[s], q = pb.cols[s], wu = pb.ucols[s];
+      const int64_t m = As[i].size(0), n = As[i].size(1);
+      Ss[i] = r.S.narrow(0, pb.s_off[s], q).to(out_dtype);
+      if (!compute_uv) continue;
+      const Tensor Uw_t = r.U.narrow(0, pb.u_off[s], p * wu).view({wu, p});
+      const Tensor Vw_t = r.V.narrow(0, pb.v_off[s], q * q).view({q, q});
+      const bool tall = m >= n;
+      const Tensor& direct = tall ? Vw_t : Uw_t;
+      const Tensor& transposed = tall ? Uw_t : Vw_t;
+      Us[i] = at::empty({m, transposed.size(0)}, opts);
+      Us[i].copy_(transposed.t());
+      Vhs[i] = direct.to(out_dtype);
+    }
+    check_info(r.info, op, opt);
+  }
+  if (!compute_uv) {
+    for (int64_t i = 0; i < nmat; ++i) {
+      Us[i] = at::empty({0}, opts);
+      Vhs[i] = at::empty({0}, opts);
+    }
+  }
+  return {Us, Ss, Vhs};
+}
+
+}  // namespace jsvd

@@ -1,0 +1,44 @@
+// Device-generic op layer: validation, dtype handling, packing of any input
+// into a PackedBatch for an engine (core.h), and mapping of the packed results
+// back to torch.linalg.svd's (U, S, Vh). Each backend registers these functions
+// with its own engine (csrc/cpu/ops_cpu.cpp, kernels/ops_cuda.cpp).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "core.h"
+
+namespace jsvd {
+
+using EngineFn = CoreResult (*)(const at::Tensor&, const PackedBatch&, const SvdOptions&);
+
+// jsvd::svd_ex. Never synchronises with the device: info (int32, batch shape)
+// holds the sweeps taken, or kInfoNotConverged / kInfoNonFinite.
+// compute_uv=false returns U and Vh as empty tensors of shape (0,), as
+// torch._linalg_svd does.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> svd_ex_impl(
+    const at::Tensor& A, bool full_matrices, bool compute_uv, std::optional<double> tol,
+    std::optional<int64_t> max_sweeps, EngineFn engine);
+
+// jsvd::svd: svd_ex_impl, then raises (a LinAlgError, like torch.linalg.svd)
+// if any matrix did not converge or held NaN/Inf. This is the one host sync.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> svd_impl(
+    const at::Tensor& A, bool full_matrices, bool compute_uv, std::optional<double> tol,
+    std::optional<int64_t> max_sweeps, EngineFn engine);
+
+// jsvd::svdvals: singular values only; raises like svd_impl.
+at::Tensor svdvals_impl(const at::Tensor& A, std::optional<double> tol,
+                        std::optional<int64_t> max_sweeps, EngineFn engine);
+
+// jsvd::svd_varlen: a list of 2-D matrices of any shapes, packed into one
+// PackedBatch and solved by one engine call; raises like svd_impl.
+std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>>
+svd_varlen_impl(at::TensorList As, bool full_matrices, bool compute_uv, std::optional<double> tol,
+                std::optional<int64_t> max_sweeps, EngineFn engine);
+
+}  // namespace jsvd

@@ -1,0 +1,96 @@
+"""Python API over torch.ops.jsvd, mirroring torch.linalg."""
+
+import math
+from typing import List, NamedTuple, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+# info codes (csrc/core.h): info >= 0 is the number of sweeps taken.
+INFO_NOT_CONVERGED = -1  # max_sweeps reached; the result is the last iterate
+INFO_NON_FINITE = -2  # the input held NaN or Inf; outputs are NaN
+
+DEFAULT_MAX_SWEEPS = 32
+
+
+def default_tol(rows: int, dtype: torch.dtype) -> float:
+    """Default convergence threshold sqrt(rows) * eps (rows of the tall matrix, i.e. max(m, n)).
+
+    A pair of columns (i, j) counts as orthogonal when |a_i^T a_j| <= tol * ||a_i|| * ||a_j||.
+    float16/bfloat16 inputs use float32's eps (they are computed in float32).
+    """
+    eps = torch.finfo(torch.float64 if dtype == torch.float64 else torch.float32).eps
+    return math.sqrt(max(rows, 1)) * eps
+
+
+class SVDResult(NamedTuple):
+    U: Tensor
+    S: Tensor
+    Vh: Tensor
+
+
+class SVDExResult(NamedTuple):
+    U: Tensor
+    S: Tensor
+    Vh: Tensor
+    info: Tensor
+
+
+class SVDVarlenResult(NamedTuple):
+    U: Union[List[Tensor], Tensor]
+    S: Union[List[Tensor], Tensor]
+    Vh: Union[List[Tensor], Tensor]
+
+
+def svd(A: Tensor, full_matrices: bool = True, *, tol: Optional[float] = None,
+        max_sweeps: Optional[int] = None) -> SVDResult:
+    """A = U @ diag(S) @ Vh, like torch.linalg.svd(A, full_matrices).
+
+    Raises torch.linalg.LinAlgError if a matrix did not converge within
+    max_sweeps (default 32) or holds NaN/Inf; svd_ex reports that in info instead.
+    """
+    U, S, Vh = torch.ops.jsvd.svd.default(A, full_matrices, True, tol, max_sweeps)
+    return SVDResult(U, S, Vh)
+
+
+def svd_ex(A: Tensor, full_matrices: bool = True, *, compute_uv: bool = True, tol: Optional[float] = None,
+           max_sweeps: Optional[int] = None) -> SVDExResult:
+    """svd without error checks or host synchronisation.
+
+    info (int32, batch shape): sweeps taken, INFO_NOT_CONVERGED (-1) or
+    INFO_NON_FINITE (-2). With compute_uv=False, U and Vh are empty tensors of
+    shape (0,) (as torch._linalg_svd).
+    """
+    U, S, Vh, info = torch.ops.jsvd.svd_ex.default(A, full_matrices, compute_uv, tol, max_sweeps)
+    return SVDExResult(U, S, Vh, info)
+
+
+def svdvals(A: Tensor, *, tol: Optional[float] = None, max_sweeps: Optional[int] = None) -> Tensor:
+    """Singular values, descending, like torch.linalg.svdvals."""
+    if torch.is_grad_enabled() and A.requires_grad:
+        # As torch.linalg.svdvals: the gradient needs U and V, so compute them now.
+        return torch.ops.jsvd.svd.default(A, False, True, tol, max_sweeps)[1]
+    return torch.ops.jsvd.svdvals.default(A, tol, max_sweeps)
+
+
+def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False, compute_uv: bool = True, *,
+               tol: Optional[float] = None, max_sweeps: Optional[int] = None) -> SVDVarlenResult:
+    """SVD of a list of 2-D matrices of different shapes, in one engine call.
+
+    As: a list/tuple of (m_i, n_i) tensors, or a torch.nested tensor of
+    matrices. Returns lists (U_i, S_i, Vh_i) -- or nested tensors (strided
+    layout) for a nested input. With compute_uv=False, each U_i and Vh_i is an
+    empty tensor of shape (0,). Raises like svd on non-convergence or NaN/Inf.
+    """
+    nested = isinstance(As, Tensor) and As.is_nested
+    if nested:
+        mats = list(As.unbind())
+    elif isinstance(As, Tensor):
+        raise TypeError("torch_jsvd.svd_varlen: expected a list or tuple of matrices or a torch.nested tensor, "
+                        "but got a regular Tensor; use torch_jsvd.svd for a uniform batch")
+    else:
+        mats = list(As)
+    U, S, Vh = torch.ops.jsvd.svd_varlen.default(mats, full_matrices, compute_uv, tol, max_sweeps)
+    if nested:
+        U, S, Vh = (torch.nested.nested_tensor(list(t), layout=torch.strided) for t in (U, S, Vh))
+    return SVDVarlenResult(U, S, Vh)
