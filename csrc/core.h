@@ -29,6 +29,10 @@ struct SvdOptions {
   bool full_matrices = false;  // U of each tall matrix gets rows (not cols) columns
   double tol = -1.0;           // <= 0: default_tol(rows, dtype)
   int64_t max_sweeps = -1;     // <= 0: kDefaultMaxSweeps
+  // The engine may read a small device flag once per sweep to stop early
+  // (jsvd::svd, which synchronises anyway to check info); false for svd_ex,
+  // which must never synchronise.
+  bool may_sync = false;
 };
 
 // Default convergence threshold: a pair (i, j) is orthogonal when
