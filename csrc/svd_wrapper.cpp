@@ -180,8 +180,7 @@ std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_va
   }
   const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, op);
   const auto opts = As[0].options();
-  const auto out_dtype = As[0].scalar_type();
-  const auto cdt = compute_dtype(out_dtype);
+  const auto cdt = compute_dtype(As[0].scalar_type());
 
   std::vector<Tensor> Us(nmat), Ss(nmat), Vhs(nmat);
   // Matrices with min(m, n) == 0 need no engine; the others share one PackedBatch.
@@ -210,22 +209,23 @@ std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_va
     }
     const CoreResult r = engine(packed, pb, opt);
 
-    // Per-matrix results are views into the packed result buffers where no
-    // transpose is needed (S and one of U / Vh); the other side is copied.
+    // Each per-matrix result gets its own storage: views into the packed
+    // buffers would alias each other, which a fake kernel cannot express (and
+    // torch.library.opcheck rejects).
+    const auto own = [&](const Tensor& t) { return at::empty(t.sizes(), opts).copy_(t); };
     for (int64_t i = 0; i < nmat; ++i) {
       if (slot[i] < 0) continue;
       const int64_t s = slot[i], p = pb.rows[s], q = pb.cols[s], wu = pb.ucols[s];
       const int64_t m = As[i].size(0), n = As[i].size(1);
-      Ss[i] = r.S.narrow(0, pb.s_off[s], q).to(out_dtype);
+      Ss[i] = own(r.S.narrow(0, pb.s_off[s], q));
       if (!compute_uv) continue;
       const Tensor Uw_t = r.U.narrow(0, pb.u_off[s], p * wu).view({wu, p});
       const Tensor Vw_t = r.V.narrow(0, pb.v_off[s], q * q).view({q, q});
       const bool tall = m >= n;
       const Tensor& direct = tall ? Vw_t : Uw_t;
       const Tensor& transposed = tall ? Uw_t : Vw_t;
-      Us[i] = at::empty({m, transposed.size(0)}, opts);
-      Us[i].copy_(transposed.t());
-      Vhs[i] = direct.to(out_dtype);
+      Us[i] = own(transposed.t());
+      Vhs[i] = own(direct);
     }
     check_info(r.info, op, opt);
   }

@@ -91,9 +91,15 @@ def _recompute_uv(A, tol, max_sweeps):
         return torch.ops.jsvd.svd.default(A, False, True, tol, max_sweeps)
 
 
+def _no_grads(ctx):
+    # One None per non-tensor argument the op was called with (the dispatcher
+    # drops trailing arguments equal to their defaults).
+    return (None,) * (len(ctx.needs_input_grad) - 1)
+
+
 def _backward_svd(ctx, gU, gS, gVh, *ginfo):
     if not ctx.needs_input_grad[0]:
-        return None, None, None, None, None
+        return (None,) + _no_grads(ctx)
     if ctx.compute_uv:
         U, S, Vh = ctx.saved_tensors
         gU, gVh, U, Vh = _narrow_grads(ctx, gU, gVh, U, Vh, S.shape[-1])
@@ -102,7 +108,7 @@ def _backward_svd(ctx, gU, gS, gVh, *ginfo):
         (A,) = ctx.saved_tensors
         U, S, Vh = _recompute_uv(A, ctx.tol, ctx.max_sweeps)
         gU = gVh = None
-    return svd_backward(gU, gS, gVh, U, S, Vh), None, None, None, None
+    return (svd_backward(gU, gS, gVh, U, S, Vh),) + _no_grads(ctx)
 
 
 def _setup_svdvals(ctx, inputs, output):
@@ -114,7 +120,7 @@ def _setup_svdvals(ctx, inputs, output):
 def _backward_svdvals(ctx, gS):
     (A,) = ctx.saved_tensors
     U, S, Vh = _recompute_uv(A, ctx.tol, ctx.max_sweeps)
-    return svd_backward(None, gS, None, U, S, Vh), None, None
+    return (svd_backward(None, gS, None, U, S, Vh),) + _no_grads(ctx)
 
 
 def _setup_varlen(ctx, inputs, output):
@@ -138,6 +144,9 @@ def _backward_varlen(ctx, gUs, gSs, gVhs):
     gVhs = gVhs if gVhs is not None else [None] * n
     gAs = []
     for i in range(n):
+        if not ctx.needs_input_grad[0][i]:
+            gAs.append(None)
+            continue
         if ctx.compute_uv:
             U, S, Vh = saved[i], saved[n + i], saved[2 * n + i]
             gU, gVh, U, Vh = _narrow_grads(ctx, gUs[i], gVhs[i], U, Vh, S.shape[-1])
@@ -145,7 +154,7 @@ def _backward_varlen(ctx, gUs, gSs, gVhs):
             U, S, Vh = _recompute_uv(saved[i], ctx.tol, ctx.max_sweeps)
             gU = gVh = None
         gAs.append(svd_backward(gU, gSs[i], gVh, U, S, Vh))
-    return gAs, None, None, None, None
+    return (gAs,) + _no_grads(ctx)
 
 
 torch.library.register_autograd("jsvd::svd", _backward_svd, setup_context=_setup_svd)

@@ -90,6 +90,9 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
                         "but got a regular Tensor; use torch_jsvd.svd for a uniform batch")
     else:
         mats = list(As)
+    if not mats:
+        # The dispatcher cannot pick a backend for an empty Tensor[]: say what is wrong here.
+        raise ValueError("torch_jsvd.svd_varlen: expected a non-empty list of matrices, but got an empty list")
     U, S, Vh = torch.ops.jsvd.svd_varlen.default(mats, full_matrices, compute_uv, tol, max_sweeps)
     if nested:
         U, S, Vh = (torch.nested.nested_tensor(list(t), layout=torch.strided) for t in (U, S, Vh))
