@@ -1,0 +1,45 @@
+// Plain structs shared by the CUDA engine's host code and kernels.
+#pragma once
+
+#include <cstdint>
+
+namespace jsvd {
+namespace cuda {
+
+// Per-matrix descriptor of the packed batch (see csrc/core.h), on the device.
+struct MatrixDesc {
+  int64_t a_off, u_off, s_off, v_off;
+  int32_t p, q, ucols, pad_;
+};
+
+// A block-column pair of one matrix: columns [c0, c0 + w0) and [c1, c1 + w1).
+struct PairTask {
+  int32_t k, c0, c1, w0w1;  // w0w1 = w0 | (w1 << 16)
+};
+
+// Per-matrix state of the blocked levels, on the device.
+struct MatrixState {
+  double scale;      // the matrix was divided by this (its max abs entry) before the sweeps
+  int32_t rotated;   // some pair rotated during the current sweep
+  int32_t sweeps;    // sweeps done so far
+  int32_t converged; // 1 once a sweep rotated nothing (or the input was non-finite)
+};
+
+// Everything a kernel needs, by value.
+template <typename T>
+struct EngineArgs {
+  T* A;                     // packed input, overwritten
+  T* U;                     // packed U (nullptr: no vectors)
+  T* S;                     // packed S
+  T* V;                     // packed V output
+  T* Vw;                    // V workspace of the blocked levels (packed like V)
+  int32_t* info;            // per matrix
+  int32_t* rank;            // per matrix: number of columns of U with a direction
+  MatrixState* state;       // per matrix (blocked levels)
+  const MatrixDesc* desc;   // per matrix
+  double tol;               // <= 0: sqrt(p) * eps per matrix
+  int32_t max_sweeps;       // outer sweeps (whole level) / inner sweeps cap (pair level)
+};
+
+}  // namespace cuda
+}  // namespace jsvd

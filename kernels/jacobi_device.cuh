@@ -1,0 +1,85 @@
+// Device helpers shared by the shared-memory Jacobi kernels.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace jsvd {
+namespace cuda {
+
+// Round-robin ("circle") ordering for e slots (e even): slot e-1 stays put and
+// the others rotate by one each step. Step s (0 <= s < e-1) pairs
+// (e-1, s) and ((s+k) mod (e-1), (s-k) mod (e-1)) for k = 1 .. e/2-1. Every
+// slot appears once per step, and the e-1 steps cover every pair once (a sweep),
+// so the e/2 rotations of a step are independent (W-cycle paper §II-B).
+__device__ __forceinline__ void round_robin_pair(int e, int step, int k, int& i, int& j) {
+  const int m = e - 1;
+  if (k == 0) {
+    i = step;
+    j = m;
+  } else {
+    i = (step + k) % m;
+    j = (step - k + m) % m;
+  }
+  if (i > j) {
+    const int t = i;
+    i = j;
+    j = t;
+  }
+}
+
+// Sum over the TPP lanes of a lane group (TPP a power of two <= 32, groups
+// aligned inside a warp). The mask names only the group's lanes, so groups of
+// one warp may take different branches.
+template <int TPP, typename T>
+__device__ __forceinline__ T group_sum(T v) {
+  const unsigned lane = threadIdx.x & 31u;
+  const unsigned mask = TPP == 32 ? 0xffffffffu : (((1u << TPP) - 1u) << (lane & ~unsigned(TPP - 1)));
+#pragma unroll
+  for (int off = TPP / 2; off > 0; off /= 2) v += __shfl_xor_sync(mask, v, off, TPP);
+  return v;
+}
+
+// Rutishauser's formulas (hierarchically-blocked-jacobi paper (4.3)-(4.6), the
+// trigonometric case) for the rotation [x y] <- [x y] [[c, s], [-s, c]] that
+// makes x^T y = 0, given dxx = x^T x, dyy = y^T y, g = x^T y. Returns tan.
+// Computed in double: a handful of flops per rotation, and the float32 angle
+// is then correctly rounded.
+__device__ __forceinline__ double rotation_tan(double dxx, double dyy, double g) {
+  const double zeta = (dyy - dxx) / (2.0 * g);
+  const double az = fabs(zeta);
+  const double ct = az > 1e150 ? 2.0 * az : az + sqrt(1.0 + az * az);  // no overflow of zeta^2
+  return copysign(1.0 / ct, zeta);
+}
+
+// Constants usable in device code (std::numeric_limits is host-only constexpr).
+template <typename T> struct Limits;
+template <> struct Limits<float> {
+  static constexpr float eps = 1.1920928955078125e-07f;   // FLT_EPSILON
+  static constexpr float min = 1.17549435082228750797e-38f; // FLT_MIN
+};
+template <> struct Limits<double> {
+  static constexpr double eps = 2.220446049250313080847e-16;  // DBL_EPSILON
+  static constexpr double min = 2.2250738585072013830903e-308;  // DBL_MIN
+};
+
+template <typename T>
+__device__ __forceinline__ T eps_of() {
+  return Limits<T>::eps;
+}
+
+// Columns with norm at or below this carry no direction (1/norm would overflow).
+template <typename T>
+__device__ __forceinline__ T tiny_norm() {
+  return Limits<T>::min / Limits<T>::eps;
+}
+
+template <typename T>
+__device__ __forceinline__ T quiet_nan() {
+  return static_cast<T>(__longlong_as_double(0x7ff8000000000000ULL));
+}
+
+}  // namespace cuda
+}  // namespace jsvd

@@ -1,0 +1,220 @@
+// CUDA engine: the W-cycle SVD over a packed batch (csrc/core.h).
+//
+// Every matrix gets a level from the planner. Whole-matrix levels run in one
+// launch per block shape and finish in it. Blocked matrices share the sweep
+// loop: each round-robin step is one launch over all of their block-column
+// pairs (pair SVD in shared memory, or Gram EVD for pairs too tall), and a
+// tiny kernel does the convergence bookkeeping on the device. No host loop
+// over matrices, no launch per matrix, everything on the current stream.
+#include "../csrc/core.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <utility>
+
+#include "blocked_steps.h"
+#include "engine_types.h"
+#include "gram_evd_smem.h"
+#include "planner.h"
+#include "svd_smem.h"
+
+namespace jsvd {
+namespace {
+
+using namespace cuda;
+
+// Host data for the launches, gathered in one buffer and uploaded in one copy.
+class Staging {
+ public:
+  template <typename X>
+  size_t push(const std::vector<X>& v) {
+    const size_t off = (bytes_.size() + 15) / 16 * 16;
+    bytes_.resize(off + v.size() * sizeof(X));
+    if (!v.empty()) std::memcpy(bytes_.data() + off, v.data(), v.size() * sizeof(X));
+    return off;
+  }
+  at::Tensor upload(const at::Device& device) const {
+    auto host = at::empty({static_cast<int64_t>(std::max<size_t>(bytes_.size(), 1))},
+                          at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+    if (!bytes_.empty()) std::memcpy(host.data_ptr(), bytes_.data(), bytes_.size());
+    return host.to(device, /*non_blocking=*/true);
+  }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+struct WholeGroup {
+  std::vector<int32_t> mats;
+  SmemLaunch cfg;
+  size_t off = 0;
+};
+
+template <typename T>
+CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt) {
+  const int64_t N = b.size();
+  const bool uv = opt.compute_uv;
+  const size_t es = sizeof(T);
+  const DeviceLimits lim = device_limits(A.get_device());
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+
+  // Plan every matrix (once for a uniform batch).
+  std::vector<MatrixDesc> desc(N);
+  std::map<std::pair<int, int>, WholeGroup> whole;  // by (lanes per rotation, threads)
+  std::vector<int32_t> blocked;
+  std::vector<std::vector<PairTask>> pair_steps, gram_steps;
+  int64_t pair_p = 0, pair_c = 0, gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
+  MatrixPlan uniform_plan;
+  for (int64_t k = 0; k < N; ++k) {
+    const int64_t p = b.rows[k], q = b.cols[k];
+    desc[k] = MatrixDesc{b.a_off[k], b.u_off[k], b.s_off[k], b.v_off[k], static_cast<int32_t>(p),
+                         static_cast<int32_t>(q), static_cast<int32_t>(b.ucols[k]), 0};
+    max_p = std::max(max_p, p);
+    max_cols = std::max(max_cols, opt.full_matrices ? b.ucols[k] : q);
+    const MatrixPlan mp = (b.uniform && k > 0) ? uniform_plan : plan_matrix(p, q, es, uv, N, lim);
+    if (k == 0) uniform_plan = mp;
+    if (mp.level == Level::kWholeSmem) {
+      WholeGroup& g = whole[{mp.tpp, mp.threads}];
+      g.mats.push_back(static_cast<int32_t>(k));
+      g.cfg.tpp = mp.tpp;
+      g.cfg.threads = mp.threads;
+      g.cfg.smem = std::max(g.cfg.smem, mp.smem);
+      continue;
+    }
+    // Blocked: round-robin over nb block columns; step s of every matrix is
+    // launched together.
+    blocked.push_back(static_cast<int32_t>(k));
+    blocked_q = std::max(blocked_q, q);
+    const int64_t w = mp.width, nb = (q + w - 1) / w, e = nb + (nb & 1);
+    auto& steps = mp.level == Level::kPairSvd ? pair_steps : gram_steps;
+    if (static_cast<int64_t>(steps.size()) < e - 1) steps.resize(e - 1);
+    if (mp.level == Level::kPairSvd) {
+      pair_p = std::max(pair_p, p);
+      pair_c = std::max(pair_c, 2 * w);
+    } else {
+      gram_c = std::max(gram_c, 2 * w);
+    }
+    for (int64_t s = 0; s < e - 1; ++s) {
+      for (int64_t pk = 0; pk < e / 2; ++pk) {
+        // the circle ordering of jacobi_device.cuh, on the host
+        const int64_t m = e - 1;
+        int64_t i = pk == 0 ? s : (s + pk) % m, j = pk == 0 ? m : (s - pk + m) % m;
+        if (i > j) std::swap(i, j);
+        if (j >= nb) continue;
+        const int64_t wi = std::min(w, q - i * w), wj = std::min(w, q - j * w);
+        steps[s].push_back(PairTask{static_cast<int32_t>(k), static_cast<int32_t>(i * w), static_cast<int32_t>(j * w),
+                                    static_cast<int32_t>(wi | (wj << 16))});
+      }
+    }
+  }
+
+  Staging st;
+  const size_t desc_off = st.push(desc);
+  for (auto& kv : whole) kv.second.off = st.push(kv.second.mats);
+  const size_t blocked_off = st.push(blocked);
+  std::vector<int32_t> all(N);
+  for (int64_t k = 0; k < N; ++k) all[k] = static_cast<int32_t>(k);
+  const size_t all_off = st.push(all);
+  auto push_steps = [&](const std::vector<std::vector<PairTask>>& steps) {
+    std::vector<std::pair<size_t, int>> where;
+    for (const auto& s : steps) where.emplace_back(st.push(s), static_cast<int>(s.size()));
+    return where;
+  };
+  const auto pair_where = push_steps(pair_steps);
+  const auto gram_where = push_steps(gram_steps);
+  const at::Tensor staged = st.upload(A.device());
+  const uint8_t* base = staged.data_ptr<uint8_t>();
+
+  CoreResult r;
+  const auto opts = A.options();
+  r.S = at::empty({b.s_numel}, opts);
+  r.info = at::empty({N}, opts.dtype(at::kInt));
+  at::Tensor Vw;
+  if (uv) {
+    r.U = at::zeros({b.u_numel}, opts);  // columns past the rank are filled by the completion
+    r.V = at::empty({b.v_numel}, opts);
+    if (!blocked.empty()) Vw = at::empty({b.v_numel}, opts);
+  }
+  at::Tensor rank = at::empty({N}, opts.dtype(at::kInt));
+  at::Tensor state = at::empty({static_cast<int64_t>(N * sizeof(MatrixState))}, opts.dtype(at::kByte));
+
+  EngineArgs<T> args;
+  args.A = A.data_ptr<T>();
+  args.U = uv ? r.U.data_ptr<T>() : nullptr;
+  args.S = r.S.data_ptr<T>();
+  args.V = uv ? r.V.data_ptr<T>() : nullptr;
+  args.Vw = Vw.defined() ? Vw.data_ptr<T>() : nullptr;
+  args.info = r.info.data_ptr<int32_t>();
+  args.rank = rank.data_ptr<int32_t>();
+  args.state = reinterpret_cast<MatrixState*>(state.data_ptr<uint8_t>());
+  args.desc = reinterpret_cast<const MatrixDesc*>(base + desc_off);
+  args.tol = opt.tol;
+  const int64_t max_sweeps = resolve_max_sweeps(opt);
+  args.max_sweeps = static_cast<int32_t>(max_sweeps);
+
+  for (const auto& kv : whole) {
+    const WholeGroup& g = kv.second;
+    launch_svd_whole(args, reinterpret_cast<const int32_t*>(base + g.off), static_cast<int>(g.mats.size()), g.cfg, uv,
+                     stream);
+  }
+
+  if (!blocked.empty()) {
+    const int32_t* bl = reinterpret_cast<const int32_t*>(base + blocked_off);
+    const int nbl = static_cast<int>(blocked.size());
+    launch_prologue(args, bl, nbl, stream);
+    EngineArgs<T> inner = args;
+    inner.max_sweeps = inner_sweeps();
+    const SmemLaunch pair_cfg = svd_smem_config(std::max<int64_t>(pair_p, 1), std::max<int64_t>(pair_c, 2), true, es);
+    at::Tensor active;
+    if (opt.may_sync) active = at::empty({1}, opts.dtype(at::kInt));
+    const size_t nsteps = std::max(pair_where.size(), gram_where.size());
+    for (int64_t sweep = 1; sweep <= max_sweeps; ++sweep) {
+      for (size_t s = 0; s < nsteps; ++s) {
+        if (s < pair_where.size())
+          launch_svd_pair(inner, reinterpret_cast<const PairTask*>(base + pair_where[s].first), pair_where[s].second,
+                          pair_cfg, uv, stream);
+        if (s < gram_where.size())
+          launch_gram_evd(inner, reinterpret_cast<const PairTask*>(base + gram_where[s].first), gram_where[s].second,
+                          gram_c, stream);
+      }
+      if (opt.may_sync) {
+        active.zero_();
+        launch_end_sweep(args.state, bl, nbl, active.data_ptr<int32_t>(), stream);
+        if (active.item<int32_t>() == 0) break;  // the one small read per sweep
+      } else {
+        launch_end_sweep(args.state, bl, nbl, nullptr, stream);
+      }
+    }
+    launch_finalize(args, bl, nbl, blocked_q, stream);
+  }
+
+  if (uv) launch_complete(args, reinterpret_cast<const int32_t*>(base + all_off), static_cast<int>(N), max_p, max_cols,
+                          opt.full_matrices, stream);
+  return r;
+}
+
+}  // namespace
+
+CoreResult jacobi_svd_cuda(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt) {
+  TORCH_CHECK(A.is_cuda() && A.dim() == 1 && A.is_contiguous() && A.numel() == batch.a_numel,
+              "jsvd internal: jacobi_svd_cuda expects the packed 1-D CUDA buffer");
+  const c10::cuda::CUDAGuard guard(A.device());
+  CoreResult r;
+  if (batch.size() == 0) {
+    r.S = at::empty({0}, A.options());
+    r.info = at::empty({0}, A.options().dtype(at::kInt));
+    if (opt.compute_uv) {
+      r.U = at::empty({0}, A.options());
+      r.V = at::empty({0}, A.options());
+    }
+    return r;
+  }
+  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "jacobi_svd_cuda", [&] { r = run<scalar_t>(A, batch, opt); });
+  return r;
+}
+
+}  // namespace jsvd

@@ -1,0 +1,130 @@
+#include "planner.h"
+
+#include <cuda_runtime.h>
+
+#include <c10/cuda/CUDAException.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+#include "gram_evd_smem.h"
+#include "svd_smem.h"
+
+namespace jsvd {
+namespace cuda {
+
+DeviceLimits device_limits(int device) {
+  static std::mutex mu;
+  static std::vector<DeviceLimits> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  if (device >= static_cast<int>(cache.size())) cache.resize(device + 1);
+  DeviceLimits& l = cache[device];
+  if (l.sm_count == 0) {
+    int smem = 0, sms = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    l.smem_per_block = static_cast<size_t>(smem);
+    l.sm_count = sms;
+  }
+  return l;
+}
+
+int inner_sweeps() {
+  // Tuning knob for experiments (benchmarks/); not part of the API.
+  static const int n = [] {
+    const char* s = std::getenv("JSVD_INNER_SWEEPS");
+    const int v = s ? std::atoi(s) : 0;
+    return v > 0 ? v : 4;
+  }();
+  return n;
+}
+
+MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
+                       const DeviceLimits& lim) {
+  MatrixPlan mp;
+  // Level 1: the whole matrix in shared memory (Observation 1: its SVD
+  // directly, no Gram matrix, no global traffic between sweeps).
+  if (svd_smem_bytes(rows, cols, compute_uv, elem) <= lim.smem_per_block) {
+    const SmemLaunch cfg = svd_smem_config(rows, cols, compute_uv, elem);
+    mp.level = Level::kWholeSmem;
+    mp.tpp = cfg.tpp;
+    mp.threads = cfg.threads;
+    mp.smem = cfg.smem;
+    return mp;
+  }
+  // Blocked: the widest block-column pair whose SVD fits in shared memory,
+  // narrowed while one round-robin step of the batch would leave SMs idle.
+  const int64_t half = (cols + 1) / 2;
+  int64_t chosen = 0;
+  for (int64_t w : {32, 16, 8, 4, 2, 1}) {
+    if (w > half) continue;
+    if (svd_smem_bytes(rows, 2 * w, true, elem) > lim.smem_per_block) continue;
+    chosen = w;
+    const int64_t tasks_per_step = batch * (cols / (2 * w));
+    if (tasks_per_step >= 2 * static_cast<int64_t>(lim.sm_count)) break;
+  }
+  if (chosen > 0) {
+    const SmemLaunch cfg = svd_smem_config(rows, 2 * chosen, true, elem);
+    mp.level = Level::kPairSvd;
+    mp.width = chosen;
+    mp.tpp = cfg.tpp;
+    mp.threads = cfg.threads;
+    mp.smem = cfg.smem;
+    return mp;
+  }
+  // Too tall for any pair: rotations from the Gram matrix's EVD.
+  mp.level = Level::kGramEvd;
+  mp.width = std::min<int64_t>(kGramMaxCols / 2, half);
+  mp.threads = 256;
+  mp.smem = gram_evd_smem_bytes(2 * mp.width, elem);
+  return mp;
+}
+
+const char* level_name(Level level) {
+  switch (level) {
+    case Level::kWholeSmem: return "whole_svd_smem";
+    case Level::kPairSvd: return "pair_svd_smem";
+    default: return "gram_evd_smem";
+  }
+}
+
+std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_t>& cols, size_t elem,
+                      bool compute_uv, int device) {
+  const DeviceLimits lim = device_limits(device);
+  std::ostringstream os;
+  os << "{\"smem_per_block\": " << lim.smem_per_block << ", \"sm_count\": " << lim.sm_count
+     << ", \"inner_sweeps\": " << inner_sweeps() << ", \"matrices\": [";
+  for (size_t k = 0; k < rows.size(); ++k) {
+    // The engine works on the tall orientation.
+    const int64_t p = std::max(rows[k], cols[k]), q = std::min(rows[k], cols[k]);
+    os << (k ? ", " : "") << "{\"rows\": " << rows[k] << ", \"cols\": " << cols[k]
+       << ", \"transposed\": " << (rows[k] < cols[k] ? "true" : "false");
+    if (q == 0) {
+      os << ", \"levels\": []}";
+      continue;
+    }
+    const MatrixPlan mp = plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim);
+    os << ", \"levels\": [";
+    if (mp.level == Level::kWholeSmem) {
+      os << "{\"level\": 1, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << q
+         << ", \"lanes_per_rotation\": " << mp.tpp << ", \"threads\": " << mp.threads << ", \"smem\": " << mp.smem
+         << "}";
+    } else {
+      const int64_t nb = (q + mp.width - 1) / mp.width;
+      os << "{\"level\": 1, \"kernel\": \"block_pairs\", \"width\": " << mp.width << ", \"blocks\": " << nb
+         << ", \"steps_per_sweep\": " << (nb + (nb & 1) - 1) << "}, {\"level\": 2, \"kernel\": \""
+         << level_name(mp.level) << "\", \"width\": " << 2 * mp.width << ", \"threads\": " << mp.threads
+         << ", \"smem\": " << mp.smem;
+      if (mp.level == Level::kPairSvd) os << ", \"lanes_per_rotation\": " << mp.tpp;
+      os << "}";
+    }
+    os << "]}";
+  }
+  os << "]}";
+  return os.str();
+}
+
+}  // namespace cuda
+}  // namespace jsvd

@@ -1,0 +1,325 @@
+// One-sided Jacobi SVD of a matrix, or of a block-column pair, held entirely in
+// shared memory (W-cycle paper §IV-B).
+//
+// One thread block per task. Its columns are orthogonalised by round-robin
+// steps; each rotation is handled by a group of TPP lanes (TPP = α·32,
+// α ∈ {1, ½, ¼, ⅛}), which splits the rows among its lanes. Squared column
+// norms are carried from rotation to rotation by eq. (6) and recomputed exactly
+// at the start of every sweep, so they cannot drift; only x^T y is a fresh
+// inner product per rotation.
+//
+// Whole mode: the task is a whole matrix (rows >= cols); the block iterates to
+// convergence and writes U, S, V sorted by descending S.
+// Pair mode: the task is the pair [A_i A_j] of a blocked matrix (W-cycle
+// Observation 1: its SVD yields the rotation J_ij = V_ij); the block rotates the
+// pair's columns in place, then applies J_ij to the same columns of the V
+// workspace, and reports whether the pair was already orthogonal.
+#include "svd_smem.h"
+
+#include "jacobi_device.cuh"
+
+#include <c10/cuda/CUDAException.h>
+
+namespace jsvd {
+namespace cuda {
+namespace {
+
+template <int TPP>
+__device__ __forceinline__ unsigned group_mask() {
+  const unsigned lane = threadIdx.x & 31u;
+  return TPP == 32 ? 0xffffffffu : (((1u << TPP) - 1u) << (lane & ~unsigned(TPP - 1)));
+}
+
+template <typename T>
+__device__ T block_max(T v, T* red /* >= 32 */) {
+  for (int off = 16; off > 0; off /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, off));
+  const int w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  if ((threadIdx.x & 31) == 0) red[w] = v;
+  __syncthreads();
+  T m = 0;
+  for (int i = 0; i < nw; ++i) m = fmax(m, red[i]);
+  __syncthreads();
+  return m;
+}
+
+template <typename T, int TPP, bool kPair, bool kWithV>
+__global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks,
+                                                        const PairTask* pair_tasks) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ int s_rot;
+  __shared__ int s_rank;
+  __shared__ T s_red[32];
+
+  int k, c0, c1, w0, w1;
+  if (kPair) {
+    const PairTask pt = pair_tasks[blockIdx.x];
+    k = pt.k;
+    c0 = pt.c0;
+    c1 = pt.c1;
+    w0 = pt.w0w1 & 0xffff;
+    w1 = pt.w0w1 >> 16;
+    if (args.state[k].converged) return;
+  } else {
+    k = whole_tasks[blockIdx.x];
+  }
+  const MatrixDesc md = args.desc[k];
+  const int p = md.p;
+  if (!kPair) {
+    c0 = 0;
+    w0 = md.q;
+    c1 = md.q;
+    w1 = 0;
+  }
+  const int c = w0 + w1;                      // columns held by this block
+  constexpr bool kV = kPair || kWithV;        // accumulate the rotations
+  auto gcol = [&](int l) { return l < w0 ? c0 + l : c1 + (l - w0); };
+
+  // Shared memory: d (double, c) | As (c x p) | Vs (c x c) | rank (int, c)
+  double* d = reinterpret_cast<double*>(smem_raw);
+  T* As = reinterpret_cast<T*>(d + c);
+  T* Vs = As + static_cast<size_t>(c) * p;
+  int* rank_s = reinterpret_cast<int*>(Vs + (kV ? c * c : 0));
+
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int g = tid / TPP, lane = tid % TPP, G = nt / TPP;
+  const T* Ag = args.A + md.a_off;
+
+  int local_bad = 0;
+  T local_max = 0;
+  for (int idx = tid; idx < c * p; idx += nt) {
+    const int l = idx / p, r = idx - l * p;
+    const T v = Ag[static_cast<int64_t>(gcol(l)) * p + r];
+    As[idx] = v;
+    if (!kPair) {
+      local_bad |= !isfinite(v);
+      local_max = fmax(local_max, fabs(v));
+    }
+  }
+  if (kV) {
+    for (int idx = tid; idx < c * c; idx += nt) Vs[idx] = (idx / c == idx % c) ? T(1) : T(0);
+  }
+
+  double scale = 1.0;
+  if (!kPair) {
+    // Non-finite input: NaN outputs, info = -2. Otherwise divide by max|a| so
+    // that squared norms neither overflow nor underflow (pair mode: the
+    // blocked prologue did this once for the whole matrix).
+    if (__syncthreads_or(local_bad)) {
+      const T nan = quiet_nan<T>();
+      for (int i = tid; i < md.q; i += nt) args.S[md.s_off + i] = nan;
+      if (args.U) {
+        for (int64_t i = tid; i < static_cast<int64_t>(p) * md.ucols; i += nt) args.U[md.u_off + i] = nan;
+        for (int i = tid; i < md.q * md.q; i += nt) args.V[md.v_off + i] = nan;
+      }
+      if (tid == 0) {
+        args.info[k] = -2;
+        args.rank[k] = md.ucols;  // nothing to complete
+      }
+      return;
+    }
+    const T amax = block_max(local_max, s_red);
+    if (amax > T(0)) {
+      scale = static_cast<double>(amax);
+      const T inv = T(1) / amax;
+      for (int idx = tid; idx < c * p; idx += nt) As[idx] *= inv;
+    }
+  }
+  __syncthreads();
+
+  const double tol = args.tol > 0 ? args.tol : sqrt(static_cast<double>(p)) * static_cast<double>(eps_of<T>());
+  const int e = c + (c & 1);
+  const unsigned mask = group_mask<TPP>();
+  int sweeps = 0;
+  bool converged = false, first_rotated = false;
+  for (int sweep = 1; sweep <= args.max_sweeps; ++sweep) {
+    if (tid == 0) s_rot = 0;
+    for (int l = g; l < c; l += G) {  // exact squared norms, once per sweep
+      const T* x = As + l * p;
+      T acc = 0;
+      for (int r = lane; r < p; r += TPP) acc += x[r] * x[r];
+      acc = group_sum<TPP>(acc);
+      if (lane == 0) d[l] = static_cast<double>(acc);
+    }
+    __syncthreads();
+    for (int step = 0; step < e - 1; ++step) {
+      for (int pk = g; pk < e / 2; pk += G) {
+        int i, j;
+        round_robin_pair(e, step, pk, i, j);
+        if (j >= c) continue;  // the dummy slot of an odd column count
+        const double di = d[i], dj = d[j];
+        if (di == 0.0 || dj == 0.0) continue;  // a zero column is orthogonal to all
+        T* x = As + i * p;
+        T* y = As + j * p;
+        T acc = 0;
+        for (int r = lane; r < p; r += TPP) acc += x[r] * y[r];
+        const double gg = static_cast<double>(group_sum<TPP>(acc));
+        if (!(fabs(gg) > tol * sqrt(di) * sqrt(dj))) continue;
+        const double t = rotation_tan(di, dj, gg);
+        const double cs = 1.0 / sqrt(1.0 + t * t);
+        const T cc = static_cast<T>(cs), ss = static_cast<T>(cs * t);
+        for (int r = lane; r < p; r += TPP) {
+          const T xr = x[r], yr = y[r];
+          x[r] = cc * xr - ss * yr;
+          y[r] = ss * xr + cc * yr;
+        }
+        if (kV) {
+          T* vx = Vs + i * c;
+          T* vy = Vs + j * c;
+          for (int r = lane; r < c; r += TPP) {
+            const T xr = vx[r], yr = vy[r];
+            vx[r] = cc * xr - ss * yr;
+            vy[r] = ss * xr + cc * yr;
+          }
+        }
+        __syncwarp(mask);  // every lane has read d[i], d[j]
+        if (lane == 0) {
+          d[i] = fmax(di - t * gg, 0.0);  // eq. (6), cancellation-free form
+          d[j] = dj + t * gg;
+          s_rot = 1;
+        }
+      }
+      __syncthreads();
+    }
+    sweeps = sweep;
+    const bool rot = s_rot != 0;
+    if (sweep == 1) first_rotated = rot;
+    __syncthreads();  // all have read s_rot before it is reset
+    if (!rot) {
+      converged = true;
+      break;
+    }
+  }
+
+  if (kPair) {
+    // Write the rotated pair back, then V_ij <- V_ij J_ij through the now free As.
+    T* Ab = args.A + md.a_off;
+    for (int idx = tid; idx < c * p; idx += nt) {
+      const int l = idx / p, r = idx - l * p;
+      Ab[static_cast<int64_t>(gcol(l)) * p + r] = As[idx];
+    }
+    if (!first_rotated) return;
+    if (tid == 0) args.state[k].rotated = 1;
+    if constexpr (kWithV) {
+      const int q = md.q;  // q <= p, so V_ij (q x c) fits where As was
+      T* Vg = args.Vw + md.v_off;
+      __syncthreads();
+      for (int idx = tid; idx < c * q; idx += nt) {
+        const int l = idx / q, r = idx - l * q;
+        As[idx] = Vg[static_cast<int64_t>(gcol(l)) * q + r];
+      }
+      __syncthreads();
+      for (int idx = tid; idx < c * q; idx += nt) {
+        const int jc = idx / q, r = idx - jc * q;
+        T acc = 0;
+        for (int l = 0; l < c; ++l) acc += As[l * q + r] * Vs[jc * c + l];
+        Vg[static_cast<int64_t>(gcol(jc)) * q + r] = acc;
+      }
+    }
+    return;
+  }
+
+  // Whole mode: finalise. Exact norms, descending order by rank counting.
+  for (int l = g; l < c; l += G) {
+    const T* x = As + l * p;
+    T acc = 0;
+    for (int r = lane; r < p; r += TPP) acc += x[r] * x[r];
+    acc = group_sum<TPP>(acc);
+    if (lane == 0) d[l] = static_cast<double>(acc);
+  }
+  if (tid == 0) s_rank = 0;
+  __syncthreads();
+  const double tiny = static_cast<double>(tiny_norm<T>());
+  for (int l = tid; l < c; l += nt) {
+    const double dl = d[l];
+    int r = 0;
+    for (int m = 0; m < c; ++m) r += (d[m] > dl) || (d[m] == dl && m < l);
+    rank_s[l] = r;
+    const double nrm = sqrt(dl);
+    args.S[md.s_off + r] = static_cast<T>(nrm * scale);
+    if (nrm > tiny) atomicAdd(&s_rank, 1);
+  }
+  __syncthreads();
+  if (tid == 0) {
+    args.info[k] = converged ? sweeps : -1;
+    args.rank[k] = s_rank;
+  }
+  if (!args.U) return;
+  T* Ug = args.U + md.u_off;
+  for (int idx = tid; idx < c * p; idx += nt) {
+    const int l = idx / p, r = idx - l * p;
+    const double nrm = sqrt(d[l]);
+    const T inv = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // zero columns are completed later
+    Ug[static_cast<int64_t>(rank_s[l]) * p + r] = As[idx] * inv;
+  }
+  if (kWithV) {
+    T* Vg = args.V + md.v_off;
+    for (int idx = tid; idx < c * c; idx += nt) {
+      const int l = idx / c, r = idx - l * c;
+      Vg[rank_s[l] * c + r] = Vs[idx];
+    }
+  }
+}
+
+template <typename T, int TPP, bool kPair, bool kWithV>
+void launch_one(const EngineArgs<T>& args, const int32_t* whole_tasks, const PairTask* pair_tasks, int ntasks,
+                int threads, size_t smem, cudaStream_t stream) {
+  auto kernel = svd_smem_kernel<T, TPP, kPair, kWithV>;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  kernel<<<ntasks, threads, smem, stream>>>(args, whole_tasks, pair_tasks);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T, bool kPair, bool kWithV>
+void launch_tpp(const EngineArgs<T>& args, const int32_t* whole_tasks, const PairTask* pair_tasks, int ntasks,
+                const SmemLaunch& cfg, cudaStream_t stream) {
+  switch (cfg.tpp) {
+    case 4: return launch_one<T, 4, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
+    case 8: return launch_one<T, 8, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
+    case 16: return launch_one<T, 16, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
+    default: return launch_one<T, 32, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
+  }
+}
+
+}  // namespace
+
+size_t svd_smem_bytes(int64_t p, int64_t c, bool accumulate_v, size_t elem) {
+  return static_cast<size_t>(c) * sizeof(double) + static_cast<size_t>(c * p) * elem +
+         (accumulate_v ? static_cast<size_t>(c * c) * elem : 0) + static_cast<size_t>(c) * sizeof(int) + 16;
+}
+
+SmemLaunch svd_smem_config(int64_t p, int64_t c, bool accumulate_v, size_t elem) {
+  SmemLaunch cfg;
+  const int64_t pairs = (c + 1) / 2;
+  int tpp = 32;
+  while (tpp > 4 && tpp / 2 >= p) tpp /= 2;             // about one row per lane for short columns
+  while (tpp > 4 && pairs * tpp > 1024) tpp /= 2;       // every pair of a step in flight if possible
+  cfg.tpp = tpp;
+  const int64_t groups = std::min<int64_t>(pairs, 1024 / tpp);
+  cfg.threads = static_cast<int>(std::max<int64_t>(groups * tpp, 32));
+  cfg.smem = svd_smem_bytes(p, c, accumulate_v, elem);
+  return cfg;
+}
+
+template <typename T>
+void launch_svd_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
+                      bool with_v, cudaStream_t stream) {
+  if (ntasks == 0) return;
+  if (with_v) launch_tpp<T, false, true>(args, tasks, nullptr, ntasks, cfg, stream);
+  else launch_tpp<T, false, false>(args, tasks, nullptr, ntasks, cfg, stream);
+}
+
+template <typename T>
+void launch_svd_pair(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
+                     bool with_v, cudaStream_t stream) {
+  if (ntasks == 0) return;
+  if (with_v) launch_tpp<T, true, true>(args, nullptr, tasks, ntasks, cfg, stream);
+  else launch_tpp<T, true, false>(args, nullptr, tasks, ntasks, cfg, stream);
+}
+
+template void launch_svd_whole<float>(const EngineArgs<float>&, const int32_t*, int, const SmemLaunch&, bool, cudaStream_t);
+template void launch_svd_whole<double>(const EngineArgs<double>&, const int32_t*, int, const SmemLaunch&, bool, cudaStream_t);
+template void launch_svd_pair<float>(const EngineArgs<float>&, const PairTask*, int, const SmemLaunch&, bool, cudaStream_t);
+template void launch_svd_pair<double>(const EngineArgs<double>&, const PairTask*, int, const SmemLaunch&, bool, cudaStream_t);
+
+}  // namespace cuda
+}  // namespace jsvd
