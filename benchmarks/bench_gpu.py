@@ -1,0 +1,286 @@
+"""GPU benchmark: torch_jsvd.svd against torch.linalg.svd (default, gesvdj, gesvd, gesvda) in one run.
+
+Workloads of the W-cycle SVD paper (Fig. 7-8) plus float64 variants; issue 3 item 7 and "Goals".
+All methods are called with full_matrices=False on the same seeded inputs.
+
+    python benchmarks/bench_gpu.py                      # full suite (stops starting cases after --budget-s)
+    python benchmarks/bench_gpu.py --quick              # the goal cases only
+    python benchmarks/bench_gpu.py --cases 512,float64  # cases whose name contains any substring
+    python benchmarks/bench_gpu.py --results-md benchmarks/RESULTS.md
+
+Timing: CUDA events, 1 warm-up, then the median of N repeats (repeat until 1 s spent, 1 <= N <= 20);
+a torch driver whose warm-up takes > 5 s is reported by that single call.
+Quality (float64, max over the batch): recon = ||A - U diag(S) Vh||_F / ||A||_F,
+orth = max(||U^T U - I||_F, ||Vh Vh^T - I||_F), s_err = max_i |s_i - s_ref_i| / s_ref_1 with
+s_ref = torch.linalg.svdvals of the same input in float64 on the GPU.
+Output: table (stdout), JSON + PNG plots in $OUT (if set) or benchmarks/results/.
+"""
+
+import argparse, datetime, json, math, os, statistics, subprocess, sys, time
+
+import torch
+
+SMALL_SHAPES = [(8, 32), (16, 16), (32, 32), (32, 8)]
+BIG_SQUARES = [(200, 64), (200, 100), (200, 128), (200, 256), (100, 512), (10, 1024), (1, 1536)]
+F32, F64 = torch.float32, torch.float64
+CASES = ([(b, m, n, F32) for b in (100, 500, 10000) for m, n in SMALL_SHAPES]
+         + [(b, n, n, F32) for b, n in BIG_SQUARES] + [(100, 512, 64, F32), (1000, 128, 32, F32)]
+         + [(10000, 32, 32, F64), (200, 128, 128, F64), (100, 512, 512, F64), (10, 1024, 1024, F64)])
+QUICK = {"10000x32x32 float32", "500x16x16 float32", "200x128x128 float32", "200x256x256 float32",
+         "100x512x512 float32", "200x128x128 float64"}
+# issue 3 "Goals": minimum speed-up vs torch default (float32, same run)
+GOALS = {"10000x32x32 float32": 5, "500x16x16 float32": 3, "200x128x128 float32": 100,
+         "200x256x256 float32": 50, "100x512x512 float32": 30}
+TORCH_METHODS = ["torch", "gesvdj", "gesvd", "gesvda"]
+SLOW_MS = 5000.0  # torch driver warm-up above this: no repeats
+
+
+def case_name(b, m, n, dtype):
+    return f"{b}x{m}x{n} {str(dtype).replace('torch.', '')}"
+
+
+def timed(fn):
+    """One call timed with CUDA events: (ms, result)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    out = fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end), out
+
+
+def bench(fn, skip_repeats_above=None):
+    """Warm-up + median of adaptive repeats: (median ms, repeats, warm-up ms, warm-up result)."""
+    warm, out = timed(fn)
+    if skip_repeats_above is not None and warm > skip_repeats_above:
+        return warm, 0, warm, out
+    times = []
+    while not times or (sum(times) < 1000.0 and len(times) < 20):
+        times.append(timed(fn)[0])
+    return statistics.median(times), len(times), warm, out
+
+
+@torch.no_grad()
+def quality(A, U, S, Vh, S_ref):
+    """Worst-case reconstruction, orthogonality and singular-value error in float64, chunked."""
+    b, m, n = A.shape
+    k = S.shape[-1]
+    chunk = max(1, (1 << 28) // (8 * 4 * max(m, n) * max(m, n)))  # ~256 MB of float64 temporaries
+    eye = torch.eye(k, dtype=F64, device=A.device)
+    worst = {"recon": 0.0, "orth_u": 0.0, "orth_v": 0.0, "s_err": 0.0}
+    for i in range(0, b, chunk):
+        a, u, s, vh, sr = (t[i:i + chunk].to(F64) for t in (A, U, S, Vh, S_ref))
+        an = torch.linalg.matrix_norm(a).clamp_min(1e-300)
+        vals = {"recon": torch.linalg.matrix_norm(a - (u * s.unsqueeze(-2)) @ vh) / an,
+                "orth_u": torch.linalg.matrix_norm(u.mT @ u - eye),
+                "orth_v": torch.linalg.matrix_norm(vh @ vh.mT - eye),
+                "s_err": (s - sr).abs().amax(-1) / sr[..., 0].clamp_min(1e-300)}
+        for key, v in vals.items():  # NaN propagates through max()
+            x = v.max().item()
+            worst[key] = x if math.isnan(x) else max(worst[key], x)
+    worst["orth"] = max(worst["orth_u"], worst["orth_v"])
+    return worst
+
+
+def run_case(jsvd, b, m, n, dtype, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    A = torch.randn(b, m, n, dtype=dtype, device="cuda", generator=gen)
+    S_ref = torch.linalg.svdvals(A.to(F64))
+    methods = {"ours": lambda: jsvd.svd(A, full_matrices=False),
+               "torch": lambda: torch.linalg.svd(A, full_matrices=False)}
+    for drv in TORCH_METHODS[1:]:
+        if drv == "gesvda" and m < n:
+            continue  # gesvda: tall or square only
+        methods[drv] = lambda drv=drv: torch.linalg.svd(A, full_matrices=False, driver=drv)
+    row = {"case": case_name(b, m, n, dtype), "batch": b, "m": m, "n": n,
+           "dtype": str(dtype).replace("torch.", ""), "methods": {}}
+    for name, fn in methods.items():
+        try:
+            ms, reps, warm, (U, S, Vh) = bench(fn, None if name == "ours" else SLOW_MS)
+            res = {"ms": ms, "repeats": reps, "warmup_ms": warm, **quality(A, U, S, Vh, S_ref)}
+            del U, S, Vh
+        except Exception as e:  # driver not applicable, out of memory, not converged, ...
+            res = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"}
+        torch.cuda.empty_cache()
+        row["methods"][name] = res
+    try:  # sweeps taken by our solver (info >= 0), and how many matrices did not converge
+        info = jsvd.svd_ex(A, full_matrices=False)[3]
+        row["sweeps_max"], row["not_converged"] = int(info.max()), int((info < 0).sum())
+    except Exception as e:
+        row["sweeps_error"] = str(e)[:200]
+    if hasattr(jsvd, "plan"):
+        try:
+            row["plan"] = repr(jsvd.plan([(m, n)], dtype=dtype, device=A.device))[:1000]
+        except Exception as e:
+            row["plan"] = f"error: {e}"[:200]
+    mt = row["methods"]
+    ours = mt["ours"].get("ms")
+    if ours:
+        if "ms" in mt["torch"]:
+            row["speedup"] = mt["torch"]["ms"] / ours
+        timed_torch = {k: mt[k]["ms"] for k in TORCH_METHODS if "ms" in mt.get(k, {})}
+        if timed_torch:
+            best = min(timed_torch, key=timed_torch.get)
+            row["best_torch"], row["speedup_best"] = best, timed_torch[best] / ours
+    return row
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def table(rows, md=False):
+    head = ["case", "ours ms", "torch ms", "speed-up", "vs best (driver)", "ours recon", "ours orth",
+            "torch recon", "torch orth", "sweeps"]
+    body = []
+    for r in rows:
+        o, t = r["methods"]["ours"], r["methods"]["torch"]
+        best = f"{fmt(r.get('speedup_best'), '.2f')} ({r.get('best_torch', '-')})"
+        body.append([r["case"], fmt(o.get("ms"), ".3f"), fmt(t.get("ms"), ".3f"), fmt(r.get("speedup"), ".2f"),
+                     best, fmt(o.get("recon"), ".1e"), fmt(o.get("orth"), ".1e"), fmt(t.get("recon"), ".1e"),
+                     fmt(t.get("orth"), ".1e"), str(r.get("sweeps_max", "-"))])
+    if md:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in body])
+    w = [max(len(x) for x in col) for col in zip(head, *body)]
+    return "\n".join("  ".join(c.rjust(wi) for c, wi in zip(line, w)) for line in [head] + body)
+
+
+def goal_lines(rows):
+    by = {r["case"]: r for r in rows}
+    out = []
+    for case, need in GOALS.items():
+        got = by.get(case, {}).get("speedup")
+        out.append(f"{case}: speed-up >= {need}x: {fmt(got, '.2f')}x "
+                   f"{'(not run)' if got is None else 'MET' if got >= need else 'MISSED'}")
+    slower = [r["case"] for r in rows if r.get("speedup") is not None and r["speedup"] < 1]
+    out.append("never slower than torch default: " + ("MET" if not slower else "MISSED on " + ", ".join(slower)))
+    o = by.get("100x512x512 float32", {}).get("methods", {}).get("ours", {})
+    if "recon" in o:
+        ok = o["recon"] <= 5e-6 and o["orth"] <= 1e-4
+        out.append(f"100x512x512 float32 accuracy: recon {o['recon']:.1e} (<= 5e-6), orth {o['orth']:.1e} "
+                   f"(<= 1e-4): {'MET' if ok else 'MISSED'}")
+    return out
+
+
+def plot(rows, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plots")
+        return []
+    files = []
+    small = [f"{m}x{n}" for m, n in SMALL_SHAPES]
+    for fname, title in (("speedup_small.png", "small matrices (float32)"), ("speedup_big.png", "large squares")):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        series = {}
+        for r in rows:
+            if "speedup" not in r:
+                continue
+            if fname == "speedup_small.png" and f"{r['m']}x{r['n']}" in small and r["dtype"] == "float32":
+                series.setdefault((r["batch"], r["dtype"]), []).append((small.index(f"{r['m']}x{r['n']}"), r["speedup"]))
+            elif fname == "speedup_big.png" and r["m"] == r["n"] and r["n"] >= 64:
+                series.setdefault((r["batch"], r["dtype"]), []).append((r["n"], r["speedup"]))
+        for (b, dt), pts in sorted(series.items()):
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if dt == "float32" else "s--",
+                    label=f"batch {b}" + ("" if dt == "float32" else f" {dt}"))
+        ax.axhline(1.0, color="gray", lw=0.8)
+        if fname == "speedup_small.png":
+            ax.set_xticks(range(len(small)), small)
+            ax.set_xlabel("matrix size m x n")
+        else:
+            ax.set_xscale("log")
+            sizes = [n for _, n in BIG_SQUARES]
+            ax.set_xticks(sizes, [str(n) for n in sizes])
+            ax.minorticks_off()
+            ax.set_xlabel("matrix size n (n x n)")
+        ax.set_yscale("log")
+        ax.set_ylabel("speed-up vs torch.linalg.svd (default)")
+        ax.set_title(f"torch_jsvd speed-up, {title}, {torch.cuda.get_device_name()}", fontsize=9)
+        ax.legend(fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+        fig.tight_layout()
+        path = os.path.join(outdir, fname)
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        files.append(path)
+    return files
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="run the goal cases only")
+    p.add_argument("--cases", help="comma-separated substrings; run cases whose name contains one (e.g. 512,float64)")
+    p.add_argument("--budget-s", type=float, default=400.0, help="start no new case after this many seconds")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--results-md", help="append a dated markdown section with the table to this file")
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench_gpu.py: no CUDA device available")
+    import torch_jsvd
+
+    cases = [c for c in CASES if not args.quick or case_name(*c) in QUICK]
+    if args.cases:
+        keys = [s.strip() for s in args.cases.split(",") if s.strip()]
+        cases = [c for c in cases if any(k in case_name(*c) for k in keys)]
+    dev = torch.cuda.get_device_name()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = ""
+    print(f"device: {dev}\ntorch {torch.__version__} (CUDA {torch.version.cuda}), torch_jsvd "
+          f"{getattr(torch_jsvd, '__version__', '?')} {commit}\nseed {args.seed}; full_matrices=False for all methods; "
+          f"{len(cases)} cases, budget {args.budget_s:.0f} s")
+    x = torch.randn(2, 8, 8, device="cuda")  # create cuSOLVER/cuBLAS handles outside the timings
+    for drv in (None, "gesvdj", "gesvd", "gesvda"):
+        torch.linalg.svd(x, full_matrices=False, driver=drv)
+    torch_jsvd.svd(x, full_matrices=False)
+    torch.cuda.synchronize()
+
+    rows, skipped, t0 = [], [], time.time()
+    for b, m, n, dtype in cases:
+        name = case_name(b, m, n, dtype)
+        if time.time() - t0 > args.budget_s:
+            skipped.append(name)
+            continue
+        tc = time.time()
+        row = run_case(torch_jsvd, b, m, n, dtype, args.seed)
+        rows.append(row)
+        times = "  ".join(f"{k} {v['ms']:.3f}" if "ms" in v else f"{k} error" for k, v in row["methods"].items())
+        print(f"[{time.time() - t0:6.1f} s] {name:22s} ms: {times}  speed-up {fmt(row.get('speedup'), '.2f')} "
+              f"({time.time() - tc:.1f} s)", flush=True)
+        for k, v in row["methods"].items():
+            if "error" in v and k != "gesvda":
+                print(f"    {k}: {v['error']}")
+    if skipped:
+        print(f"budget of {args.budget_s:.0f} s spent: skipped {', '.join(skipped)}")
+
+    outdir = os.environ.get("OUT") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    os.makedirs(outdir, exist_ok=True)
+    date = datetime.datetime.now().isoformat(timespec="seconds")
+    doc = {"device": dev, "torch": torch.__version__, "cuda": torch.version.cuda, "commit": commit, "date": date,
+           "command": " ".join([os.path.basename(sys.executable)] + sys.argv), "seed": args.seed,
+           "full_matrices": False, "goals": goal_lines(rows), "skipped": skipped, "rows": rows}
+    path = os.path.join(outdir, "bench_gpu.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    print(f"wrote {path}")
+    for fpath in plot(rows, outdir):
+        print(f"wrote {fpath}")
+    if args.results_md:
+        with open(args.results_md, "a") as f:
+            f.write(f"\n## GPU benchmark, {date}\n\n{dev}, torch {torch.__version__}, commit {commit}, seed {args.seed}, "
+                    f"full_matrices=False; `{' '.join(sys.argv)}`\n\n"
+                    + "".join(f"- {g}\n" for g in doc["goals"]) + "\n" + table(rows, md=True) + "\n")
+        print(f"appended to {args.results_md}")
+    print("\nfull_matrices=False; times: median ms (CUDA events); speed-up = torch default / ours; "
+          "vs best = fastest torch driver / ours; recon, orth: max over batch (float64)")
+    print("\n".join(doc["goals"]))
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
