@@ -1,0 +1,40 @@
+import os
+import time
+import zlib
+
+import pytest
+import torch
+
+import torch_jsvd  # noqa: F401  (registers torch.ops.jsvd)
+
+# Fresh random inputs every run; JSVD_SEED=<n> replays a run (the seed is in the header).
+SEED = int(os.environ.get("JSVD_SEED", time.time_ns() % (2**31)))
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+def pytest_report_header(config):
+    cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "none (cuda tests skip)"
+    return [f"JSVD_SEED={SEED}", f"torch {torch.__version__}, CUDA device: {cuda}"]
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _seed(request):
+    # Per-test seed derived from the run seed, so one test replays independently of the others.
+    seed = (SEED + zlib.crc32(request.node.nodeid.encode())) % (2**31)
+    torch.manual_seed(seed)
+    yield
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param

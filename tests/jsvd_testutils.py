@@ -1,0 +1,53 @@
+"""Checks shared by the tests: the accuracy bounds of issue 2 (10 * max(m, n) * eps)."""
+
+import torch
+
+
+def eps_of(dtype):
+    return torch.finfo(dtype).eps
+
+
+def bound(m, n, dtype, factor=10.0):
+    return factor * max(m, n, 1) * eps_of(dtype)
+
+
+def rel_reconstruction_error(A, U, S, Vh):
+    """||A - U diag(S) Vh||_F / ||A||_F per matrix, in float64 (so the check itself adds no error)."""
+    k = S.shape[-1]
+    A, U, S, Vh = (t.double() for t in (A, U, S, Vh))
+    R = (U[..., :k] * S.unsqueeze(-2)) @ Vh[..., :k, :]
+    num = torch.linalg.matrix_norm(A - R)
+    den = torch.linalg.matrix_norm(A).clamp_min(torch.finfo(torch.float64).tiny)
+    return torch.where(torch.linalg.matrix_norm(A) > 0, num / den, num)
+
+
+def orthogonality_error(Q, rows=False):
+    """||Q^T Q - I||_F (columns) or ||Q Q^T - I||_F (rows), per matrix, in float64."""
+    Q = Q.double()
+    G = Q @ Q.mT if rows else Q.mT @ Q
+    return torch.linalg.matrix_norm(G - torch.eye(G.shape[-1], dtype=G.dtype, device=G.device))
+
+
+def assert_valid_svd(A, U, S, Vh, full_matrices, factor=10.0):
+    """Shapes, contiguity, order and sign of S, reconstruction and orthogonality."""
+    *batch, m, n = A.shape
+    k = min(m, n)
+    assert U.shape == (*batch, m, m if full_matrices else k)
+    assert S.shape == (*batch, k)
+    assert Vh.shape == (*batch, n if full_matrices else k, n)
+    for t in (U, S, Vh):
+        assert t.dtype == A.dtype and t.device == A.device
+        assert t.is_contiguous()
+    assert torch.isfinite(S).all()
+    assert (S >= 0).all()
+    assert (S[..., :-1] >= S[..., 1:]).all(), "S not descending"
+    tol = bound(m, n, A.dtype, factor)
+    assert rel_reconstruction_error(A, U, S, Vh).max() <= tol
+    assert orthogonality_error(U).max() <= tol
+    assert orthogonality_error(Vh, rows=True).max() <= tol
+
+
+def random_rank(shape, rank, dtype=torch.float64, device="cpu"):
+    *batch, m, n = shape
+    return (torch.randn(*batch, m, rank, dtype=dtype, device=device)
+            @ torch.randn(*batch, rank, n, dtype=dtype, device=device))

@@ -1,0 +1,95 @@
+"""torch.library.opcheck for every op, and torch.compile(fullgraph=True) against eager."""
+
+import pytest
+import torch
+from torch.library import opcheck
+
+import torch_jsvd
+
+
+def _opcheck_cases(device):
+    f64 = dict(dtype=torch.float64, device=device)
+    A = torch.randn(3, 5, 4, **f64)
+    W = torch.randn(2, 3, 6, **f64)
+    Ag = torch.randn(5, 4, **f64, requires_grad=True)
+    Wg = torch.randn(3, 6, **f64, requires_grad=True)
+    svd, svd_ex, svdvals, varlen = (torch.ops.jsvd.svd.default, torch.ops.jsvd.svd_ex.default,
+                                    torch.ops.jsvd.svdvals.default, torch.ops.jsvd.svd_varlen.default)
+    mats = [torch.randn(4, 3, **f64), torch.randn(2, 5, **f64), torch.randn(3, 3, **f64)]
+    mats_g = [t.clone().requires_grad_() for t in mats]
+    return [
+        (svd, (A, True, True, None, None)),
+        (svd, (W, False, True, 1e-10, 40)),
+        (svd, (Ag, True, True, None, None)),
+        (svd, (Wg, False, True, None, None)),
+        (svd, (Ag, False, False, None, None)),
+        (svd, (A.to(torch.float32), True, True, None, None)),
+        (svd_ex, (A, True, True, None, None)),
+        (svd_ex, (Wg, False, True, None, 16)),
+        (svd_ex, (Ag, True, False, None, None)),
+        (svdvals, (A, None, None)),
+        (svdvals, (Wg, None, None)),
+        (varlen, (mats, False, True, None, None)),
+        (varlen, (mats, True, True, None, None)),
+        (varlen, (mats_g, False, True, None, None)),
+        (varlen, (mats_g, True, False, None, None)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(15))
+def test_opcheck(device, case):
+    op, args = _opcheck_cases(device)[case]
+    opcheck(op, args)
+
+
+def _f(A):
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    R = (U * S.unsqueeze(-2)) @ Vh
+    return R, S, torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, full_matrices=True).Vh.abs().sum(-1)
+
+
+def _assert_same(out, ref):
+    for a, b in zip(out, ref):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_compile_fullgraph(device):
+    torch._dynamo.reset()
+    cf = torch.compile(_f, fullgraph=True)
+    A = torch.randn(4, 6, 5, device=device)
+    _assert_same(cf(A), _f(A))
+
+
+def test_compile_dynamic(device):
+    torch._dynamo.reset()
+    cf = torch.compile(_f, fullgraph=True, dynamic=True)
+    for shape in [(4, 6, 5), (2, 5, 7), (3, 3), (2, 2, 9, 4)]:
+        A = torch.randn(shape, device=device)
+        _assert_same(cf(A), _f(A))
+
+
+def test_compile_backward(device):
+    torch._dynamo.reset()
+
+    def loss(A):
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+        return ((U * S.unsqueeze(-2)) @ Vh).sin().sum() + torch_jsvd.svdvals(A).sum()
+
+    cf = torch.compile(loss, fullgraph=True)
+    A = torch.randn(3, 6, 4, dtype=torch.float64, device=device, requires_grad=True)
+    g, = torch.autograd.grad(cf(A), A)
+    g_ref, = torch.autograd.grad(loss(A), A)
+    torch.testing.assert_close(g, g_ref)
+
+
+def test_compile_varlen(device):
+    torch._dynamo.reset()
+
+    def f(a, b):
+        U, S, Vh = torch_jsvd.svd_varlen([a, b])
+        return [(u * s.unsqueeze(-2)) @ vh for u, s, vh in zip(U, S, Vh)]
+
+    cf = torch.compile(f, fullgraph=True)
+    a, b = torch.randn(5, 3, device=device), torch.randn(2, 6, device=device)
+    _assert_same(cf(a, b), f(a, b))
+    _assert_same(cf(a, b), [a, b])

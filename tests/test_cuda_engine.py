@@ -1,0 +1,193 @@
+"""The CUDA W-cycle engine (issue 3): every level on a grid of shapes, checked
+against float64 references. Skipped without a CUDA device."""
+
+import json
+
+import pytest
+import torch
+
+import torch_jsvd
+from jsvd_testutils import (
+    assert_valid_svd,
+    bound,
+    orthogonality_error,
+    random_rank,
+    rel_reconstruction_error,
+)
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+DTYPES = [torch.float32, torch.float64]
+
+# (batch, m, n): square, tall, wide, thin, sizes off multiples of 32, and shapes
+# that land on every level of the planner (whole in smem, pair SVD, Gram EVD).
+SHAPES = [
+    ((7,), 1, 1),
+    ((5,), 1, 9),
+    ((5,), 9, 1),
+    ((33,), 8, 32),
+    ((33,), 32, 8),
+    ((100,), 16, 16),
+    ((64,), 32, 32),
+    ((3, 4), 17, 13),
+    ((6,), 33, 47),
+    ((4,), 100, 100),
+    ((3,), 128, 128),
+    ((2,), 130, 70),
+    ((2,), 200, 200),
+    ((2,), 256, 256),
+    ((1,), 300, 520),
+    ((2,), 2048, 16),
+    ((2,), 16, 2048),
+]
+
+
+def _check(A, full_matrices, factor=10.0):
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=full_matrices)
+    assert_valid_svd(A, U, S, Vh, full_matrices, factor)
+    ref = torch.linalg.svdvals(A.double())
+    err = (S.double() - ref).abs().amax(-1) / ref[..., :1].clamp_min(1e-300).squeeze(-1)
+    assert err.max() <= bound(*A.shape[-2:], A.dtype), err.max()
+    return U, S, Vh
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("batch,m,n", SHAPES, ids=lambda v: str(v))
+def test_shapes(batch, m, n, dtype):
+    A = torch.randn(*batch, m, n, dtype=dtype, device="cuda")
+    _check(A, full_matrices=False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("m,n", [(32, 8), (8, 32), (70, 130), (300, 40), (2048, 16)])
+def test_full_matrices(m, n, dtype):
+    A = torch.randn(2, m, n, dtype=dtype, device="cuda")
+    _check(A, full_matrices=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("m,n,rank", [(16, 16, 3), (40, 24, 1), (256, 256, 10), (520, 300, 7)])
+@pytest.mark.parametrize("full_matrices", [False, True])
+def test_rank_deficient(m, n, rank, dtype, full_matrices):
+    A = random_rank((3, m, n), rank, dtype=dtype, device="cuda")
+    A[1] = 0  # a zero matrix in the batch
+    A[2, :, : n // 2] = A[2, :, n // 2 : 2 * (n // 2)]  # repeated columns: exact zero columns appear
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=full_matrices)
+    assert_valid_svd(A, U, S, Vh, full_matrices)
+    assert (S[1] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [12, 64, 200])
+def test_repeated_singular_values(n, dtype):
+    Q1, _ = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64))
+    Q2, _ = torch.linalg.qr(torch.randn(n, n, dtype=torch.float64))
+    s = torch.ones(n, dtype=torch.float64)
+    s[n // 2 :] = 0.5
+    A = ((Q1 * s) @ Q2.T).to(dtype).cuda()[None]
+    U, S, Vh = _check(A, full_matrices=False)
+    assert torch.allclose(S[0].double().cpu(), s.sort(descending=True).values, atol=bound(n, n, dtype))
+
+
+def _graded(m, n, kappa, generator):
+    B = torch.randn(m, n, dtype=torch.float64, generator=generator)
+    return B * torch.logspace(0, -torch.log10(torch.tensor(kappa)).item(), n, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("m,n", [(16, 16), (64, 48), (300, 200), (2048, 16)])
+def test_graded_relative_accuracy(m, n):
+    """Column-graded float64, kappa up to 1e12: every singular value to high
+    relative accuracy (the reason to use Jacobi). Reference: the CPU engine,
+    itself checked against mpmath in tests/test_graded.py."""
+    g = torch.Generator().manual_seed(torch.randint(0, 2**31, ()).item())
+    A = torch.stack([_graded(m, n, 1e12, g), _graded(m, n, 1e8, g)])
+    ref = torch_jsvd.svdvals(A)
+    S = torch_jsvd.svdvals(A.cuda()).cpu()
+    rel = ((S - ref).abs() / ref).max()
+    assert rel <= 100 * max(m, n) * torch.finfo(torch.float64).eps, rel
+
+
+def test_varlen_matches_per_matrix():
+    shapes = [(int(m), int(n)) for m, n in torch.randint(1, 90, (60, 2))] + [(300, 20), (20, 300), (256, 256)]
+    for dtype in DTYPES:
+        As = [torch.randn(m, n, dtype=dtype, device="cuda") for m, n in shapes]
+        Us, Ss, Vhs = torch_jsvd.svd_varlen(As)
+        for A, U, S, Vh in zip(As, Us, Ss, Vhs):
+            assert_valid_svd(A, U, S, Vh, full_matrices=False)
+            ref = torch.linalg.svdvals(A.double())
+            assert (S.double() - ref).abs().max() <= bound(*A.shape, dtype) * ref[0]
+
+
+def test_svd_ex_info_and_no_convergence():
+    A = torch.randn(4, 64, 64, device="cuda")
+    _, S, _, info = torch_jsvd.svd_ex(A)
+    assert info.dtype == torch.int32 and info.shape == (4,) and (info > 1).all()
+    _, _, _, info1 = torch_jsvd.svd_ex(A, max_sweeps=1)
+    assert (info1 == torch_jsvd.INFO_NOT_CONVERGED).all()
+    B = torch.randn(2, 512, 512, device="cuda")  # blocked level
+    _, _, _, infob = torch_jsvd.svd_ex(B, max_sweeps=1)
+    assert (infob == torch_jsvd.INFO_NOT_CONVERGED).all()
+    with pytest.raises(RuntimeError):
+        torch_jsvd.svd(A, max_sweeps=1)
+
+
+@pytest.mark.parametrize("shape", [(3, 16, 16), (2, 512, 512), (2, 2048, 16)])
+def test_non_finite_input(shape):
+    A = torch.randn(*shape, dtype=torch.float64, device="cuda")
+    A[1, 0, 0] = float("nan")
+    U, S, Vh, info = torch_jsvd.svd_ex(A)
+    assert info[1] == torch_jsvd.INFO_NON_FINITE and info[0] >= 0
+    assert torch.isnan(S[1]).all() and torch.isfinite(S[0]).all()
+
+
+def test_side_stream():
+    A = torch.randn(50, 100, 60, device="cuda")
+    B = torch.randn(2, 600, 600, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        outA = torch_jsvd.svd_ex(A, full_matrices=False)
+        outB = torch_jsvd.svd_ex(B, full_matrices=False)
+    torch.cuda.current_stream().wait_stream(s)
+    assert_valid_svd(A, *outA[:3], full_matrices=False)
+    assert_valid_svd(B, *outB[:3], full_matrices=False)
+
+
+def test_tolerance_control():
+    A = torch.randn(8, 96, 96, dtype=torch.float64, device="cuda")
+    _, _, _, loose = torch_jsvd.svd_ex(A, tol=1e-4)
+    _, _, _, tight = torch_jsvd.svd_ex(A)
+    assert (loose <= tight).all() and (loose < tight).any()
+
+
+def test_plan_levels():
+    p32 = torch_jsvd.plan([(32, 32)], dtype=torch.float32, device="cuda")
+    assert p32["matrices"][0]["levels"][0]["kernel"] == "whole_svd_smem"
+    p512 = torch_jsvd.plan([(512, 512)] * 100, dtype=torch.float32, device="cuda")
+    lv = p512["matrices"][0]["levels"]
+    assert lv[0]["kernel"] == "block_pairs" and lv[1]["kernel"] == "pair_svd_smem"
+    tall = torch_jsvd.plan([(16, 2048)], dtype=torch.float64, device="cuda")["matrices"][0]
+    assert tall["transposed"] and tall["levels"][1]["kernel"] == "gram_evd_smem"
+    # the limit comes from the device, not the paper's 48 KB
+    assert p32["smem_per_block"] > 48 * 1024
+
+
+def test_opcheck_cuda():
+    A = torch.randn(3, 20, 12, device="cuda", dtype=torch.float64)
+    torch.library.opcheck(torch.ops.jsvd.svd.default, (A,), {"full_matrices": False})
+    torch.library.opcheck(torch.ops.jsvd.svd_ex.default, (A,), {"full_matrices": False})
+    torch.library.opcheck(torch.ops.jsvd.svdvals.default, (A,))
+    torch.library.opcheck(torch.ops.jsvd.svd_varlen.default, ([A[0], A[1, :5]],))
+
+
+def test_gradcheck_cuda():
+    A = torch.randn(2, 6, 4, dtype=torch.float64, device="cuda", requires_grad=True)
+
+    def f(A):
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+        return U @ torch.diag_embed(S) @ Vh, S, U @ U.mT
+
+    assert torch.autograd.gradcheck(f, (A,))
