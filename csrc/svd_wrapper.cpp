@@ -35,8 +35,9 @@ at::ScalarType compute_dtype(at::ScalarType dt) {
 }
 
 SvdOptions make_options(bool full_matrices, bool compute_uv, std::optional<double> tol,
-                        std::optional<int64_t> max_sweeps, const char* op) {
+                        std::optional<int64_t> max_sweeps, bool may_sync, const char* op) {
   SvdOptions o;
+  o.may_sync = may_sync;
   o.full_matrices = full_matrices;
   o.compute_uv = compute_uv;
   if (tol.has_value()) {
@@ -86,9 +87,10 @@ void check_info(const Tensor& info, const char* op, const SvdOptions& opt) {
 std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool full_matrices, bool compute_uv,
                                                          std::optional<double> tol,
                                                          std::optional<int64_t> max_sweeps, EngineFn engine,
-                                                         const char* op, SvdOptions* opt_out = nullptr) {
+                                                         const char* op, bool may_sync,
+                                                         SvdOptions* opt_out = nullptr) {
   check_matrix(A, op, "A");
-  const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, op);
+  const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, may_sync, op);
   if (opt_out) *opt_out = opt;
 
   const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
@@ -145,14 +147,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
 std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_impl(const Tensor& A, bool full_matrices, bool compute_uv,
                                                        std::optional<double> tol, std::optional<int64_t> max_sweeps,
                                                        EngineFn engine) {
-  return svd_ex_common(A, full_matrices, compute_uv, tol, max_sweeps, engine, "jsvd.svd_ex");
+  return svd_ex_common(A, full_matrices, compute_uv, tol, max_sweeps, engine, "jsvd.svd_ex",
+                       /*may_sync=*/false);
 }
 
 std::tuple<Tensor, Tensor, Tensor> svd_impl(const Tensor& A, bool full_matrices, bool compute_uv,
                                             std::optional<double> tol, std::optional<int64_t> max_sweeps,
                                             EngineFn engine) {
   SvdOptions opt;
-  auto [U, S, Vh, info] = svd_ex_common(A, full_matrices, compute_uv, tol, max_sweeps, engine, "jsvd.svd", &opt);
+  auto [U, S, Vh, info] = svd_ex_common(A, full_matrices, compute_uv, tol, max_sweeps, engine, "jsvd.svd",
+                                          /*may_sync=*/true, &opt);
   check_info(info, "jsvd.svd", opt);
   return {U, S, Vh};
 }
@@ -160,7 +164,7 @@ std::tuple<Tensor, Tensor, Tensor> svd_impl(const Tensor& A, bool full_matrices,
 Tensor svdvals_impl(const Tensor& A, std::optional<double> tol, std::optional<int64_t> max_sweeps,
                     EngineFn engine) {
   SvdOptions opt;
-  auto res = svd_ex_common(A, false, false, tol, max_sweeps, engine, "jsvd.svdvals", &opt);
+  auto res = svd_ex_common(A, false, false, tol, max_sweeps, engine, "jsvd.svdvals", /*may_sync=*/true, &opt);
   check_info(std::get<3>(res), "jsvd.svdvals", opt);
   return std::get<1>(res);
 }
@@ -178,7 +182,8 @@ std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_va
     TORCH_CHECK(As[i].device() == As[0].device(), op, ": all matrices must be on the same device, but As[", i,
                 "] is on ", As[i].device(), " and As[0] is on ", As[0].device());
   }
-  const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, op);
+  // svd_varlen synchronises anyway (to raise on info < 0).
+  const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, /*may_sync=*/true, op);
   const auto opts = As[0].options();
   const auto cdt = compute_dtype(As[0].scalar_type());
 

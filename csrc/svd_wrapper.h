@@ -25,7 +25,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> svd_ex_impl(
     const at::Tensor& A, bool full_matrices, bool compute_uv, std::optional<double> tol,
     std::optional<int64_t> max_sweeps, EngineFn engine);
 
-// jsvd::svd: svd_ex_impl, then raises (a LinAlgError, like torch.linalg.svd)
+// jsvd::svd: svd_ex_impl with SvdOptions::may_sync (the engine may stop early
+// on a device flag), then raises (a LinAlgError, like torch.linalg.svd)
 // if any matrix did not converge or held NaN/Inf. This is the one host sync.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> svd_impl(
     const at::Tensor& A, bool full_matrices, bool compute_uv, std::optional<double> tol,
