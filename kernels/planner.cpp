@@ -56,10 +56,12 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   }
   // Blocked: the widest block-column pair whose SVD fits in shared memory,
   // narrowed while one round-robin step of the batch would leave SMs idle.
+  // Pairs narrower than 8 columns (unless the matrix itself is that narrow)
+  // waste the block on a tall sliver: the Gram EVD serves those better.
   const int64_t half = (cols + 1) / 2;
   int64_t chosen = 0;
-  for (int64_t w : {32, 16, 8, 4, 2, 1}) {
-    if (w > half) continue;
+  for (int64_t w : {32, 16, 8}) {
+    w = std::min(w, half);
     if (svd_smem_bytes(rows, 2 * w, true, elem) > lim.smem_per_block) continue;
     chosen = w;
     const int64_t tasks_per_step = batch * (cols / (2 * w));

@@ -17,6 +17,7 @@ import torch
 
 from . import _C  # noqa: F401  (loads the library: registers torch.ops.jsvd.*)
 from . import _autograd, _fake  # noqa: F401  (fake kernels and autograd formulas)
+from ._plan import plan
 from ._ops import (
     INFO_NON_FINITE,
     INFO_NOT_CONVERGED,
@@ -31,6 +32,7 @@ from ._ops import (
 )
 
 __all__ = [
+    "plan",
     "svd",
     "svd_ex",
     "svdvals",

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Everything the GPU machine has to do, in one call: build (sm_90, 16 jobs),
+# CUDA + CPU tests, compute-sanitizer on the new kernels, benchmarks.
+# Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [sanitize] [bench|bench-quick]
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu_logs}
+mkdir -p "$OUT"
+stages=${*:-build test sanitize bench-quick}
+export MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBUFFERED=1
+PY=${PY:-python3}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+status=0
+for s in $stages; do
+  t0=$(date +%s)
+  case $s in
+    build)
+      $PY setup.py build_ext --inplace >"$OUT/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1; } ;;
+    test)
+      $PY -m pytest -v -rs -n 8 --timeout=300 tests >"$OUT/pytest.log" 2>&1 || status=1
+      tail -15 "$OUT/pytest.log" ;;
+    sanitize)
+      { compute-sanitizer --tool memcheck --error-exitcode 9 $PY scripts/sanitize_cases.py
+        echo "memcheck rc=$?"
+        compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 $PY scripts/sanitize_cases.py
+        echo "racecheck rc=$?"; } >"$OUT/sanitizer.log" 2>&1
+      grep -E "rc=|ERROR SUMMARY|RACECHECK SUMMARY|hazard" "$OUT/sanitizer.log" | head -20 ;;
+    bench)
+      $PY benchmarks/bench_gpu.py --budget-s 420 2>&1 | tee "$OUT/bench.log" | tail -45 ;;
+    bench-quick)
+      $PY benchmarks/bench_gpu.py --quick --budget-s 200 2>&1 | tee "$OUT/bench.log" | tail -25 ;;
+    *) $PY $s 2>&1 | tee "$OUT/custom.log" | tail -60 ;;
+  esac
+  echo "== stage $s: $(( $(date +%s) - t0 )) s"
+done
+exit $status
