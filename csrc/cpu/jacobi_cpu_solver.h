@@ -1,0 +1,509 @@
+// Per-matrix one-sided (Hestenes) Jacobi SVD: the hot code of the CPU engine.
+//
+// This file is included by jacobi_cpu.cpp once per instruction set (inside a
+// namespace and, for AVX2, inside `#pragma GCC target`), so that the engine is
+// vectorised whatever flags the extension is built with; the engine picks the
+// variant at run time. With JSVD_SOLVER_AVX2 defined, the dot and rotation
+// kernels use AVX2/FMA intrinsics; otherwise plain loops.
+//
+// Not a standalone header: the includer provides <ATen/Parallel.h>,
+// <immintrin.h>, core.h and the standard headers, and opens the namespace.
+//
+// References (../shared/papers):
+//  - hierarchically-blocked-jacobi-multi-gpu.txt §4.3.1: rotation formulas
+//    (4.3)-(4.6) (Rutishauser's, trigonometric case) and the relative
+//    orthogonality test; §2: block-columns and block pivot pairs.
+//  - wcycle-svd-batched-jacobi.txt §II-B/C and eq. (6): column block pairs,
+//    norms updated from the rotation and recomputed once per sweep.
+
+// ---------------------------------------------------------------------------
+// Kernels: x^T y and the plane rotation.
+
+// Dot products accumulate in double: for float32 columns the orthogonality
+// test then sees the true inner product of the stored columns.
+template <typename T>
+inline double dot(const T* __restrict x, const T* __restrict y, int64_t n) {
+  // Four partial sums: vectorisable and a shorter error chain than one sum.
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += double(x[i]) * double(y[i]);
+    s1 += double(x[i + 1]) * double(y[i + 1]);
+    s2 += double(x[i + 2]) * double(y[i + 2]);
+    s3 += double(x[i + 3]) * double(y[i + 3]);
+  }
+  for (; i < n; ++i) s0 += double(x[i]) * double(y[i]);
+  return (s0 + s1) + (s2 + s3);
+}
+
+// [x y] <- [x y] [[c, s], [-s, c]]
+template <typename T>
+inline void rotate(T* __restrict x, T* __restrict y, int64_t n, double c, double s) {
+  const T cc = static_cast<T>(c), ss = static_cast<T>(s);
+  for (int64_t i = 0; i < n; ++i) {
+    const T xi = x[i], yi = y[i];
+    x[i] = cc * xi - ss * yi;
+    y[i] = ss * xi + cc * yi;
+  }
+}
+
+#ifdef JSVD_SOLVER_AVX2
+inline double hsum(__m256d v) {
+  const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+template <>
+inline double dot<double>(const double* __restrict x, const double* __restrict y, int64_t n) {
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    s0 = _mm256_fmadd_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(y + i), s0);
+    s1 = _mm256_fmadd_pd(_mm256_loadu_pd(x + i + 4), _mm256_loadu_pd(y + i + 4), s1);
+  }
+  if (i + 4 <= n) {
+    s0 = _mm256_fmadd_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(y + i), s0);
+    i += 4;
+  }
+  double r = hsum(_mm256_add_pd(s0, s1));
+  for (; i < n; ++i) r += x[i] * y[i];
+  return r;
+}
+
+// float32 columns. Widening every element to double costs more than the
+// products (two converts per four FMAs), so products are accumulated in
+// float32 lanes for a short chunk (4 per lane) and the lane sums are then
+// widened and added in double. Each lane's chunk error is at most about
+// 2 eps_f sum|x_i y_i| <= 2 eps_f ||x|| ||y||, below the orthogonality
+// threshold sqrt(p) eps_f ||x|| ||y|| for p >= 16; shorter columns use the
+// exact double path (products of floats are exact in double).
+template <>
+inline double dot<float>(const float* __restrict x, const float* __restrict y, int64_t n) {
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  if (n >= 16) {
+    for (; i + 32 <= n; i += 32) {
+      __m256 f = _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i));
+      f = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), f);
+      f = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), f);
+      f = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), f);
+      s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+      s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + i), yv = _mm256_loadu_ps(y + i);
+    s0 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(xv)), _mm256_cvtps_pd(_mm256_castps256_ps128(yv)), s0);
+    s1 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1)), _mm256_cvtps_pd(_mm256_extractf128_ps(yv, 1)),
+                         s1);
+  }
+  if (i + 4 <= n) {
+    s0 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), _mm256_cvtps_pd(_mm_loadu_ps(y + i)), s0);
+    i += 4;
+  }
+  double r = hsum(_mm256_add_pd(s0, s1));
+  for (; i < n; ++i) r += double(x[i]) * double(y[i]);
+  return r;
+}
+
+template <>
+inline void rotate<double>(double* __restrict x, double* __restrict y, int64_t n, double c, double s) {
+  const __m256d cv = _mm256_set1_pd(c), sv = _mm256_set1_pd(s);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m256d xv = _mm256_loadu_pd(x + i), yv = _mm256_loadu_pd(y + i);
+    _mm256_storeu_pd(x + i, _mm256_fnmadd_pd(sv, yv, _mm256_mul_pd(cv, xv)));
+    _mm256_storeu_pd(y + i, _mm256_fmadd_pd(sv, xv, _mm256_mul_pd(cv, yv)));
+  }
+  for (; i < n; ++i) {
+    const double xi = x[i], yi = y[i];
+    x[i] = c * xi - s * yi;
+    y[i] = s * xi + c * yi;
+  }
+}
+
+template <>
+inline void rotate<float>(float* __restrict x, float* __restrict y, int64_t n, double c, double s) {
+  const float cf = static_cast<float>(c), sf = static_cast<float>(s);
+  const __m256 cv = _mm256_set1_ps(cf), sv = _mm256_set1_ps(sf);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + i), yv = _mm256_loadu_ps(y + i);
+    _mm256_storeu_ps(x + i, _mm256_fnmadd_ps(sv, yv, _mm256_mul_ps(cv, xv)));
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(sv, xv, _mm256_mul_ps(cv, yv)));
+  }
+  for (; i < n; ++i) {
+    const float xi = x[i], yi = y[i];
+    x[i] = cf * xi - sf * yi;
+    y[i] = sf * xi + cf * yi;
+  }
+}
+#endif  // JSVD_SOLVER_AVX2
+
+// ---------------------------------------------------------------------------
+// Pairs.
+
+// Rutishauser's formulas (paper (4.3)-(4.6), t = 1) for the rotation that
+// orthogonalises columns i, j: returns tan; cos = 1/sqrt(1+tan^2).
+inline double rotation_tan(double dii, double djj, double g) {
+  const double zeta = (djj - dii) / (2.0 * g);
+  const double az = std::fabs(zeta);
+  // For huge |zeta|, sqrt(1 + zeta^2) == |zeta| and zeta^2 may overflow.
+  const double ct = az > 1e150 ? 2.0 * az : az + std::sqrt(1.0 + az * az);
+  return (zeta >= 0 ? 1.0 : -1.0) / ct;
+}
+
+template <typename T>
+struct Work {
+  T* a;       // p x q column-major (overwritten: becomes U diag(S))
+  T* v;       // q x q column-major (nullptr when !compute_uv)
+  int64_t p, q;
+  double tol;
+  double* d;  // squared column norms, kept current by the rotations
+};
+
+// Orthogonalise the independent column pairs (i[k], j[k]), k < n (no column
+// appears twice). Pairs go in groups of four: their dot products, rotation
+// parameters and rotations are independent, so the CPU overlaps the long
+// latency chain dot -> test -> tan -> cos of one pair with the others'.
+// Returns true if any pair rotated.
+template <typename T>
+bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64_t n) {
+  constexpr int G = 4;
+  bool any = false;
+  const double tol2 = m.tol * m.tol;
+  for (int64_t k0 = 0; k0 < n; k0 += G) {
+    const int g_n = static_cast<int>(std::min<int64_t>(G, n - k0));
+    double g[G], di[G], dj[G], c[G], s[G], tg[G];
+    bool rot[G];
+    for (int k = 0; k < g_n; ++k) {
+      const int64_t i = pi[k0 + k], j = pj[k0 + k];
+      di[k] = m.d[i];
+      dj[k] = m.d[j];
+      // a zero column is orthogonal to everything
+      g[k] = (di[k] == 0.0 || dj[k] == 0.0) ? 0.0 : dot(m.a + i * m.p, m.a + j * m.p, m.p);
+    }
+    for (int k = 0; k < g_n; ++k) {
+      // |g| > tol ||a_i|| ||a_j||; squared norms are <= p after scaling, so the
+      // product only underflows for columns far below the working range, where
+      // the sqrt form is used.
+      const double pd = di[k] * dj[k];
+      rot[k] = pd > 1e-280 ? g[k] * g[k] > tol2 * pd : std::fabs(g[k]) > m.tol * std::sqrt(di[k]) * std::sqrt(dj[k]);
+      if (!rot[k]) continue;
+      const double t = rotation_tan(di[k], dj[k], g[k]);
+      c[k] = 1.0 / std::sqrt(1.0 + t * t);
+      s[k] = c[k] * t;
+      tg[k] = t * g[k];
+    }
+    for (int k = 0; k < g_n; ++k) {
+      if (!rot[k]) continue;
+      any = true;
+      const int64_t i = pi[k0 + k], j = pj[k0 + k];
+      rotate(m.a + i * m.p, m.a + j * m.p, m.p, c[k], s[k]);
+      if (m.v) rotate(m.v + i * m.q, m.v + j * m.q, m.q, c[k], s[k]);
+      // eq. (6) of the W-cycle paper, in the cancellation-free form that follows
+      // from the choice of t: the new squared norms without new inner products.
+      m.d[i] = std::max(di[k] - tg[k], 0.0);
+      m.d[j] = dj[k] + tg[k];
+    }
+  }
+  return any;
+}
+
+// Round-robin (tournament) ordering of n items: with e = n rounded up to even,
+// step s pairs slot positions (k, e-1-k); between steps every slot but the
+// first moves one place. Each step touches every item once, so its pairs are
+// independent, and e-1 steps cover every pair exactly once.
+// Appends the pairs of every step (offset by `base`) to `steps`.
+inline void round_robin_steps(int64_t n, int64_t base, std::vector<std::vector<std::pair<int32_t, int32_t>>>& steps) {
+  const int64_t e = n + (n & 1);
+  std::vector<int64_t> pos(e);
+  std::iota(pos.begin(), pos.end(), 0);
+  if (static_cast<int64_t>(steps.size()) < e - 1) steps.resize(e - 1);
+  for (int64_t st = 0; st < e - 1; ++st) {
+    for (int64_t k = 0; k < e / 2; ++k) {
+      int64_t i = pos[k], j = pos[e - 1 - k];
+      if (i > j) std::swap(i, j);
+      if (j < n) steps[st].emplace_back(static_cast<int32_t>(base + i), static_cast<int32_t>(base + j));
+    }
+    std::rotate(pos.begin() + 1, pos.end() - 1, pos.end());
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Sweep schedule.
+//
+// Columns are grouped into blocks of width w (paper §2, (2.6); W-cycle §II-B).
+// A sweep first orthogonalises the pairs inside each block (round-robin in
+// every block at once), then runs a round-robin over the blocks: block pair
+// (I, J) takes its w*w cross pairs in w steps, step s pairing I[k] with
+// J[(k+s) mod w]. Every column pair is visited exactly once per sweep (a
+// cyclic strategy, so the usual convergence and accuracy of pointwise
+// one-sided Jacobi hold), but while a block pair is processed the working set
+// is 2w columns of A and V, which stay in cache. Block pairs of one block
+// round-robin step share no column, so they may run on different threads.
+// w = 1 is the plain pointwise round-robin.
+//
+// The schedule is a list of phases; a phase is a list of units that may run
+// concurrently; a unit is a list of steps run in order; a step is a list of
+// independent pairs.
+struct Schedule {
+  struct Unit {
+    std::vector<int64_t> step_begin;  // into pi/pj, one past the last = pi.size()
+    std::vector<int32_t> pi, pj;
+  };
+  std::vector<std::vector<Unit>> phases;
+  int64_t max_unit_pairs = 0;
+};
+
+inline void add_steps(Schedule::Unit& u, const std::vector<std::vector<std::pair<int32_t, int32_t>>>& steps) {
+  for (const auto& st : steps) {
+    if (st.empty()) continue;
+    u.step_begin.push_back(static_cast<int64_t>(u.pi.size()));
+    for (const auto& pr : st) {
+      u.pi.push_back(pr.first);
+      u.pj.push_back(pr.second);
+    }
+  }
+}
+
+inline Schedule make_schedule(int64_t q, int64_t w) {
+  Schedule sch;
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> steps;
+  if (w <= 1 || w >= q) {
+    // pointwise round-robin: one phase per step, holding one unit of one step
+    // (sweep() splits its pairs across threads).
+    round_robin_steps(q, 0, steps);
+    for (auto& st : steps) {
+      Schedule::Unit u;
+      add_steps(u, {st});
+      sch.phases.push_back({std::move(u)});
+    }
+  } else {
+    const int64_t nb = (q + w - 1) / w;
+    auto lo = [&](int64_t b) { return b * w; };
+    auto hi = [&](int64_t b) { return std::min(q, (b + 1) * w); };
+    // phase 0: inside every block, one unit per block
+    std::vector<Schedule::Unit> intra;
+    for (int64_t b = 0; b < nb; ++b) {
+      steps.clear();
+      round_robin_steps(hi(b) - lo(b), lo(b), steps);
+      Schedule::Unit u;
+      add_steps(u, steps);
+      if (!u.pi.empty()) intra.push_back(std::move(u));
+    }
+    sch.phases.push_back(std::move(intra));
+    // block round-robin: one phase per step, one unit per block pair
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> bsteps;
+    round_robin_steps(nb, 0, bsteps);
+    for (const auto& bst : bsteps) {
+      std::vector<Schedule::Unit> ph;
+      for (const auto& bp : bst) {
+        int64_t i0 = lo(bp.first), ni = hi(bp.first) - i0, j0 = lo(bp.second), nj = hi(bp.second) - j0;
+        const bool sw = ni > nj;  // the wider block takes the cyclic shift
+        if (sw) {
+          std::swap(i0, j0);
+          std::swap(ni, nj);
+        }
+        steps.assign(nj, {});
+        for (int64_t s = 0; s < nj; ++s)
+          for (int64_t k = 0; k < ni; ++k) {
+            int32_t a = static_cast<int32_t>(i0 + k), b = static_cast<int32_t>(j0 + (k + s) % nj);
+            if (a > b) std::swap(a, b);
+            steps[s].emplace_back(a, b);
+          }
+        Schedule::Unit u;
+        add_steps(u, steps);
+        ph.push_back(std::move(u));
+      }
+      sch.phases.push_back(std::move(ph));
+    }
+  }
+  for (const auto& ph : sch.phases)
+    for (const auto& u : ph) sch.max_unit_pairs = std::max<int64_t>(sch.max_unit_pairs, u.pi.size());
+  return sch;
+}
+
+// Schedules depend only on (q, w); batches are mostly uniform, so each thread
+// keeps the last one it built.
+inline const Schedule& schedule_for(int64_t q, int64_t w) {
+  thread_local int64_t cq = -1, cw = -1;
+  thread_local Schedule cached;
+  if (q != cq || w != cw) {
+    cached = make_schedule(q, w);
+    cq = q;
+    cw = w;
+  }
+  return cached;
+}
+
+template <typename T>
+bool run_unit(const Work<T>& m, const Schedule::Unit& u) {
+  bool any = false;
+  const int64_t ns = static_cast<int64_t>(u.step_begin.size());
+  for (int64_t s = 0; s < ns; ++s) {
+    const int64_t b = u.step_begin[s], e = s + 1 < ns ? u.step_begin[s + 1] : static_cast<int64_t>(u.pi.size());
+    any |= process_pairs(m, u.pi.data() + b, u.pj.data() + b, e - b);
+  }
+  return any;
+}
+
+// One sweep; returns true if any pair rotated.
+template <typename T>
+bool sweep(const Work<T>& m, const Schedule& sch, bool parallel) {
+  const int64_t pair_cost = 8 * (m.p + (m.v ? m.q : 0));  // ~flops of one pair visit
+  bool rotated = false;
+  for (const auto& ph : sch.phases) {
+    const int64_t nu = static_cast<int64_t>(ph.size());
+    if (!parallel) {
+      for (const auto& u : ph) rotated |= run_unit(m, u);
+      continue;
+    }
+    std::atomic<bool> any{false};
+    if (nu == 1 && ph[0].step_begin.size() == 1) {
+      // one step of independent pairs (pointwise schedule): split its pairs
+      const auto& u = ph[0];
+      const int64_t n = static_cast<int64_t>(u.pi.size());
+      const int64_t grain = std::max<int64_t>(4, 32768 / pair_cost);
+      at::parallel_for(0, n, grain, [&](int64_t b, int64_t e) {
+        if (process_pairs(m, u.pi.data() + b, u.pj.data() + b, e - b)) any = true;
+      });
+    } else {
+      at::parallel_for(0, nu, 1, [&](int64_t b, int64_t e) {
+        bool r = false;
+        for (int64_t k = b; k < e; ++k) r |= run_unit(m, ph[k]);
+        if (r) any = true;
+      });
+    }
+    rotated |= any.load();
+  }
+  return rotated;
+}
+
+// ---------------------------------------------------------------------------
+// Finalisation.
+
+// Orthonormal completion: given the first r columns of U (orthonormal),
+// fill columns r .. ucols-1 with an orthonormal basis of their complement.
+// Householder QR of U[:, :r], then Q = H_0 ... H_{r-1} applied to e_r .. e_{ucols-1}.
+template <typename T>
+void complete_basis(T* u, int64_t p, int64_t r, int64_t ucols) {
+  if (r >= ucols) return;
+  std::vector<double> w(static_cast<size_t>(p * r));
+  for (int64_t k = 0; k < p * r; ++k) w[k] = double(u[k]);
+  std::vector<double> beta(r, 0.0);  // H_k = I - beta_k v_k v_k^T, v_k stored in w[k:, k]
+  for (int64_t k = 0; k < r; ++k) {
+    double* x = w.data() + k * p;
+    double nrm = 0;
+    for (int64_t i = k; i < p; ++i) nrm += x[i] * x[i];
+    nrm = std::sqrt(nrm);
+    if (nrm == 0.0) continue;
+    const double alpha = x[k] >= 0 ? -nrm : nrm;
+    x[k] -= alpha;
+    double vtv = 0;
+    for (int64_t i = k; i < p; ++i) vtv += x[i] * x[i];
+    beta[k] = vtv > 0 ? 2.0 / vtv : 0.0;
+    for (int64_t c = k + 1; c < r; ++c) {
+      double* y = w.data() + c * p;
+      double s = 0;
+      for (int64_t i = k; i < p; ++i) s += x[i] * y[i];
+      s *= beta[k];
+      for (int64_t i = k; i < p; ++i) y[i] -= s * x[i];
+    }
+  }
+  std::vector<double> e(static_cast<size_t>(p));
+  for (int64_t c = r; c < ucols; ++c) {
+    std::fill(e.begin(), e.end(), 0.0);
+    e[c] = 1.0;
+    for (int64_t k = r - 1; k >= 0; --k) {
+      const double* x = w.data() + k * p;
+      double s = 0;
+      for (int64_t i = k; i < p; ++i) s += x[i] * e[i];
+      s *= beta[k];
+      for (int64_t i = k; i < p; ++i) e[i] -= s * x[i];
+    }
+    for (int64_t i = 0; i < p; ++i) u[c * p + i] = static_cast<T>(e[i]);
+  }
+}
+
+// Block width for the sweep ordering: 2w columns of A and V should stay in
+// the per-core cache while a block pair is processed; small matrices fit whole.
+inline int64_t block_width(int64_t p, int64_t q, bool want_uv, size_t elem) {
+  const int64_t col_bytes = (p + (want_uv ? q : 0)) * static_cast<int64_t>(elem);
+  if (const char* e = std::getenv("JSVD_CPU_W")) return std::max<int64_t>(1, std::atoll(e));
+  if (q * col_bytes <= (int64_t(192) << 10)) return 1;  // whole matrix (A and V) in L2
+  int64_t w = (int64_t(96) << 10) / (2 * col_bytes);
+  return std::max<int64_t>(4, std::min<int64_t>(w, 32));
+}
+
+template <typename T>
+int32_t svd_one(T* a, T* u, T* s_out, T* v_out, int64_t p, int64_t q, int64_t ucols, double tol,
+                int64_t max_sweeps, bool parallel) {
+  const bool want_uv = u != nullptr;
+  // Non-finite input: report, fill with NaN (as torch's outputs would be garbage).
+  for (int64_t k = 0; k < p * q; ++k) {
+    if (!std::isfinite(a[k])) {
+      const T nan = std::numeric_limits<T>::quiet_NaN();
+      std::fill(s_out, s_out + q, nan);
+      if (want_uv) {
+        std::fill(u, u + p * ucols, nan);
+        std::fill(v_out, v_out + q * q, nan);
+      }
+      return kInfoNonFinite;
+    }
+  }
+  // Scale so that max |a| = 1: squared norms can then neither overflow nor
+  // (for representable singular values) lose everything to underflow.
+  T amax = 0;
+  for (int64_t k = 0; k < p * q; ++k) amax = std::max(amax, std::abs(a[k]));
+  const T scale = amax > 0 ? amax : T(1);
+  for (int64_t k = 0; k < p * q; ++k) a[k] /= scale;
+
+  std::vector<T> v_work;
+  std::vector<double> d(q);
+  Work<T> m{a, nullptr, p, q, tol, d.data()};
+  if (want_uv) {
+    v_work.assign(static_cast<size_t>(q * q), T(0));
+    for (int64_t k = 0; k < q; ++k) v_work[k * q + k] = T(1);
+    m.v = v_work.data();
+  }
+
+  int32_t info = kInfoNotConverged;
+  const Schedule& sch = schedule_for(q, block_width(p, q, want_uv, sizeof(T)));
+  for (int64_t sw = 1; sw <= max_sweeps; ++sw) {
+    for (int64_t k = 0; k < q; ++k) d[k] = dot(a + k * p, a + k * p, p);  // exact, once per sweep
+    if (!sweep(m, sch, parallel)) {
+      info = static_cast<int32_t>(sw);
+      break;
+    }
+  }
+
+  // Finalise: S = column norms (descending), U = normalised columns, V permuted.
+  std::vector<double> norms(q);
+  for (int64_t k = 0; k < q; ++k) norms[k] = std::sqrt(dot(a + k * p, a + k * p, p));
+  std::vector<int64_t> order(q);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return norms[x] > norms[y]; });
+  // Columns whose norm is zero (or so small that 1/norm would overflow) carry
+  // no direction: their U columns come from the completion below.
+  const double tiny = double(std::numeric_limits<T>::min()) / double(std::numeric_limits<T>::epsilon());
+  int64_t rank = 0;
+  for (int64_t k = 0; k < q; ++k) {
+    const double nk = norms[order[k]];
+    s_out[k] = static_cast<T>(nk * double(scale));
+    if (nk > tiny) rank = k + 1;
+  }
+  if (!want_uv) return info;
+  for (int64_t k = 0; k < q; ++k) {
+    const int64_t src = order[k];
+    const T* col = a + src * p;
+    T* dst = u + k * p;
+    if (k < rank) {
+      const double inv = 1.0 / norms[src];
+      for (int64_t i = 0; i < p; ++i) dst[i] = static_cast<T>(double(col[i]) * inv);
+    }
+    std::copy(m.v + src * q, m.v + (src + 1) * q, v_out + k * q);
+  }
+  complete_basis(u, p, rank, ucols);
+  return info;
+}
