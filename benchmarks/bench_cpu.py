@@ -1,0 +1,134 @@
+"""CPU benchmark: the Jacobi CPU engine (torch_jsvd.svd) vs torch.linalg.svd (LAPACK) in one run.
+
+    python benchmarks/bench_cpu.py                    # all cases, writes JSON and updates RESULTS.md
+    python benchmarks/bench_cpu.py --cases 512 --no-md
+
+Both use every core (torch.set_num_threads(os.cpu_count())) and full_matrices=False
+on the same seeded inputs. Timing: 1 warm-up, then the best of N runs (repeated until --min-time-s is
+spent, 1 <= N <= --max-repeat): the minimum is the figure least disturbed by
+other work on a shared machine.
+Quality (float64, max over the batch): recon = ||A - U diag(S) Vh||_F / ||A||_F,
+s_err = max_i |s_i - s_ref_i| / s_ref_1 with s_ref = torch.linalg.svdvals in float64.
+ratio = torch time / torch_jsvd time (> 1: torch_jsvd is faster).
+Issue 2 goal: ratio >= 1 on the batched small cases, >= 1/3 on 1x512x512.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import sys
+import time
+
+import torch
+
+import torch_jsvd
+from torch_jsvd._device import cpu_name
+
+CASES = [(1000, 8, 8), (1000, 32, 32), (100, 128, 128), (1, 512, 512)]
+DTYPES = [torch.float32, torch.float64]
+HERE = os.path.dirname(os.path.abspath(__file__))
+BEGIN, END = "<!-- bench_cpu:begin -->", "<!-- bench_cpu:end -->"
+
+
+def timed(fn, min_time, max_repeat):
+    fn()
+    times = []
+    while len(times) < max_repeat and (not times or sum(times) < min_time):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return out, min(times), len(times)
+
+
+def quality(A, U, S, Vh):
+    A, U, S, Vh = (t.double() for t in (A, U, S, Vh))
+    R = (U * S.unsqueeze(-2)) @ Vh
+    recon = (torch.linalg.matrix_norm(A - R) / torch.linalg.matrix_norm(A)).max().item()
+    ref = torch.linalg.svdvals(A)
+    s_err = ((S - ref).abs().amax(-1) / ref[..., 0]).max().item()
+    return recon, s_err
+
+
+def run(cases, min_time, max_repeat, seed):
+    rows = []
+    for b, m, n in cases:
+        for dtype in DTYPES:
+            g = torch.Generator().manual_seed(seed)
+            A = torch.randn(b, m, n, generator=g, dtype=dtype)
+            (U, S, Vh), t_j, r_j = timed(lambda: torch_jsvd.svd(A, full_matrices=False), min_time, max_repeat)
+            q_j = quality(A, U, S, Vh)
+            (U, S, Vh), t_t, r_t = timed(lambda: torch.linalg.svd(A, full_matrices=False), min_time, max_repeat)
+            q_t = quality(A, U, S, Vh)
+            row = dict(case=f"{b}x{m}x{n}", dtype=str(dtype).replace("torch.", ""), jsvd_ms=t_j * 1e3,
+                       torch_ms=t_t * 1e3, ratio=t_t / t_j, jsvd_recon=q_j[0], jsvd_s_err=q_j[1],
+                       torch_recon=q_t[0], torch_s_err=q_t[1], repeats=[r_j, r_t])
+            rows.append(row)
+            print(fmt_row(row), flush=True)
+    return rows
+
+
+HEADER = ("| case | dtype | torch_jsvd ms | torch.linalg.svd ms | ratio | jsvd recon | jsvd s_err "
+          "| torch recon | torch s_err |")
+
+
+def fmt_row(r):
+    return (f"| {r['case']} | {r['dtype']} | {r['jsvd_ms']:.2f} | {r['torch_ms']:.2f} | {r['ratio']:.2f}x "
+            f"| {r['jsvd_recon']:.1e} | {r['jsvd_s_err']:.1e} | {r['torch_recon']:.1e} | {r['torch_s_err']:.1e} |")
+
+
+def markdown(meta, rows):
+    lines = [BEGIN, "## CPU: torch_jsvd (Jacobi CPU engine) vs torch.linalg.svd", "",
+             f"- device: {meta['device']}, {meta['threads']} threads for both",
+             f"- date: {meta['date']}; torch {meta['torch']}",
+             f"- command: `{meta['command']}`",
+             "- ratio = torch time / torch_jsvd time (> 1: torch_jsvd faster); best of repeats after a "
+             "warm-up; full_matrices=False", "",
+             HEADER, "|" + "---|" * 9]
+    lines += [fmt_row(r) for r in rows]
+    lines += ["", END]
+    return "\n".join(lines) + "\n"
+
+
+def update_results_md(path, section):
+    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n\n"
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END) + "\n?", re.S)
+    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cases", help="comma-separated substrings of case names to run (default: all)")
+    p.add_argument("--min-time-s", type=float, default=1.0)
+    p.add_argument("--max-repeat", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=os.path.join(HERE, "results", "bench_cpu.json"))
+    p.add_argument("--results-md", default=os.path.join(HERE, "RESULTS.md"))
+    p.add_argument("--no-md", action="store_true", help="do not touch RESULTS.md")
+    args = p.parse_args()
+
+    torch.set_num_threads(os.cpu_count())
+    cases = CASES
+    if args.cases:
+        keys = args.cases.split(",")
+        cases = [c for c in CASES if any(k in "x".join(map(str, c)) for k in keys)]
+    meta = dict(device=cpu_name(), threads=torch.get_num_threads(), torch=torch.__version__,
+                date=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+                command="python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]))
+    print(f"CPU: {meta['device']}, {meta['threads']} threads, torch {meta['torch']}")
+    print(HEADER)
+    rows = run(cases, args.min_time_s, args.max_repeat, args.seed)
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(dict(meta=meta, results=rows), f, indent=1)
+    print(f"wrote {args.json}")
+    if not args.no_md:
+        update_results_md(args.results_md, markdown(meta, rows))
+        print(f"updated {args.results_md}")
+
+
+if __name__ == "__main__":
+    main()
