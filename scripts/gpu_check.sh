@@ -9,6 +9,10 @@ mkdir -p "$OUT"
 stages=${*:-build test sanitize bench-quick}
 export MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PYTHONUNBUFFERED=1
 PY=${PY:-python3}
+# The device image's default compiler (/opt/gcc) embeds its own libstdc++ pieces
+# into the extension, and any std::ostream use there (every TORCH_CHECK message)
+# then crashes against torch's libstdc++; the system g++ links it dynamically.
+if [ -x /usr/bin/g++ ]; then export CC=/usr/bin/gcc CXX=/usr/bin/g++ LDSHARED="/usr/bin/g++ -shared"; fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 status=0
