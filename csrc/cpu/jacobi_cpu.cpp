@@ -40,12 +40,39 @@ namespace generic {
 namespace avx2 {
 #include "jacobi_cpu_solver.h"
 }  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+// A third copy with AVX-512 kernels for the long-column loops.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,avx512f,avx512dq,avx512vl"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,avx512f,avx512dq,avx512vl")
+#endif
+#define JSVD_SOLVER_AVX512 1
+namespace avx512 {
+#include "jacobi_cpu_solver.h"
+}  // namespace avx512
+#undef JSVD_SOLVER_AVX512
 #undef JSVD_SOLVER_AVX2
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
 #pragma GCC pop_options
 #endif
+
+bool cpu_has_avx512() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl") && !std::getenv("JSVD_CPU_NO_AVX512");
+  }();
+  return has;
+}
 
 bool cpu_has_avx2() {
   static const bool has = [] {
@@ -60,6 +87,7 @@ template <typename T>
 int32_t svd_one(T* a, T* u, T* s, T* v, int64_t p, int64_t q, int64_t ucols, double tol, int64_t max_sweeps,
                 bool parallel) {
 #ifdef JSVD_HAVE_AVX2_BUILD
+  if (cpu_has_avx512()) return avx512::svd_one<T>(a, u, s, v, p, q, ucols, tol, max_sweeps, parallel);
   if (cpu_has_avx2()) return avx2::svd_one<T>(a, u, s, v, p, q, ucols, tol, max_sweeps, parallel);
 #endif
   return generic::svd_one<T>(a, u, s, v, p, q, ucols, tol, max_sweeps, parallel);
