@@ -67,7 +67,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   std::map<std::pair<int, int>, WholeGroup> whole;  // by (lanes per rotation, threads)
   std::vector<int32_t> blocked;
   std::vector<std::vector<PairTask>> pair_steps, gram_steps;
-  int64_t pair_p = 0, pair_c = 0, gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
+  int64_t pair_p = 0, pair_q = 0, pair_c = 0, gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
   MatrixPlan uniform_plan;
   for (int64_t k = 0; k < N; ++k) {
     const int64_t p = b.rows[k], q = b.cols[k];
@@ -94,6 +94,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     if (static_cast<int64_t>(steps.size()) < e - 1) steps.resize(e - 1);
     if (mp.level == Level::kPairSvd) {
       pair_p = std::max(pair_p, p);
+      pair_q = std::max(pair_q, q);
       pair_c = std::max(pair_c, 2 * w);
     } else {
       gram_c = std::max(gram_c, 2 * w);
@@ -168,7 +169,8 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     launch_prologue(args, bl, nbl, stream);
     EngineArgs<T> inner = args;
     inner.max_sweeps = inner_sweeps();
-    const SmemLaunch pair_cfg = svd_smem_config(std::max<int64_t>(pair_p, 1), std::max<int64_t>(pair_c, 2), true, es);
+    const SmemLaunch pair_cfg =
+        svd_smem_config(std::max<int64_t>(pair_p, 1), uv ? pair_q : 0, std::max<int64_t>(pair_c, 2), es);
     at::Tensor active;
     if (opt.may_sync) active = at::empty({1}, opts.dtype(at::kInt));
     const size_t nsteps = std::max(pair_where.size(), gram_where.size());

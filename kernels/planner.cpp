@@ -46,8 +46,9 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   MatrixPlan mp;
   // Level 1: the whole matrix in shared memory (Observation 1: its SVD
   // directly, no Gram matrix, no global traffic between sweeps).
-  if (svd_smem_bytes(rows, cols, compute_uv, elem) <= lim.smem_per_block) {
-    const SmemLaunch cfg = svd_smem_config(rows, cols, compute_uv, elem);
+  const int64_t vrows = compute_uv ? cols : 0;  // V rides along under A's columns
+  if (svd_smem_bytes(rows, vrows, cols, elem) <= lim.smem_per_block) {
+    const SmemLaunch cfg = svd_smem_config(rows, vrows, cols, elem);
     mp.level = Level::kWholeSmem;
     mp.tpp = cfg.tpp;
     mp.threads = cfg.threads;
@@ -62,13 +63,18 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   int64_t chosen = 0;
   for (int64_t w : {32, 16, 8}) {
     w = std::min(w, half);
-    if (svd_smem_bytes(rows, 2 * w, true, elem) > lim.smem_per_block) continue;
+    if (svd_smem_bytes(rows, vrows, 2 * w, elem) > lim.smem_per_block) continue;
     chosen = w;
     const int64_t tasks_per_step = batch * (cols / (2 * w));
     if (tasks_per_step >= 2 * static_cast<int64_t>(lim.sm_count)) break;
   }
+  // Tuning knob for experiments (benchmarks/); not part of the API.
+  if (const char* env = std::getenv("JSVD_PAIR_WIDTH")) {
+    const int64_t w = std::min<int64_t>(std::atoi(env), half);
+    if (w > 0 && svd_smem_bytes(rows, vrows, 2 * w, elem) <= lim.smem_per_block) chosen = w;
+  }
   if (chosen > 0) {
-    const SmemLaunch cfg = svd_smem_config(rows, 2 * chosen, true, elem);
+    const SmemLaunch cfg = svd_smem_config(rows, vrows, 2 * chosen, elem);
     mp.level = Level::kPairSvd;
     mp.width = chosen;
     mp.tpp = cfg.tpp;

@@ -17,12 +17,12 @@ struct SmemLaunch {
   size_t smem = 0;    // dynamic shared memory, bytes
 };
 
-// Shared memory needed to hold c columns of p rows (plus the c x c rotation
-// accumulator when accumulate_v), in bytes.
-size_t svd_smem_bytes(int64_t p, int64_t c, bool accumulate_v, size_t elem);
+// Shared memory needed to hold c columns of p rows of A and vrows rows of V
+// (0 when V is not wanted) in bytes.
+size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem);
 
-// Block shape for c columns of p rows.
-SmemLaunch svd_smem_config(int64_t p, int64_t c, bool accumulate_v, size_t elem);
+// Block shape for c columns of p rows (plus vrows rows of V).
+SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem);
 
 // Whole matrices: tasks[t] is the matrix index of block t. Writes U (first q
 // columns; zero columns where S has no direction), S, V, info, rank.
@@ -30,8 +30,8 @@ template <typename T>
 void launch_svd_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
                       bool with_v, cudaStream_t stream);
 
-// Block-column pairs of blocked matrices: rotates A in place, updates the V
-// workspace, sets state[k].rotated when the pair was not yet orthogonal.
+// Block-column pairs of blocked matrices: rotates A and the V workspace in
+// place, sets state[k].rotated when the pair was not yet orthogonal.
 template <typename T>
 void launch_svd_pair(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
                      bool with_v, cudaStream_t stream);
