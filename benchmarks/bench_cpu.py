@@ -18,6 +18,7 @@ import datetime
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 
@@ -81,7 +82,7 @@ def fmt_row(r):
 def markdown(meta, rows):
     lines = [BEGIN, "## CPU: torch_jsvd (Jacobi CPU engine) vs torch.linalg.svd", "",
              f"- device: {meta['device']}, {meta['threads']} threads for both",
-             f"- date: {meta['date']}; torch {meta['torch']}",
+             f"- date: {meta['date']}; torch {meta['torch']}; torch_jsvd at git {meta['git']}",
              f"- command: `{meta['command']}`",
              "- ratio = torch time / torch_jsvd time (> 1: torch_jsvd faster); best of repeats after a "
              "warm-up; full_matrices=False", "",
@@ -97,6 +98,18 @@ def update_results_md(path, section):
     text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
     with open(path, "w") as f:
         f.write(text)
+
+
+def git_rev():
+    try:
+        root = os.path.dirname(HERE)
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True).stdout.strip()
+        return rev + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def main():
@@ -115,7 +128,7 @@ def main():
     if args.cases:
         keys = args.cases.split(",")
         cases = [c for c in CASES if any(k in "x".join(map(str, c)) for k in keys)]
-    meta = dict(device=cpu_name(), threads=torch.get_num_threads(), torch=torch.__version__,
+    meta = dict(device=cpu_name(), threads=torch.get_num_threads(), torch=torch.__version__, git=git_rev(),
                 date=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
                 command="python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]))
     print(f"CPU: {meta['device']}, {meta['threads']} threads, torch {meta['torch']}")
