@@ -2,10 +2,10 @@
 // when the batch is smaller than the thread pool, over the independent column
 // (block) pairs of a round-robin step).
 //
-// The per-matrix solver lives in jacobi_cpu_solver.h; it is compiled twice
-// here, once for the baseline ISA and once for AVX2+FMA, and the AVX2 copy is
-// used when the CPU has it. Extension build flags therefore do not decide
-// whether the inner loops are vectorised.
+// The per-matrix solver lives in jacobi_cpu_solver.h; it is compiled three
+// times here (baseline ISA, AVX2+FMA, AVX-512) and the best copy the CPU
+// supports is used. Extension build flags therefore do not decide whether the
+// inner loops are vectorised.
 #include "../core.h"
 
 #include <ATen/Parallel.h>
@@ -112,8 +112,12 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
   if (parallel_pairs) {
     for (int64_t k = 0; k < nb; ++k) one(k);
   } else {
-    at::parallel_for(0, nb, 1, [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k) one(k);
+    // Matrices are handed out one at a time from a shared counter rather than
+    // in fixed slices: their sweep counts differ, and a thread that is slowed
+    // down (a busy machine) then holds up nothing but its current matrix.
+    std::atomic<int64_t> next{0};
+    at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
+      for (int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < nb;) one(k);
     });
   }
 }
