@@ -236,7 +236,7 @@ struct Work {
 // Returns true if any pair rotated.
 template <typename T>
 bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64_t n) {
-  constexpr int G = 4;
+  constexpr int G = 8;
   bool any = false;
   const double tol2 = m.tol * m.tol;
   for (int64_t k0 = 0; k0 < n; k0 += G) {
