@@ -5,7 +5,7 @@
 
 Both use every core (torch.set_num_threads(os.cpu_count())) and full_matrices=False
 on the same seeded inputs. Timing: 1 warm-up, then the best of N runs (repeated until --min-time-s is
-spent, 1 <= N <= --max-repeat): the minimum is the figure least disturbed by
+spent, --min-repeat <= N <= --max-repeat): the minimum is the figure least disturbed by
 other work on a shared machine.
 Quality (float64, max over the batch): recon = ||A - U diag(S) Vh||_F / ||A||_F,
 s_err = max_i |s_i - s_ref_i| / s_ref_1 with s_ref = torch.linalg.svdvals in float64.
@@ -33,10 +33,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BEGIN, END = "<!-- bench_cpu:begin -->", "<!-- bench_cpu:end -->"
 
 
-def timed(fn, min_time, max_repeat):
+def timed(fn, min_time, min_repeat, max_repeat):
     fn()
     times = []
-    while len(times) < max_repeat and (not times or sum(times) < min_time):
+    while len(times) < min_repeat or (len(times) < max_repeat and sum(times) < min_time):
         t0 = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
@@ -52,15 +52,16 @@ def quality(A, U, S, Vh):
     return recon, s_err
 
 
-def run(cases, min_time, max_repeat, seed):
+def run(cases, min_time, min_repeat, max_repeat, seed):
     rows = []
     for b, m, n in cases:
         for dtype in DTYPES:
             g = torch.Generator().manual_seed(seed)
             A = torch.randn(b, m, n, generator=g, dtype=dtype)
-            (U, S, Vh), t_j, r_j = timed(lambda: torch_jsvd.svd(A, full_matrices=False), min_time, max_repeat)
+            reps = (min_time, min_repeat, max_repeat)
+            (U, S, Vh), t_j, r_j = timed(lambda: torch_jsvd.svd(A, full_matrices=False), *reps)
             q_j = quality(A, U, S, Vh)
-            (U, S, Vh), t_t, r_t = timed(lambda: torch.linalg.svd(A, full_matrices=False), min_time, max_repeat)
+            (U, S, Vh), t_t, r_t = timed(lambda: torch.linalg.svd(A, full_matrices=False), *reps)
             q_t = quality(A, U, S, Vh)
             row = dict(case=f"{b}x{m}x{n}", dtype=str(dtype).replace("torch.", ""), jsvd_ms=t_j * 1e3,
                        torch_ms=t_t * 1e3, ratio=t_t / t_j, jsvd_recon=q_j[0], jsvd_s_err=q_j[1],
@@ -85,7 +86,7 @@ def markdown(meta, rows):
              f"- date: {meta['date']}; torch {meta['torch']}; torch_jsvd at git {meta['git']}",
              f"- command: `{meta['command']}`",
              "- ratio = torch time / torch_jsvd time (> 1: torch_jsvd faster); best of repeats after a "
-             "warm-up; full_matrices=False", "",
+             "warm-up; full_matrices=False"] + ([f"- note: {meta['note']}"] if meta.get("note") else []) + ["",
              HEADER, "|" + "---|" * 9]
     lines += [fmt_row(r) for r in rows]
     lines += ["", END]
@@ -116,11 +117,13 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cases", help="comma-separated substrings of case names to run (default: all)")
     p.add_argument("--min-time-s", type=float, default=1.0)
+    p.add_argument("--min-repeat", type=int, default=3)
     p.add_argument("--max-repeat", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=os.path.join(HERE, "results", "bench_cpu.json"))
     p.add_argument("--results-md", default=os.path.join(HERE, "RESULTS.md"))
     p.add_argument("--no-md", action="store_true", help="do not touch RESULTS.md")
+    p.add_argument("--note", help="a caveat to record with the results (e.g. a machine shared with other work)")
     args = p.parse_args()
 
     torch.set_num_threads(os.cpu_count())
@@ -130,10 +133,10 @@ def main():
         cases = [c for c in CASES if any(k in "x".join(map(str, c)) for k in keys)]
     meta = dict(device=cpu_name(), threads=torch.get_num_threads(), torch=torch.__version__, git=git_rev(),
                 date=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-                command="python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]))
+                command="python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), note=args.note)
     print(f"CPU: {meta['device']}, {meta['threads']} threads, torch {meta['torch']}")
     print(HEADER)
-    rows = run(cases, args.min_time_s, args.max_repeat, args.seed)
+    rows = run(cases, args.min_time_s, args.min_repeat, args.max_repeat, args.seed)
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(dict(meta=meta, results=rows), f, indent=1)
