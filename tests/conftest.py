@@ -18,6 +18,11 @@ def pytest_report_header(config):
     return [f"JSVD_SEED={SEED}", f"torch {torch.__version__}, CUDA device: {cuda}"]
 
 
+def pytest_terminal_summary(terminalreporter):
+    # Also under -q, which hides the header: the seed that replays this run.
+    terminalreporter.write_line(f"random inputs: JSVD_SEED={SEED}")
+
+
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return
