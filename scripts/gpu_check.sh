@@ -27,7 +27,7 @@ for s in $stages; do
     sanitize)
       { compute-sanitizer --tool memcheck --error-exitcode 9 $PY scripts/sanitize_cases.py
         echo "memcheck rc=$?"
-        compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 $PY scripts/sanitize_cases.py
+        JSVD_SANITIZE_SWEEPS=2 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 $PY scripts/sanitize_cases.py
         echo "racecheck rc=$?"; } >"$OUT/sanitizer.log" 2>&1
       grep -E "rc=|ERROR SUMMARY|RACECHECK SUMMARY|hazard" "$OUT/sanitizer.log" | head -20 ;;
     bench)

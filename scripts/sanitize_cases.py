@@ -1,7 +1,12 @@
 """Small inputs through every CUDA kernel, for compute-sanitizer (memcheck, racecheck)."""
+import os
+
 import torch
 
 import torch_jsvd
+
+# racecheck is slow: JSVD_SANITIZE_SWEEPS=2 bounds the sweeps (every kernel still runs)
+SWEEPS = int(os.environ.get("JSVD_SANITIZE_SWEEPS", "0")) or None
 
 torch.manual_seed(0)
 dev = "cuda"
@@ -13,7 +18,7 @@ cases = [
 ]
 for name, A in cases:
     for full in (False, True):
-        U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=full)
+        U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=full, max_sweeps=SWEEPS)
         torch.cuda.synchronize()
         k = S.shape[-1]
         err = ((U[..., :k] * S[..., None, :]) @ Vh[..., :k, :] - A).norm() / A.norm()
