@@ -207,6 +207,92 @@ inline void rotate512<float>(float* __restrict x, float* __restrict y, int64_t n
 #define JSVD_ROTATE rotate
 #endif  // JSVD_SOLVER_AVX512
 
+// Rotation of (x, y) fused with the dot products x'^T z1 and y'^T z2 of the
+// rotated columns with the columns they meet in the next step (z = nullptr:
+// not wanted). Computing them while x', y' are in registers saves reloading
+// both columns for the next step's dot product; the values are the dot
+// products of the stored columns, as a separate dot() would give.
+#ifdef JSVD_SOLVER_AVX512
+template <bool Z1, bool Z2>
+inline void rotate_fused512(double* __restrict x, double* __restrict y, int64_t n, double c, double s,
+                            const double* __restrict z1, const double* __restrict z2, double* g1, double* g2) {
+  const __m512d cv = _mm512_set1_pd(c), sv = _mm512_set1_pd(s);
+  __m512d a1 = _mm512_setzero_pd(), a2 = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512d xv = _mm512_loadu_pd(x + i), yv = _mm512_loadu_pd(y + i);
+    const __m512d xn = _mm512_fnmadd_pd(sv, yv, _mm512_mul_pd(cv, xv));
+    const __m512d yn = _mm512_fmadd_pd(sv, xv, _mm512_mul_pd(cv, yv));
+    _mm512_storeu_pd(x + i, xn);
+    _mm512_storeu_pd(y + i, yn);
+    if (Z1) a1 = _mm512_fmadd_pd(xn, _mm512_loadu_pd(z1 + i), a1);
+    if (Z2) a2 = _mm512_fmadd_pd(yn, _mm512_loadu_pd(z2 + i), a2);
+  }
+  double r1 = Z1 ? _mm512_reduce_add_pd(a1) : 0.0, r2 = Z2 ? _mm512_reduce_add_pd(a2) : 0.0;
+  for (; i < n; ++i) {
+    const double xi = x[i], yi = y[i];
+    x[i] = c * xi - s * yi;
+    y[i] = s * xi + c * yi;
+    if (Z1) r1 += x[i] * z1[i];
+    if (Z2) r2 += y[i] * z2[i];
+  }
+  if (Z1) *g1 = r1;
+  if (Z2) *g2 = r2;
+}
+// float32: products summed in float lanes for 4 vectors, then in double (as dot512)
+template <bool Z1, bool Z2>
+inline void rotate_fused512(float* __restrict x, float* __restrict y, int64_t n, double c, double s,
+                            const float* __restrict z1, const float* __restrict z2, double* g1, double* g2) {
+  const __m512 cv = _mm512_set1_ps(static_cast<float>(c)), sv = _mm512_set1_ps(static_cast<float>(s));
+  __m512d a1 = _mm512_setzero_pd(), a2 = _mm512_setzero_pd();
+  auto widen_add = [](__m512d acc, __m512 f) {
+    acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(f)));
+    return _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))));
+  };
+  int64_t i = 0;
+  while (i + 16 <= n) {
+    __m512 f1 = _mm512_setzero_ps(), f2 = _mm512_setzero_ps();
+    for (int r = 0; r < 4 && i + 16 <= n; ++r, i += 16) {
+      const __m512 xv = _mm512_loadu_ps(x + i), yv = _mm512_loadu_ps(y + i);
+      const __m512 xn = _mm512_fnmadd_ps(sv, yv, _mm512_mul_ps(cv, xv));
+      const __m512 yn = _mm512_fmadd_ps(sv, xv, _mm512_mul_ps(cv, yv));
+      _mm512_storeu_ps(x + i, xn);
+      _mm512_storeu_ps(y + i, yn);
+      if (Z1) f1 = _mm512_fmadd_ps(xn, _mm512_loadu_ps(z1 + i), f1);
+      if (Z2) f2 = _mm512_fmadd_ps(yn, _mm512_loadu_ps(z2 + i), f2);
+    }
+    if (Z1) a1 = widen_add(a1, f1);
+    if (Z2) a2 = widen_add(a2, f2);
+  }
+  double r1 = Z1 ? _mm512_reduce_add_pd(a1) : 0.0, r2 = Z2 ? _mm512_reduce_add_pd(a2) : 0.0;
+  const float cf = static_cast<float>(c), sf = static_cast<float>(s);
+  for (; i < n; ++i) {
+    const float xi = x[i], yi = y[i];
+    x[i] = cf * xi - sf * yi;
+    y[i] = sf * xi + cf * yi;
+    if (Z1) r1 += double(x[i]) * double(z1[i]);
+    if (Z2) r2 += double(y[i]) * double(z2[i]);
+  }
+  if (Z1) *g1 = r1;
+  if (Z2) *g2 = r2;
+}
+#endif
+
+template <typename T>
+inline void rotate_fused(T* x, T* y, int64_t n, double c, double s, const T* z1, const T* z2, double* g1,
+                         double* g2) {
+#ifdef JSVD_SOLVER_AVX512
+  if (z1 && z2) return rotate_fused512<true, true>(x, y, n, c, s, z1, z2, g1, g2);
+  if (z1) return rotate_fused512<true, false>(x, y, n, c, s, z1, z2, g1, g2);
+  if (z2) return rotate_fused512<false, true>(x, y, n, c, s, z1, z2, g1, g2);
+  return rotate512<T>(x, y, n, c, s);
+#else
+  rotate(x, y, n, c, s);
+  if (z1) *g1 = dot(x, z1, n);
+  if (z2) *g2 = dot(y, z2, n);
+#endif
+}
+
 // ---------------------------------------------------------------------------
 // Pairs.
 
@@ -234,8 +320,19 @@ struct Work {
 // parameters and rotations are independent, so the CPU overlaps the long
 // latency chain dot -> test -> tan -> cos of one pair with the others'.
 // Returns true if any pair rotated.
+// Fusion: for pair k of the step, fz1[k] / fz2[k] (-1: none) name the column
+// that the rotated column i / j meets in the next step, and ft1[k] / ft2[k]
+// the unit-wide index of that next-step pair, whose dot product is then
+// produced here into pre[ft]. pre[base + k] holds this step's pair k's dot
+// product if an earlier step produced it (NaN: not produced).
+struct Fusion {
+  const int32_t *fz1, *ft1, *fz2, *ft2;
+  double* pre;
+  int64_t base;
+};
+
 template <typename T>
-bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64_t n) {
+bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64_t n, const Fusion* fu = nullptr) {
   constexpr int G = 8;
   bool any = false;
   const double tol2 = m.tol * m.tol;
@@ -248,7 +345,13 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
       di[k] = m.d[i];
       dj[k] = m.d[j];
       // a zero column is orthogonal to everything
-      g[k] = (di[k] == 0.0 || dj[k] == 0.0) ? 0.0 : JSVD_DOT(m.a + i * m.p, m.a + j * m.p, m.p);
+      if (di[k] == 0.0 || dj[k] == 0.0) {
+        g[k] = 0.0;
+      } else if (fu && !std::isnan(fu->pre[fu->base + k0 + k])) {
+        g[k] = fu->pre[fu->base + k0 + k];
+      } else {
+        g[k] = JSVD_DOT(m.a + i * m.p, m.a + j * m.p, m.p);
+      }
     }
     for (int k = 0; k < g_n; ++k) {
       // |g| > tol ||a_i|| ||a_j||; squared norms are <= p after scaling, so the
@@ -266,7 +369,16 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
       if (!rot[k]) continue;
       any = true;
       const int64_t i = pi[k0 + k], j = pj[k0 + k];
-      JSVD_ROTATE(m.a + i * m.p, m.a + j * m.p, m.p, c[k], s[k]);
+      if (fu) {
+        const int64_t kk = k0 + k;
+        const int32_t z1 = fu->fz1[kk], z2 = fu->fz2[kk];
+        double* g1 = z1 >= 0 ? fu->pre + fu->ft1[kk] : nullptr;
+        double* g2 = z2 >= 0 ? fu->pre + fu->ft2[kk] : nullptr;
+        rotate_fused(m.a + i * m.p, m.a + j * m.p, m.p, c[k], s[k], z1 >= 0 ? m.a + z1 * m.p : nullptr,
+                     z2 >= 0 ? m.a + z2 * m.p : nullptr, g1, g2);
+      } else {
+        JSVD_ROTATE(m.a + i * m.p, m.a + j * m.p, m.p, c[k], s[k]);
+      }
       if (m.v) JSVD_ROTATE(m.v + i * m.q, m.v + j * m.q, m.q, c[k], s[k]);
       // eq. (6) of the W-cycle paper, in the cancellation-free form that follows
       // from the choice of t: the new squared norms without new inner products.
@@ -318,6 +430,7 @@ struct Schedule {
   struct Unit {
     std::vector<int64_t> step_begin;  // into pi/pj, one past the last = pi.size()
     std::vector<int32_t> pi, pj;
+    std::vector<int32_t> fz1, ft1, fz2, ft2;  // fusion (see Fusion), indices into pi/pj
   };
   std::vector<std::vector<Unit>> phases;
   int64_t max_unit_pairs = 0;
@@ -334,10 +447,49 @@ inline void add_steps(Schedule::Unit& u, const std::vector<std::vector<std::pair
   }
 }
 
-inline Schedule make_schedule(int64_t q, int64_t w) {
+// Fusion targets of a unit's consecutive steps: the next-step pair (u, v)
+// gets its dot product from whichever of the two current-step pairs holding
+// u and v is rotated last (pairs are rotated in index order), since the
+// other column is final by then.
+inline void add_fusion(Schedule::Unit& u, int64_t q) {
+  const int64_t np = static_cast<int64_t>(u.pi.size()), ns = static_cast<int64_t>(u.step_begin.size());
+  u.fz1.assign(np, -1);
+  u.ft1.assign(np, -1);
+  u.fz2.assign(np, -1);
+  u.ft2.assign(np, -1);
+  std::vector<int64_t> where(q, -1);  // column -> pair index in the current step
+  for (int64_t st = 0; st + 1 < ns; ++st) {
+    const int64_t b = u.step_begin[st], e = u.step_begin[st + 1];
+    const int64_t e2 = st + 2 < ns ? u.step_begin[st + 2] : np;
+    for (int64_t k = b; k < e; ++k) where[u.pi[k]] = where[u.pj[k]] = k;
+    for (int64_t t = e; t < e2; ++t) {
+      const int32_t cu = u.pi[t], cv = u.pj[t];
+      const int64_t au = where[cu], av = where[cv];
+      if ((au < 0 && av < 0) || au == av) continue;
+      const int64_t a = std::max(au, av);
+      const int32_t col = a == au ? cu : cv, z = a == au ? cv : cu;
+      if (u.pi[a] == col) {
+        u.fz1[a] = z;
+        u.ft1[a] = static_cast<int32_t>(t);
+      } else {
+        u.fz2[a] = z;
+        u.ft2[a] = static_cast<int32_t>(t);
+      }
+    }
+    for (int64_t k = b; k < e; ++k) where[u.pi[k]] = where[u.pj[k]] = -1;
+  }
+}
+
+inline Schedule make_schedule(int64_t q, int64_t w, bool serial) {
   Schedule sch;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> steps;
-  if (w <= 1 || w >= q) {
+  if ((w <= 1 || w >= q) && serial) {
+    // pointwise round-robin on one thread: one unit holding every step
+    round_robin_steps(q, 0, steps);
+    Schedule::Unit u;
+    add_steps(u, steps);
+    sch.phases.push_back({std::move(u)});
+  } else if (w <= 1 || w >= q) {
     // pointwise round-robin: one phase per step, holding one unit of one step
     // (sweep() splits its pairs across threads).
     round_robin_steps(q, 0, steps);
@@ -386,20 +538,25 @@ inline Schedule make_schedule(int64_t q, int64_t w) {
       sch.phases.push_back(std::move(ph));
     }
   }
-  for (const auto& ph : sch.phases)
-    for (const auto& u : ph) sch.max_unit_pairs = std::max<int64_t>(sch.max_unit_pairs, u.pi.size());
+  for (auto& ph : sch.phases)
+    for (auto& u : ph) {
+      add_fusion(u, q);
+      sch.max_unit_pairs = std::max<int64_t>(sch.max_unit_pairs, u.pi.size());
+    }
   return sch;
 }
 
 // Schedules depend only on (q, w); batches are mostly uniform, so each thread
 // keeps the last one it built.
-inline const Schedule& schedule_for(int64_t q, int64_t w) {
+inline const Schedule& schedule_for(int64_t q, int64_t w, bool serial) {
   thread_local int64_t cq = -1, cw = -1;
+  thread_local bool cs = false;
   thread_local Schedule cached;
-  if (q != cq || w != cw) {
-    cached = make_schedule(q, w);
+  if (q != cq || w != cw || serial != cs) {
+    cached = make_schedule(q, w, serial);
     cq = q;
     cw = w;
+    cs = serial;
   }
   return cached;
 }
@@ -408,9 +565,12 @@ template <typename T>
 bool run_unit(const Work<T>& m, const Schedule::Unit& u) {
   bool any = false;
   const int64_t ns = static_cast<int64_t>(u.step_begin.size());
+  thread_local std::vector<double> pre;
+  pre.assign(u.pi.size(), std::numeric_limits<double>::quiet_NaN());
   for (int64_t s = 0; s < ns; ++s) {
     const int64_t b = u.step_begin[s], e = s + 1 < ns ? u.step_begin[s + 1] : static_cast<int64_t>(u.pi.size());
-    any |= process_pairs(m, u.pi.data() + b, u.pj.data() + b, e - b);
+    const Fusion fu{u.fz1.data() + b, u.ft1.data() + b, u.fz2.data() + b, u.ft2.data() + b, pre.data(), b};
+    any |= process_pairs(m, u.pi.data() + b, u.pj.data() + b, e - b, &fu);
   }
   return any;
 }
@@ -542,7 +702,7 @@ int32_t svd_one(T* a, T* u, T* s_out, T* v_out, int64_t p, int64_t q, int64_t uc
   }
 
   int32_t info = kInfoNotConverged;
-  const Schedule& sch = schedule_for(q, block_width(p, q, want_uv, sizeof(T)));
+  const Schedule& sch = schedule_for(q, block_width(p, q, want_uv, sizeof(T)), !parallel);
   for (int64_t sw = 1; sw <= max_sweeps; ++sw) {
     for (int64_t k = 0; k < q; ++k) d[k] = dot(a + k * p, a + k * p, p);  // exact, once per sweep
     if (!sweep(m, sch, parallel)) {
