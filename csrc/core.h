@@ -22,7 +22,9 @@ namespace jsvd {
 constexpr int32_t kInfoNotConverged = -1;  // max_sweeps reached; result is the last iterate
 constexpr int32_t kInfoNonFinite = -2;     // input held NaN or Inf; outputs are NaN
 
-constexpr int64_t kDefaultMaxSweeps = 32;
+// Random matrices need 10-15 sweeps; strongly row-graded ones (kappa 1e12, n = 512)
+// were measured needing up to 49 on the CPU engine.
+constexpr int64_t kDefaultMaxSweeps = 64;
 
 struct SvdOptions {
   bool compute_uv = true;

@@ -109,10 +109,10 @@ __global__ void finalize_kernel(EngineArgs<T> args, const int32_t* mats) {
   const T* A = args.A + md.a_off;
   for (int l = warp; l < q; l += nw) {
     const T* x = A + static_cast<int64_t>(l) * p;
-    T acc = 0;
-    for (int r = lane; r < p; r += 32) acc += x[r] * x[r];
+    double acc = 0;
+    for (int r = lane; r < p; r += 32) acc += double(x[r]) * double(x[r]);
     acc = group_sum<32>(acc);
-    if (lane == 0) d[l] = static_cast<double>(acc);
+    if (lane == 0) d[l] = acc;
   }
   if (tid == 0) s_rank = 0;
   __syncthreads();

@@ -24,6 +24,8 @@
 
 #include "jacobi_device.cuh"
 
+#include <type_traits>
+
 #include <c10/cuda/CUDAException.h>
 
 namespace jsvd {
@@ -52,7 +54,15 @@ template <typename T, int TPP, bool kPair, bool kWithV>
 __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks,
                                                         const PairTask* pair_tasks) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __shared__ int s_rot;
+  __shared__ int s_rot;  // a rotation above tol in this sweep
+  __shared__ int s_any;  // any rotation in this sweep
+  // float32: inner products in double. float64: each rotation recomputes the
+  // two norms with its inner product (same pass over the rows) instead of
+  // carrying them by eq. (6), whose drift in double made rotation angles
+  // inaccurate and V's orthogonality several times worse (benchmarks/RESULTS.md).
+  using Acc = double;
+  constexpr bool kDoubleAcc = std::is_same<T, float>::value;
+  constexpr bool kExactNorms = std::is_same<T, double>::value;
   __shared__ int s_rank;
   __shared__ T s_red[32];
 
@@ -136,17 +146,29 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   }
   __syncthreads();
 
+  // Convergence: every pair passes |x^T y| <= tol ||x|| ||y||. Rotations are
+  // applied down to apply_tol: for float32 the inner products are accumulated
+  // in double, so they are exact at float32's scale and rotations are worth
+  // applying down to eps; the sweep that finds nothing above tol then leaves
+  // the columns (U) orthogonal to working precision, not just to tol
+  // (benchmarks/RESULTS.md has the measurements).
+  // For float64 the inner products carry rounding of order sqrt(p) eps, so
+  // smaller rotations would be noise.
   const double tol = args.tol > 0 ? args.tol : sqrt(static_cast<double>(p)) * static_cast<double>(eps_of<T>());
+  const double apply_tol = kDoubleAcc ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
   const int e = c + (c & 1);
   const unsigned mask = group_mask<TPP>();
   int sweeps = 0;
-  bool converged = false, first_rotated = false;
+  bool converged = false, first_rotated = false, applied = false;
   for (int sweep = 1; sweep <= args.max_sweeps; ++sweep) {
-    if (tid == 0) s_rot = 0;
+    if (tid == 0) {
+      s_rot = 0;
+      s_any = 0;
+    }
     for (int l = g; l < c; l += G) {  // exact squared norms, once per sweep
       const T* x = As + l * ld;
-      T acc = 0;
-      for (int r = lane; r < p; r += TPP) acc += x[r] * x[r];
+      Acc acc = 0;
+      for (int r = lane; r < p; r += TPP) acc += Acc(x[r]) * Acc(x[r]);
       acc = group_sum<TPP>(acc);
       if (lane == 0) d[l] = static_cast<double>(acc);
     }
@@ -156,14 +178,26 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
         int i, j;
         round_robin_pair(e, step, pk, i, j);
         if (j >= c) continue;  // the dummy slot of an odd column count
-        const double di = d[i], dj = d[j];
-        if (di == 0.0 || dj == 0.0) continue;  // a zero column is orthogonal to all
+        if (d[i] == 0.0 || d[j] == 0.0) continue;  // a zero column is orthogonal to all
         T* x = As + i * ld;
         T* y = As + j * ld;
-        T acc = 0;
-        for (int r = lane; r < p; r += TPP) acc += x[r] * y[r];
-        const double gg = static_cast<double>(group_sum<TPP>(acc));
-        if (!(fabs(gg) > tol * sqrt(di) * sqrt(dj))) continue;
+        Acc axy = 0, axx = 0, ayy = 0;
+        for (int r = lane; r < p; r += TPP) {
+          const Acc xr = x[r], yr = y[r];
+          axy += xr * yr;
+          if (kExactNorms) {
+            axx += xr * xr;
+            ayy += yr * yr;
+          }
+        }
+        const double gg = static_cast<double>(group_sum<TPP>(axy));
+        double di = d[i], dj = d[j];
+        if (kExactNorms) {
+          di = static_cast<double>(group_sum<TPP>(axx));
+          dj = static_cast<double>(group_sum<TPP>(ayy));
+        }
+        const double bound = sqrt(di) * sqrt(dj);
+        if (!(fabs(gg) > apply_tol * bound)) continue;
         const double t = rotation_tan(di, dj, gg);
         const double cs = 1.0 / sqrt(1.0 + t * t);
         const T cc = static_cast<T>(cs), ss = static_cast<T>(cs * t);
@@ -176,13 +210,15 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
         if (lane == 0) {
           d[i] = fmax(di - t * gg, 0.0);  // eq. (6), cancellation-free form
           d[j] = dj + t * gg;
-          s_rot = 1;
+          s_any = 1;
+          if (fabs(gg) > tol * bound) s_rot = 1;
         }
       }
       __syncthreads();
     }
     sweeps = sweep;
     const bool rot = s_rot != 0;
+    applied |= s_any != 0;
     if (sweep == 1) first_rotated = rot;
     __syncthreads();  // all have read s_rot before it is reset
     if (!rot) {
@@ -193,8 +229,8 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
 
   if (kPair) {
     // Write the rotated pair (and its V columns) back.
-    if (!first_rotated) return;  // nothing moved
-    if (tid == 0) args.state[k].rotated = 1;
+    if (!applied) return;  // nothing moved
+    if (tid == 0 && first_rotated) args.state[k].rotated = 1;
     T* Ab = args.A + md.a_off;
     for (int idx = tid; idx < c * p; idx += nt) {
       const int l = idx / p, r = idx - l * p;
@@ -213,8 +249,8 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   // Whole mode: finalise. Exact norms, descending order by rank counting.
   for (int l = g; l < c; l += G) {
     const T* x = As + l * ld;
-    T acc = 0;
-    for (int r = lane; r < p; r += TPP) acc += x[r] * x[r];
+    Acc acc = 0;
+    for (int r = lane; r < p; r += TPP) acc += Acc(x[r]) * Acc(x[r]);
     acc = group_sum<TPP>(acc);
     if (lane == 0) d[l] = static_cast<double>(acc);
   }

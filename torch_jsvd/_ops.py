@@ -10,7 +10,7 @@ from torch import Tensor
 INFO_NOT_CONVERGED = -1  # max_sweeps reached; the result is the last iterate
 INFO_NON_FINITE = -2  # the input held NaN or Inf; outputs are NaN
 
-DEFAULT_MAX_SWEEPS = 32
+DEFAULT_MAX_SWEEPS = 64
 
 
 def default_tol(rows: int, dtype: torch.dtype) -> float:
@@ -47,7 +47,7 @@ def svd(A: Tensor, full_matrices: bool = True, *, tol: Optional[float] = None,
     """A = U @ diag(S) @ Vh, like torch.linalg.svd(A, full_matrices).
 
     Raises torch.linalg.LinAlgError if a matrix did not converge within
-    max_sweeps (default 32) or holds NaN/Inf; svd_ex reports that in info instead.
+    max_sweeps (default 64) or holds NaN/Inf; svd_ex reports that in info instead.
     """
     U, S, Vh = torch.ops.jsvd.svd.default(A, full_matrices, True, tol, max_sweeps)
     return SVDResult(U, S, Vh)
