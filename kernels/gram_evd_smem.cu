@@ -33,6 +33,7 @@ struct GramSmem {
   int* partner;
   T* gd;     // G[r][r]
   T* go;     // G[partner(r)][r]
+  T* gt;     // +-tau of r's rotation (update form)
 };
 
 template <typename T>
@@ -46,7 +47,8 @@ __device__ GramSmem<T> carve(unsigned char* raw, int c) {
   s.X = s.Jn + c * c;
   s.gd = s.X + (kChunk + 1) * c;
   s.go = s.gd + c;
-  s.partner = reinterpret_cast<int*>(s.go + c);
+  s.gt = s.go + c;
+  s.partner = reinterpret_cast<int*>(s.gt + c);
   return s;
 }
 
@@ -148,14 +150,17 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
           s.partner[i] = i;
           s.gd[i] = 1;
           s.go[i] = 0;
+          s.gt[i] = 0;
           continue;
         }
         const double bii = s.B[i * c + i], bjj = s.B[j * c + j], bij = s.B[j * c + i];
-        double cs = 1, sn = 0;
+        double cs = 1, sn = 0, tau = 0;
         if (bii > 0 && bjj > 0 && fabs(bij) > tol * sqrt(bii) * sqrt(bjj)) {
           const double t = rotation_tan(bii, bjj, bij);
-          cs = 1.0 / sqrt(1.0 + t * t);
-          sn = cs * t;
+          const RotationUpdate ru(t);
+          sn = ru.s;
+          tau = ru.tau;
+          cs = 1.0 - sn * tau;
           s_rot = 1;
         }
         s.partner[i] = j;
@@ -164,6 +169,8 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
         s.gd[j] = static_cast<T>(cs);
         s.go[i] = static_cast<T>(-sn);  // G[j][i]
         s.go[j] = static_cast<T>(sn);   // G[i][j]
+        s.gt[i] = static_cast<T>(tau);  // J's columns use the update form (jacobi_device.cuh)
+        s.gt[j] = static_cast<T>(-tau);
       }
       __syncthreads();
       for (int idx = tid; idx < c * c; idx += kThreads) {
@@ -178,7 +185,9 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
               orr * (dc * s.B[col * c + pr] + oc * s.B[pc * c + pr]);
         }
         s.Bn[idx] = v;
-        s.Jn[idx] = s.J[col * c + row] * dc + s.J[pc * c + row] * oc;
+        // J' = J G: column col gets col + o (partner + tau' col), tau' = +-tau
+        const T jc = s.J[col * c + row];
+        s.Jn[idx] = jc + oc * (s.J[pc * c + row] + s.gt[col] * jc);
       }
       __syncthreads();
       T* t = s.B; s.B = s.Bn; s.Bn = t;
@@ -197,7 +206,7 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
 }  // namespace
 
 size_t gram_evd_smem_bytes(int64_t c, size_t elem) {
-  return (4 * c * c + (kChunk + 1) * c + 2 * c) * elem + c * sizeof(int) + 16;
+  return (4 * c * c + (kChunk + 1) * c + 3 * c) * elem + c * sizeof(int) + 16;
 }
 
 template <typename T>

@@ -199,13 +199,9 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
         const double bound = sqrt(di) * sqrt(dj);
         if (!(fabs(gg) > apply_tol * bound)) continue;
         const double t = rotation_tan(di, dj, gg);
-        const double cs = 1.0 / sqrt(1.0 + t * t);
-        const T cc = static_cast<T>(cs), ss = static_cast<T>(cs * t);
-        for (int r = lane; r < ld; r += TPP) {  // the A rows and the V rows
-          const T xr = x[r], yr = y[r];
-          x[r] = cc * xr - ss * yr;
-          y[r] = ss * xr + cc * yr;
-        }
+        const RotationUpdate rot(t);
+        const T ss = static_cast<T>(rot.s), tau = static_cast<T>(rot.tau);
+        for (int r = lane; r < ld; r += TPP) rotate_pair(x[r], y[r], ss, tau);  // A rows and V rows
         __syncwarp(mask);  // every lane has read d[i], d[j]
         if (lane == 0) {
           d[i] = fmax(di - t * gg, 0.0);  // eq. (6), cancellation-free form
