@@ -32,12 +32,6 @@ namespace jsvd {
 namespace cuda {
 namespace {
 
-template <int TPP>
-__device__ __forceinline__ unsigned group_mask() {
-  const unsigned lane = threadIdx.x & 31u;
-  return TPP == 32 ? 0xffffffffu : (((1u << TPP) - 1u) << (lane & ~unsigned(TPP - 1)));
-}
-
 template <typename T>
 __device__ T block_max(T v, T* red /* >= 32 */) {
   for (int off = 16; off > 0; off /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, off));
@@ -91,10 +85,16 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   const int ld = p + vr;
   auto gcol = [&](int l) { return l < w0 ? c0 + l : c1 + (l - w0); };
 
-  // Shared memory: d (double, c) | As (c columns of ld rows) | rank (int, c)
+  // Shared memory: d, pg, pdi, pdj (double) | As | ps, ptau (T) | rank (int)
+  const int npairs = (c + 1) / 2;
   double* d = reinterpret_cast<double*>(smem_raw);
-  T* As = reinterpret_cast<T*>(d + c);
-  int* rank_s = reinterpret_cast<int*>(As + static_cast<size_t>(c) * ld);
+  double* pg = d + c;         // per pair of the current step: x^T y
+  double* pdi = pg + npairs;  //   x^T x and y^T y (float64)
+  double* pdj = pdi + npairs;
+  T* As = reinterpret_cast<T*>(pdj + npairs);
+  T* ps = As + static_cast<size_t>(c) * ld;  // per pair: sin (0: no rotation) and tau
+  T* ptau = ps + npairs;
+  int* rank_s = reinterpret_cast<int*>(ptau + npairs);
 
   const int tid = threadIdx.x, nt = blockDim.x;
   const int g = tid / TPP, lane = tid % TPP, G = nt / TPP;
@@ -157,7 +157,6 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   const double tol = args.tol > 0 ? args.tol : sqrt(static_cast<double>(p)) * static_cast<double>(eps_of<T>());
   const double apply_tol = kDoubleAcc ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
   const int e = c + (c & 1);
-  const unsigned mask = group_mask<TPP>();
   int sweeps = 0;
   bool converged = false, first_rotated = false, applied = false;
   for (int sweep = 1; sweep <= args.max_sweeps; ++sweep) {
@@ -174,13 +173,17 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
     }
     __syncthreads();
     for (int step = 0; step < e - 1; ++step) {
+      // A step in three phases. Computing the rotation once per pair (phase 2)
+      // instead of in every lane of its group removes a 32x redundant chain of
+      // double-precision divisions and square roots, which bounded the step.
+      // 1. each group: the pair's inner product (and, float64, its norms)
       for (int pk = g; pk < e / 2; pk += G) {
         int i, j;
         round_robin_pair(e, step, pk, i, j);
         if (j >= c) continue;  // the dummy slot of an odd column count
         if (d[i] == 0.0 || d[j] == 0.0) continue;  // a zero column is orthogonal to all
-        T* x = As + i * ld;
-        T* y = As + j * ld;
+        const T* x = As + i * ld;
+        const T* y = As + j * ld;
         Acc axy = 0, axx = 0, ayy = 0;
         for (int r = lane; r < p; r += TPP) {
           const Acc xr = x[r], yr = y[r];
@@ -190,25 +193,50 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
             ayy += yr * yr;
           }
         }
-        const double gg = static_cast<double>(group_sum<TPP>(axy));
-        double di = d[i], dj = d[j];
+        axy = group_sum<TPP>(axy);
         if (kExactNorms) {
-          di = static_cast<double>(group_sum<TPP>(axx));
-          dj = static_cast<double>(group_sum<TPP>(ayy));
+          axx = group_sum<TPP>(axx);
+          ayy = group_sum<TPP>(ayy);
         }
+        if (lane == 0) {
+          pg[pk] = axy;
+          if (kExactNorms) {
+            pdi[pk] = axx;
+            pdj[pk] = ayy;
+          }
+        }
+      }
+      __syncthreads();
+      // 2. one thread per pair: the rotation, and the norms it leaves (eq. (6))
+      for (int pk = tid; pk < e / 2; pk += nt) {
+        int i, j;
+        round_robin_pair(e, step, pk, i, j);
+        ps[pk] = T(0);
+        if (j >= c || d[i] == 0.0 || d[j] == 0.0) continue;
+        const double gg = pg[pk];
+        const double di = kExactNorms ? pdi[pk] : d[i], dj = kExactNorms ? pdj[pk] : d[j];
         const double bound = sqrt(di) * sqrt(dj);
         if (!(fabs(gg) > apply_tol * bound)) continue;
         const double t = rotation_tan(di, dj, gg);
         const RotationUpdate rot(t);
-        const T ss = static_cast<T>(rot.s), tau = static_cast<T>(rot.tau);
-        for (int r = lane; r < ld; r += TPP) rotate_pair(x[r], y[r], ss, tau);  // A rows and V rows
-        __syncwarp(mask);  // every lane has read d[i], d[j]
-        if (lane == 0) {
-          d[i] = fmax(di - t * gg, 0.0);  // eq. (6), cancellation-free form
-          d[j] = dj + t * gg;
-          s_any = 1;
-          if (fabs(gg) > tol * bound) s_rot = 1;
-        }
+        ps[pk] = static_cast<T>(rot.s);
+        ptau[pk] = static_cast<T>(rot.tau);
+        d[i] = fmax(di - t * gg, 0.0);  // eq. (6), cancellation-free form
+        d[j] = dj + t * gg;
+        s_any = 1;
+        if (fabs(gg) > tol * bound) s_rot = 1;
+      }
+      __syncthreads();
+      // 3. each group: apply its pair's rotation to the A rows and the V rows
+      for (int pk = g; pk < e / 2; pk += G) {
+        const T ss = ps[pk];
+        if (ss == T(0)) continue;
+        int i, j;
+        round_robin_pair(e, step, pk, i, j);
+        T* x = As + i * ld;
+        T* y = As + j * ld;
+        const T tau = ptau[pk];
+        for (int r = lane; r < ld; r += TPP) rotate_pair(x[r], y[r], ss, tau);
       }
       __syncthreads();
     }
@@ -307,7 +335,8 @@ void launch_tpp(const EngineArgs<T>& args, const int32_t* whole_tasks, const Pai
 }  // namespace
 
 size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem) {
-  return static_cast<size_t>(c) * sizeof(double) + static_cast<size_t>(c * (p + vrows)) * elem +
+  const int64_t npairs = (c + 1) / 2;
+  return static_cast<size_t>(c + 3 * npairs) * sizeof(double) + static_cast<size_t>(c * (p + vrows) + 2 * npairs) * elem +
          static_cast<size_t>(c) * sizeof(int) + 16;
 }
 
