@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
         const double bii = s.B[i * c + i], bjj = s.B[j * c + j], bij = s.B[j * c + i];
         double cs = 1, sn = 0, tau = 0;
         if (bii > 0 && bjj > 0 && fabs(bij) > tol * sqrt(bii) * sqrt(bjj)) {
-          const double t = rotation_tan(bii, bjj, bij);
-          const RotationUpdate ru(t);
+          const double t = rotation_tan<double>(bii, bjj, bij);
+          const RotationUpdate<double> ru(t);
           sn = ru.s;
           tau = ru.tau;
           cs = 1.0 - sn * tau;

@@ -215,16 +215,19 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
         if (j >= c || d[i] == 0.0 || d[j] == 0.0) continue;
         const double gg = pg[pk];
         const double di = kExactNorms ? pdi[pk] : d[i], dj = kExactNorms ? pdj[pk] : d[j];
-        const double bound = sqrt(di) * sqrt(dj);
-        if (!(fabs(gg) > apply_tol * bound)) continue;
-        const double t = rotation_tan(di, dj, gg);
-        const RotationUpdate rot(t);
-        ps[pk] = static_cast<T>(rot.s);
-        ptau[pk] = static_cast<T>(rot.tau);
-        d[i] = fmax(di - t * gg, 0.0);  // eq. (6), cancellation-free form
-        d[j] = dj + t * gg;
+        const double gabs = fabs(gg);
+        // |g| > tol sqrt(di dj), squared: no square roots on the critical path
+        if (!(gabs * gabs > apply_tol * apply_tol * di * dj)) continue;
+        // The angle in the data's precision (the difference dj - di in double,
+        // where it may cancel), so float32 pays no double divisions.
+        const T t = rotation_tan<T>(T(0), static_cast<T>(dj - di), static_cast<T>(gg));
+        const RotationUpdate<T> rot(t);
+        ps[pk] = rot.s;
+        ptau[pk] = rot.tau;
+        d[i] = fmax(di - static_cast<double>(t) * gg, 0.0);  // eq. (6), cancellation-free form
+        d[j] = dj + static_cast<double>(t) * gg;
         s_any = 1;
-        if (fabs(gg) > tol * bound) s_rot = 1;
+        if (gabs * gabs > tol * tol * di * dj) s_rot = 1;
       }
       __syncthreads();
       // 3. each group: apply its pair's rotation to the A rows and the V rows
@@ -343,8 +346,11 @@ size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem) {
 SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem) {
   SmemLaunch cfg;
   const int64_t pairs = (c + 1) / 2;
+  // α·warp per rotation (W-cycle §IV-B): about four rows per lane. Narrower
+  // groups for short columns mean smaller blocks, so more matrices share an
+  // SM and hide each other's step latency.
   int tpp = 32;
-  while (tpp > 4 && tpp / 2 >= p) tpp /= 2;             // about one row per lane for short columns
+  while (tpp > 4 && tpp * 4 > p) tpp /= 2;
   while (tpp > 4 && pairs * tpp > 1024) tpp /= 2;       // every pair of a step in flight if possible
   cfg.tpp = tpp;
   const int64_t groups = std::min<int64_t>(pairs, 1024 / tpp);
