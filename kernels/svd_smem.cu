@@ -82,7 +82,9 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   }
   const int c = w0 + w1;                      // columns held by this block
   const int vr = kWithV ? md.q : 0;           // V rows carried under each column
-  const int ld = p + vr;
+  // Odd column stride: the lane groups of a warp work on different columns,
+  // and with an even stride they would hit the same shared-memory banks.
+  const int ld = (p + vr) | 1;
   auto gcol = [&](int l) { return l < w0 ? c0 + l : c1 + (l - w0); };
 
   // Shared memory: d, pg, pdi, pdj (double) | As | ps, ptau (T) | rank (int)
@@ -339,7 +341,7 @@ void launch_tpp(const EngineArgs<T>& args, const int32_t* whole_tasks, const Pai
 
 size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem) {
   const int64_t npairs = (c + 1) / 2;
-  return static_cast<size_t>(c + 3 * npairs) * sizeof(double) + static_cast<size_t>(c * (p + vrows) + 2 * npairs) * elem +
+  return static_cast<size_t>(c + 3 * npairs) * sizeof(double) + static_cast<size_t>(c * ((p + vrows) | 1) + 2 * npairs) * elem +
          static_cast<size_t>(c) * sizeof(int) + 16;
 }
 
