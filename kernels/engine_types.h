@@ -13,9 +13,13 @@ struct MatrixDesc {
 };
 
 // A block-column pair of one matrix: columns [c0, c0 + w0) and [c1, c1 + w1).
+// w0w1 = w0 | (w1 << 16) | kPairIntra when the pairs inside each block are
+// due too (once per sweep for every block).
 struct PairTask {
-  int32_t k, c0, c1, w0w1;  // w0w1 = w0 | (w1 << 16)
+  int32_t k, c0, c1, w0w1;
 };
+constexpr int32_t kPairWidthMask = 0x3fff;
+constexpr int32_t kPairIntra = 1 << 30;
 
 // Per-matrix state of the blocked levels, on the device.
 struct MatrixState {

@@ -105,10 +105,20 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
         const int64_t m = e - 1;
         int64_t i = pk == 0 ? s : (s + pk) % m, j = pk == 0 ? m : (s - pk + m) % m;
         if (i > j) std::swap(i, j);
-        if (j >= nb) continue;
+        if (j >= nb) {
+          // the block that meets the dummy slot (odd nb) still owes its inner pairs at step 0
+          if (s == 0 && mp.level == Level::kPairSvd) {
+            const int64_t wi = std::min(w, q - i * w);
+            steps[s].push_back(PairTask{static_cast<int32_t>(k), static_cast<int32_t>(i * w),
+                                        static_cast<int32_t>(i * w), static_cast<int32_t>(wi) | kPairIntra});
+          }
+          continue;
+        }
         const int64_t wi = std::min(w, q - i * w), wj = std::min(w, q - j * w);
+        // step 0 meets every block once: its tasks also do the pairs inside the blocks
+        const int32_t intra = (s == 0 || mp.level == Level::kGramEvd) ? kPairIntra : 0;
         steps[s].push_back(PairTask{static_cast<int32_t>(k), static_cast<int32_t>(i * w), static_cast<int32_t>(j * w),
-                                    static_cast<int32_t>(wi | (wj << 16))});
+                                    static_cast<int32_t>(wi | (wj << 16)) | intra});
       }
     }
   }

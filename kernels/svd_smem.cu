@@ -61,13 +61,15 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   __shared__ T s_red[32];
 
   int k, c0, c1, w0, w1;
+  bool intra = true;  // whole mode: every pair
   if (kPair) {
     const PairTask pt = pair_tasks[blockIdx.x];
     k = pt.k;
     c0 = pt.c0;
     c1 = pt.c1;
     w0 = pt.w0w1 & 0xffff;
-    w1 = pt.w0w1 >> 16;
+    w1 = (pt.w0w1 >> 16) & kPairWidthMask;
+    intra = (pt.w0w1 & kPairIntra) != 0;
     if (args.state[k].converged) return;
   } else {
     k = whole_tasks[blockIdx.x];
@@ -88,15 +90,15 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   auto gcol = [&](int l) { return l < w0 ? c0 + l : c1 + (l - w0); };
 
   // Shared memory: d, pg, pdi, pdj (double) | As | ps, ptau (T) | rank (int)
-  const int npairs = (c + 1) / 2;
+  const int max_pairs = (c + 1) / 2;
   double* d = reinterpret_cast<double*>(smem_raw);
-  double* pg = d + c;         // per pair of the current step: x^T y
-  double* pdi = pg + npairs;  //   x^T x and y^T y (float64)
-  double* pdj = pdi + npairs;
-  T* As = reinterpret_cast<T*>(pdj + npairs);
+  double* pg = d + c;            // per pair of the current step: x^T y
+  double* pdi = pg + max_pairs;  //   x^T x and y^T y (float64)
+  double* pdj = pdi + max_pairs;
+  T* As = reinterpret_cast<T*>(pdj + max_pairs);
   T* ps = As + static_cast<size_t>(c) * ld;  // per pair: sin (0: no rotation) and tau
-  T* ptau = ps + npairs;
-  int* rank_s = reinterpret_cast<int*>(ptau + npairs);
+  T* ptau = ps + max_pairs;
+  int* rank_s = reinterpret_cast<int*>(ptau + max_pairs);
 
   const int tid = threadIdx.x, nt = blockDim.x;
   const int g = tid / TPP, lane = tid % TPP, G = nt / TPP;
@@ -158,7 +160,27 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   // smaller rotations would be noise.
   const double tol = args.tol > 0 ? args.tol : sqrt(static_cast<double>(p)) * static_cast<double>(eps_of<T>());
   const double apply_tol = kDoubleAcc ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
+  // Pairs of a step. Whole matrices, and a block pair's first task of a sweep
+  // (intra): the round-robin over all c columns. Other block pairs: only the
+  // w0 x w1 cross pairs, in max(w0, w1) steps (column k of the first block
+  // meets column (k + s) mod W of the second); the pairs inside each block
+  // were handled by this sweep's intra task, so redoing them would only
+  // double the rotations.
   const int e = c + (c & 1);
+  const int W = w0 > w1 ? w0 : w1;
+  const int nsteps = intra ? e - 1 : W;
+  const int npairs = intra ? e / 2 : w0;
+  auto step_pair = [&](int step, int pk, int& i, int& j) -> bool {
+    if (intra) {
+      round_robin_pair(e, step, pk, i, j);
+      return j < c;  // else the dummy slot of an odd column count
+    }
+    i = pk;
+    j = (pk + step) % W;
+    if (j >= w1) return false;
+    j += w0;
+    return true;
+  };
   int sweeps = 0;
   bool converged = false, first_rotated = false, applied = false;
   for (int sweep = 1; sweep <= args.max_sweeps; ++sweep) {
@@ -174,15 +196,14 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
       if (lane == 0) d[l] = static_cast<double>(acc);
     }
     __syncthreads();
-    for (int step = 0; step < e - 1; ++step) {
+    for (int step = 0; step < nsteps; ++step) {
       // A step in three phases. Computing the rotation once per pair (phase 2)
       // instead of in every lane of its group removes a 32x redundant chain of
       // double-precision divisions and square roots, which bounded the step.
       // 1. each group: the pair's inner product (and, float64, its norms)
-      for (int pk = g; pk < e / 2; pk += G) {
+      for (int pk = g; pk < npairs; pk += G) {
         int i, j;
-        round_robin_pair(e, step, pk, i, j);
-        if (j >= c) continue;  // the dummy slot of an odd column count
+        if (!step_pair(step, pk, i, j)) continue;
         if (d[i] == 0.0 || d[j] == 0.0) continue;  // a zero column is orthogonal to all
         const T* x = As + i * ld;
         const T* y = As + j * ld;
@@ -210,11 +231,10 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
       }
       __syncthreads();
       // 2. one thread per pair: the rotation, and the norms it leaves (eq. (6))
-      for (int pk = tid; pk < e / 2; pk += nt) {
+      for (int pk = tid; pk < npairs; pk += nt) {
         int i, j;
-        round_robin_pair(e, step, pk, i, j);
         ps[pk] = T(0);
-        if (j >= c || d[i] == 0.0 || d[j] == 0.0) continue;
+        if (!step_pair(step, pk, i, j) || d[i] == 0.0 || d[j] == 0.0) continue;
         const double gg = pg[pk];
         const double di = kExactNorms ? pdi[pk] : d[i], dj = kExactNorms ? pdj[pk] : d[j];
         const double gabs = fabs(gg);
@@ -233,11 +253,11 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
       }
       __syncthreads();
       // 3. each group: apply its pair's rotation to the A rows and the V rows
-      for (int pk = g; pk < e / 2; pk += G) {
+      for (int pk = g; pk < npairs; pk += G) {
         const T ss = ps[pk];
         if (ss == T(0)) continue;
         int i, j;
-        round_robin_pair(e, step, pk, i, j);
+        step_pair(step, pk, i, j);
         T* x = As + i * ld;
         T* y = As + j * ld;
         const T tau = ptau[pk];
