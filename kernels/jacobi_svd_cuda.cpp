@@ -12,6 +12,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -69,6 +70,12 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   std::vector<std::vector<PairTask>> pair_steps, gram_steps;
   int64_t pair_p = 0, pair_q = 0, pair_c = 0, gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
   MatrixPlan uniform_plan;
+  // Tuning knob for experiments (benchmarks/): JSVD_CROSS_ONLY=0 redoes the
+  // pairs inside the blocks in every task.
+  static const bool cross_only = [] {
+    const char* v = std::getenv("JSVD_CROSS_ONLY");
+    return !(v && v[0] == '0');
+  }();
   for (int64_t k = 0; k < N; ++k) {
     const int64_t p = b.rows[k], q = b.cols[k];
     desc[k] = MatrixDesc{b.a_off[k], b.u_off[k], b.s_off[k], b.v_off[k], static_cast<int32_t>(p),
@@ -116,7 +123,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
         }
         const int64_t wi = std::min(w, q - i * w), wj = std::min(w, q - j * w);
         // step 0 meets every block once: its tasks also do the pairs inside the blocks
-        const int32_t intra = (s == 0 || mp.level == Level::kGramEvd) ? kPairIntra : 0;
+        const int32_t intra = (s == 0 || mp.level == Level::kGramEvd || !cross_only) ? kPairIntra : 0;
         steps[s].push_back(PairTask{static_cast<int32_t>(k), static_cast<int32_t>(i * w), static_cast<int32_t>(j * w),
                                     static_cast<int32_t>(wi | (wj << 16)) | intra});
       }
