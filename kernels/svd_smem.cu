@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   auto gcol = [&](int l) { return l < w0 ? c0 + l : c1 + (l - w0); };
 
   // Shared memory: d, pg, pdi, pdj (double) | As | ps, ptau (T) | rank (int)
-  const int max_pairs = (c + 1) / 2;
+  const int max_pairs = c;  // >= (c + 1) / 2 round-robin pairs and >= w0 cross pairs
   double* d = reinterpret_cast<double*>(smem_raw);
   double* pg = d + c;            // per pair of the current step: x^T y
   double* pdi = pg + max_pairs;  //   x^T x and y^T y (float64)
@@ -360,7 +360,7 @@ void launch_tpp(const EngineArgs<T>& args, const int32_t* whole_tasks, const Pai
 }  // namespace
 
 size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem) {
-  const int64_t npairs = (c + 1) / 2;
+  const int64_t npairs = c;  // as max_pairs in the kernel
   return static_cast<size_t>(c + 3 * npairs) * sizeof(double) + static_cast<size_t>(c * ((p + vrows) | 1) + 2 * npairs) * elem +
          static_cast<size_t>(c) * sizeof(int) + 16;
 }
