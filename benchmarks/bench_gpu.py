@@ -82,13 +82,15 @@ def quality(A, U, S, Vh, S_ref):
     return worst
 
 
-def run_case(jsvd, b, m, n, dtype, seed):
+def run_case(jsvd, b, m, n, dtype, seed, skip=()):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     A = torch.randn(b, m, n, dtype=dtype, device="cuda", generator=gen)
     S_ref = torch.linalg.svdvals(A.to(F64))
     methods = {"ours": lambda: jsvd.svd(A, full_matrices=False),
                "torch": lambda: torch.linalg.svd(A, full_matrices=False)}
     for drv in TORCH_METHODS[1:]:
+        if drv in skip:
+            continue
         if drv == "gesvda" and m < n:
             continue  # gesvda: tall or square only
         methods[drv] = lambda drv=drv: torch.linalg.svd(A, full_matrices=False, driver=drv)
@@ -216,6 +218,7 @@ def main():
     p.add_argument("--cases", help="comma-separated substrings; run cases whose name contains one (e.g. 512,float64)")
     p.add_argument("--budget-s", type=float, default=400.0, help="start no new case after this many seconds")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--skip", default="", help="comma-separated torch drivers not to time (e.g. gesvd, which takes seconds per case)")
     p.add_argument("--results-md", help="append a dated markdown section with the table to this file")
     args = p.parse_args()
     if not torch.cuda.is_available():
@@ -247,7 +250,7 @@ def main():
             skipped.append(name)
             continue
         tc = time.time()
-        row = run_case(torch_jsvd, b, m, n, dtype, args.seed)
+        row = run_case(torch_jsvd, b, m, n, dtype, args.seed, skip=[d for d in args.skip.split(",") if d])
         rows.append(row)
         times = "  ".join(f"{k} {v['ms']:.3f}" if "ms" in v else f"{k} error" for k, v in row["methods"].items())
         print(f"[{time.time() - t0:6.1f} s] {name:22s} ms: {times}  speed-up {fmt(row.get('speedup'), '.2f')} "
