@@ -50,13 +50,10 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int s_rot;  // a rotation above tol in this sweep
   __shared__ int s_any;  // any rotation in this sweep
-  // float32: inner products in double. float64: each rotation recomputes the
-  // two norms with its inner product (same pass over the rows) instead of
-  // carrying them by eq. (6), whose drift in double made rotation angles
-  // inaccurate and V's orthogonality several times worse (benchmarks/RESULTS.md).
+  // Inner products and norms accumulate in double (for float32 they are then
+  // exact at float32's scale).
   using Acc = double;
   constexpr bool kDoubleAcc = std::is_same<T, float>::value;
-  constexpr bool kExactNorms = std::is_same<T, double>::value;
   __shared__ int s_rank;
   __shared__ T s_red[32];
 
@@ -89,13 +86,11 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   const int ld = (p + vr) | 1;
   auto gcol = [&](int l) { return l < w0 ? c0 + l : c1 + (l - w0); };
 
-  // Shared memory: d, pg, pdi, pdj (double) | As | ps, ptau (T) | rank (int)
+  // Shared memory: d, pg (double) | As | ps, ptau (T) | rank (int)
   const int max_pairs = c;  // >= (c + 1) / 2 round-robin pairs and >= w0 cross pairs
   double* d = reinterpret_cast<double*>(smem_raw);
-  double* pg = d + c;            // per pair of the current step: x^T y
-  double* pdi = pg + max_pairs;  //   x^T x and y^T y (float64)
-  double* pdj = pdi + max_pairs;
-  T* As = reinterpret_cast<T*>(pdj + max_pairs);
+  double* pg = d + c;  // per pair of the current step: x^T y
+  T* As = reinterpret_cast<T*>(pg + max_pairs);
   T* ps = As + static_cast<size_t>(c) * ld;  // per pair: sin (0: no rotation) and tau
   T* ptau = ps + max_pairs;
   int* rank_s = reinterpret_cast<int*>(ptau + max_pairs);
@@ -197,37 +192,19 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
     }
     __syncthreads();
     for (int step = 0; step < nsteps; ++step) {
-      // A step in three phases. Computing the rotation once per pair (phase 2)
-      // instead of in every lane of its group removes a 32x redundant chain of
-      // double-precision divisions and square roots, which bounded the step.
-      // 1. each group: the pair's inner product (and, float64, its norms)
+      // A step in three barrier-separated phases; phase 2 computes each
+      // rotation once per pair, not redundantly in every lane of its group.
+      // 1. each group: the pair's inner product
       for (int pk = g; pk < npairs; pk += G) {
         int i, j;
         if (!step_pair(step, pk, i, j)) continue;
         if (d[i] == 0.0 || d[j] == 0.0) continue;  // a zero column is orthogonal to all
         const T* x = As + i * ld;
         const T* y = As + j * ld;
-        Acc axy = 0, axx = 0, ayy = 0;
-        for (int r = lane; r < p; r += TPP) {
-          const Acc xr = x[r], yr = y[r];
-          axy += xr * yr;
-          if (kExactNorms) {
-            axx += xr * xr;
-            ayy += yr * yr;
-          }
-        }
+        Acc axy = 0;
+        for (int r = lane; r < p; r += TPP) axy += Acc(x[r]) * Acc(y[r]);
         axy = group_sum<TPP>(axy);
-        if (kExactNorms) {
-          axx = group_sum<TPP>(axx);
-          ayy = group_sum<TPP>(ayy);
-        }
-        if (lane == 0) {
-          pg[pk] = axy;
-          if (kExactNorms) {
-            pdi[pk] = axx;
-            pdj[pk] = ayy;
-          }
-        }
+        if (lane == 0) pg[pk] = axy;
       }
       __syncthreads();
       // 2. one thread per pair: the rotation, and the norms it leaves (eq. (6))
@@ -236,7 +213,7 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
         ps[pk] = T(0);
         if (!step_pair(step, pk, i, j) || d[i] == 0.0 || d[j] == 0.0) continue;
         const double gg = pg[pk];
-        const double di = kExactNorms ? pdi[pk] : d[i], dj = kExactNorms ? pdj[pk] : d[j];
+        const double di = d[i], dj = d[j];  // carried by eq. (6), exact at each sweep's start
         const double gabs = fabs(gg);
         // |g| > tol sqrt(di dj), squared: no square roots on the critical path
         if (!(gabs * gabs > apply_tol * apply_tol * di * dj)) continue;
@@ -361,7 +338,7 @@ void launch_tpp(const EngineArgs<T>& args, const int32_t* whole_tasks, const Pai
 
 size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem) {
   const int64_t npairs = c;  // as max_pairs in the kernel
-  return static_cast<size_t>(c + 3 * npairs) * sizeof(double) + static_cast<size_t>(c * ((p + vrows) | 1) + 2 * npairs) * elem +
+  return static_cast<size_t>(c + npairs) * sizeof(double) + static_cast<size_t>(c * ((p + vrows) | 1) + 2 * npairs) * elem +
          static_cast<size_t>(c) * sizeof(int) + 16;
 }
 
