@@ -7,6 +7,8 @@ import torch_jsvd
 
 # racecheck is slow: JSVD_SANITIZE_SWEEPS=2 bounds the sweeps (every kernel still runs)
 SWEEPS = int(os.environ.get("JSVD_SANITIZE_SWEEPS", "0")) or None
+# JSVD_SANITIZE_ONLY=gram,rank: run only the cases whose name contains one of these
+ONLY = [k for k in os.environ.get("JSVD_SANITIZE_ONLY", "").split(",") if k]
 
 torch.manual_seed(0)
 dev = "cuda"
@@ -17,6 +19,8 @@ cases = [
     ("gram f64", torch.randn(1, 2048, 16, dtype=torch.float64, device=dev)),
 ]
 for name, A in cases:
+    if ONLY and not any(k in name for k in ONLY):
+        continue
     for full in (False, True):
         U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=full, max_sweeps=SWEEPS)
         torch.cuda.synchronize()
