@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <torch/library.h>
 
 #include <cstdint>
 #include <optional>
@@ -41,5 +42,26 @@ at::Tensor svdvals_impl(const at::Tensor& A, std::optional<double> tol,
 std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>>
 svd_varlen_impl(at::TensorList As, bool full_matrices, bool compute_uv, std::optional<double> tol,
                 std::optional<int64_t> max_sweeps, EngineFn engine);
+
+// The four op kernels of one backend, bound to its engine:
+//   TORCH_LIBRARY_IMPL(jsvd, CPU, m) { register_kernels<&jacobi_svd_cpu>(m); }
+template <EngineFn kEngine>
+void register_kernels(torch::Library& m) {
+  m.impl("svd", [](const at::Tensor& A, bool full_matrices, bool compute_uv, std::optional<double> tol,
+                   std::optional<int64_t> max_sweeps) {
+    return svd_impl(A, full_matrices, compute_uv, tol, max_sweeps, kEngine);
+  });
+  m.impl("svd_ex", [](const at::Tensor& A, bool full_matrices, bool compute_uv, std::optional<double> tol,
+                      std::optional<int64_t> max_sweeps) {
+    return svd_ex_impl(A, full_matrices, compute_uv, tol, max_sweeps, kEngine);
+  });
+  m.impl("svdvals", [](const at::Tensor& A, std::optional<double> tol, std::optional<int64_t> max_sweeps) {
+    return svdvals_impl(A, tol, max_sweeps, kEngine);
+  });
+  m.impl("svd_varlen", [](at::TensorList As, bool full_matrices, bool compute_uv, std::optional<double> tol,
+                          std::optional<int64_t> max_sweeps) {
+    return svd_varlen_impl(As, full_matrices, compute_uv, tol, max_sweeps, kEngine);
+  });
+}
 
 }  // namespace jsvd

@@ -11,27 +11,6 @@
 namespace jsvd {
 namespace {
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> svd_cuda(const at::Tensor& A, bool full_matrices, bool compute_uv,
-                                                        std::optional<double> tol, std::optional<int64_t> max_sweeps) {
-  return svd_impl(A, full_matrices, compute_uv, tol, max_sweeps, &jacobi_svd_cuda);
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> svd_ex_cuda(const at::Tensor& A, bool full_matrices,
-                                                                       bool compute_uv, std::optional<double> tol,
-                                                                       std::optional<int64_t> max_sweeps) {
-  return svd_ex_impl(A, full_matrices, compute_uv, tol, max_sweeps, &jacobi_svd_cuda);
-}
-
-at::Tensor svdvals_cuda(const at::Tensor& A, std::optional<double> tol, std::optional<int64_t> max_sweeps) {
-  return svdvals_impl(A, tol, max_sweeps, &jacobi_svd_cuda);
-}
-
-std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>> svd_varlen_cuda(
-    at::TensorList As, bool full_matrices, bool compute_uv, std::optional<double> tol,
-    std::optional<int64_t> max_sweeps) {
-  return svd_varlen_impl(As, full_matrices, compute_uv, tol, max_sweeps, &jacobi_svd_cuda);
-}
-
 std::string plan(std::vector<int64_t> rows, std::vector<int64_t> cols, c10::ScalarType dtype, bool compute_uv,
                  int64_t device) {
   TORCH_CHECK(rows.size() == cols.size(), "jsvd.plan: rows and cols must have the same length");
@@ -50,10 +29,7 @@ TORCH_LIBRARY_FRAGMENT(jsvd, m) {
 }
 
 TORCH_LIBRARY_IMPL(jsvd, CUDA, m) {
-  m.impl("svd", &svd_cuda);
-  m.impl("svd_ex", &svd_ex_cuda);
-  m.impl("svdvals", &svdvals_cuda);
-  m.impl("svd_varlen", &svd_varlen_cuda);
+  register_kernels<&jacobi_svd_cuda>(m);
 }
 
 }  // namespace jsvd
