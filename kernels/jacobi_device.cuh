@@ -3,32 +3,13 @@
 
 #include <cuda_runtime.h>
 
+#include "round_robin.h"
+
 #include <cmath>
 #include <cstdint>
 
 namespace jsvd {
 namespace cuda {
-
-// Round-robin ("circle") ordering for e slots (e even): slot e-1 stays put and
-// the others rotate by one each step. Step s (0 <= s < e-1) pairs
-// (e-1, s) and ((s+k) mod (e-1), (s-k) mod (e-1)) for k = 1 .. e/2-1. Every
-// slot appears once per step, and the e-1 steps cover every pair once (a sweep),
-// so the e/2 rotations of a step are independent (W-cycle paper §II-B).
-__device__ __forceinline__ void round_robin_pair(int e, int step, int k, int& i, int& j) {
-  const int m = e - 1;
-  if (k == 0) {
-    i = step;
-    j = m;
-  } else {
-    i = (step + k) % m;
-    j = (step - k + m) % m;
-  }
-  if (i > j) {
-    const int t = i;
-    i = j;
-    j = t;
-  }
-}
 
 // Sum over the TPP lanes of a lane group (TPP a power of two <= 32, groups
 // aligned inside a warp). The mask names only the group's lanes, so groups of

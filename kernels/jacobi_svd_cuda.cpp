@@ -21,6 +21,7 @@
 #include "engine_types.h"
 #include "gram_evd_smem.h"
 #include "planner.h"
+#include "round_robin.h"
 #include "svd_smem.h"
 
 namespace jsvd {
@@ -108,10 +109,9 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     }
     for (int64_t s = 0; s < e - 1; ++s) {
       for (int64_t pk = 0; pk < e / 2; ++pk) {
-        // the circle ordering of jacobi_device.cuh, on the host
-        const int64_t m = e - 1;
-        int64_t i = pk == 0 ? s : (s + pk) % m, j = pk == 0 ? m : (s - pk + m) % m;
-        if (i > j) std::swap(i, j);
+        int ii, jj;
+        round_robin_pair(static_cast<int>(e), static_cast<int>(s), static_cast<int>(pk), ii, jj);
+        const int64_t i = ii, j = jj;
         if (j >= nb) {
           // the block that meets the dummy slot (odd nb) still owes its inner pairs at step 0
           if (s == 0 && mp.level == Level::kPairSvd) {

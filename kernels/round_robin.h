@@ -1,0 +1,36 @@
+// Round-robin ("circle") ordering of the pairs of a sweep, shared by the host
+// (which lists the block pairs of each step) and the kernels.
+#pragma once
+
+#ifdef __CUDACC__
+#define JSVD_HOST_DEVICE __host__ __device__
+#else
+#define JSVD_HOST_DEVICE
+#endif
+
+namespace jsvd {
+namespace cuda {
+
+// For e slots (e even): slot e-1 stays put and the others rotate by one each
+// step. Step s (0 <= s < e-1) pairs (s, e-1) and ((s+k) mod (e-1), (s-k) mod
+// (e-1)) for k = 1 .. e/2-1. Every slot appears once per step, and the e-1
+// steps cover every pair once (a sweep), so the e/2 rotations of a step are
+// independent (W-cycle paper §II-B). Returns the pair with i < j.
+JSVD_HOST_DEVICE inline void round_robin_pair(int e, int step, int k, int& i, int& j) {
+  const int m = e - 1;
+  if (k == 0) {
+    i = step;
+    j = m;
+  } else {
+    i = (step + k) % m;
+    j = (step - k + m) % m;
+  }
+  if (i > j) {
+    const int t = i;
+    i = j;
+    j = t;
+  }
+}
+
+}  // namespace cuda
+}  // namespace jsvd
