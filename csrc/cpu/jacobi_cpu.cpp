@@ -13,9 +13,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
+#include <functional>
+#include <mutex>
 #include <numeric>
+#include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -24,6 +30,111 @@
 
 namespace jsvd {
 namespace {
+
+// ---------------------------------------------------------------------------
+// Thread pool. The extension is not compiled with -fopenmp, and ATen's
+// at::parallel_for is an inline template around `#pragma omp parallel`: in
+// this translation unit it silently ran everything on the calling thread
+// (measured: 2 threads no faster than 1). So the engine keeps its own
+// persistent workers, as many as at::get_num_threads() asks for.
+//
+// run(n, f) calls f(0) .. f(n-1) concurrently, f(0) on the caller, and
+// returns when all are done. Workers spin briefly for the next job (the
+// per-matrix schedule synchronises once per round-robin step) and then sleep.
+// A call made while the pool is busy (another Python thread, or nested)
+// runs serially on its caller.
+class Pool {
+ public:
+  static Pool& get() {
+    static Pool* p = new Pool();  // leaked on purpose: detached workers outlive static destructors
+    return *p;
+  }
+
+  template <typename F>
+  void run(int n, F&& f) {
+    if (n <= 1) {
+      if (n == 1) f(0);
+      return;
+    }
+    std::unique_lock<std::mutex> busy(run_mu_, std::try_to_lock);
+    if (!busy.owns_lock() || forked()) {
+      for (int k = 0; k < n; ++k) f(k);
+      return;
+    }
+    ensure_workers(n - 1);
+    std::function<void(int)> job = [&f](int k) { f(k); };
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      job_ = &job;
+      njob_ = n;
+      pending_.store(n - 1, std::memory_order_relaxed);
+      gen_.fetch_add(1, std::memory_order_release);
+    }
+    cv_.notify_all();
+    f(0);
+    for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+      if (spins < 20000)
+        cpu_relax();
+      else
+        std::this_thread::yield();
+    }
+  }
+
+ private:
+  Pool() : pid_(getpid()) {}
+
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+
+  // Workers do not survive fork(); a forked child runs serially.
+  bool forked() const { return getpid() != pid_; }
+
+  void ensure_workers(int n) {
+    while (static_cast<int>(nworkers_) < n) {
+      const int id = static_cast<int>(++nworkers_);  // worker ids 1, 2, ...
+      const uint64_t g0 = gen_.load(std::memory_order_acquire);  // jobs after this one are its
+      std::thread([this, id, g0] { loop(id, g0); }).detach();
+    }
+  }
+
+  void loop(int id, uint64_t seen) {
+    for (;;) {
+      int spins = 0;
+      while (gen_.load(std::memory_order_acquire) == seen && spins < 50000) {
+        cpu_relax();
+        ++spins;
+      }
+      if (gen_.load(std::memory_order_acquire) == seen) {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return gen_.load(std::memory_order_acquire) != seen; });
+      }
+      std::function<void(int)>* job;
+      int njob;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        seen = gen_.load(std::memory_order_relaxed);
+        job = job_;
+        njob = njob_;
+      }
+      if (id < njob) {
+        (*job)(id);
+        pending_.fetch_sub(1, std::memory_order_acq_rel);
+      }
+    }
+  }
+
+  std::mutex run_mu_, mu_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> gen_{0};
+  std::atomic<int> pending_{0};
+  std::function<void(int)>* job_ = nullptr;
+  int njob_ = 0;
+  size_t nworkers_ = 0;
+  const pid_t pid_;
+};
 
 namespace generic {
 #include "jacobi_cpu_solver.h"
@@ -116,7 +227,7 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
     // in fixed slices: their sweep counts differ, and a thread that is slowed
     // down (a busy machine) then holds up nothing but its current matrix.
     std::atomic<int64_t> next{0};
-    at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
+    Pool::get().run(static_cast<int>(std::min<int64_t>(nb, at::get_num_threads())), [&](int) {
       for (int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < nb;) one(k);
     });
   }
