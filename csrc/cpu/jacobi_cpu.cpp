@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -80,14 +81,14 @@ class Pool {
     }
   }
 
- private:
-  Pool() : pid_(getpid()) {}
-
   static void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
   }
+
+ private:
+  Pool() : pid_(getpid()) {}
 
   // Workers do not survive fork(); a forked child runs serially.
   bool forked() const { return getpid() != pid_; }

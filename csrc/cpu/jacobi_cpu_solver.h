@@ -446,9 +446,12 @@ struct Schedule {
     std::vector<int64_t> step_begin;  // into pi/pj, one past the last = pi.size()
     std::vector<int32_t> pi, pj;
     std::vector<int32_t> fz1, ft1, fz2, ft2;  // fusion (see Fusion), indices into pi/pj
+    int32_t bi = -1, bj = -1;                 // blocked schedule: the unit's blocks (bj = -1: one)
+    int32_t need_i = 0, need_j = 0;           // units on bi / bj earlier in the sweep (see sweep())
   };
   std::vector<std::vector<Unit>> phases;
   int64_t max_unit_pairs = 0;
+  int64_t nblocks = 0;  // > 0: blocked schedule, units carry bi/bj
 };
 
 inline void add_steps(Schedule::Unit& u, const std::vector<std::vector<std::pair<int32_t, int32_t>>>& steps) {
@@ -524,6 +527,7 @@ inline Schedule make_schedule(int64_t q, int64_t w, bool serial) {
       round_robin_steps(hi(b) - lo(b), lo(b), steps);
       Schedule::Unit u;
       add_steps(u, steps);
+      u.bi = static_cast<int32_t>(b);
       if (!u.pi.empty()) intra.push_back(std::move(u));
     }
     sch.phases.push_back(std::move(intra));
@@ -548,10 +552,19 @@ inline Schedule make_schedule(int64_t q, int64_t w, bool serial) {
           }
         Schedule::Unit u;
         add_steps(u, steps);
+        u.bi = bp.first;
+        u.bj = bp.second;
         ph.push_back(std::move(u));
       }
       sch.phases.push_back(std::move(ph));
     }
+    sch.nblocks = nb;
+    std::vector<int32_t> seen(nb, 0);
+    for (auto& ph : sch.phases)
+      for (auto& u : ph) {
+        u.need_i = seen[u.bi]++;
+        if (u.bj >= 0) u.need_j = seen[u.bj]++;
+      }
   }
   for (auto& ph : sch.phases)
     for (auto& u : ph) {
@@ -602,6 +615,7 @@ bool sweep(const Work<T>& m, const Schedule& sch, bool parallel) {
       continue;
     }
     std::atomic<bool> any{false};
+    if (sch.nblocks > 0) break;  // below, without a barrier per phase
     if (nu == 1 && ph[0].step_begin.size() == 1) {
       // one step of independent pairs (pointwise schedule): split its pairs
       const auto& u = ph[0];
@@ -621,6 +635,37 @@ bool sweep(const Work<T>& m, const Schedule& sch, bool parallel) {
         if (r) any = true;
       });
     }
+    rotated |= any.load();
+  }
+  if (parallel && sch.nblocks > 0) {
+    // Blocked schedule on several threads: no barrier between round-robin
+    // steps. Units are taken in schedule order from a shared counter; a unit
+    // waits only until every earlier unit on its blocks has finished (done[b]
+    // counts them), so a thread that is slowed down holds up only the units
+    // that need its blocks, rather than everyone at every step. Earlier units
+    // are always taken before later ones, so the waits cannot deadlock.
+    std::vector<const Schedule::Unit*> order;
+    for (const auto& ph : sch.phases)
+      for (const auto& u : ph) order.push_back(&u);
+    const int64_t nu = static_cast<int64_t>(order.size());
+    std::unique_ptr<std::atomic<int32_t>[]> done(new std::atomic<int32_t>[sch.nblocks]);
+    for (int64_t b = 0; b < sch.nblocks; ++b) done[b].store(0, std::memory_order_relaxed);
+    std::atomic<int64_t> next{0};
+    std::atomic<bool> any{false};
+    const int nt = static_cast<int>(std::min<int64_t>(at::get_num_threads(), sch.phases.back().size()));
+    Pool::get().run(std::max(1, nt), [&](int) {
+      bool r = false;
+      for (int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < nu;) {
+        const Schedule::Unit& u = *order[k];
+        while (done[u.bi].load(std::memory_order_acquire) < u.need_i ||
+               (u.bj >= 0 && done[u.bj].load(std::memory_order_acquire) < u.need_j))
+          Pool::cpu_relax();
+        r |= run_unit(m, u);
+        done[u.bi].fetch_add(1, std::memory_order_release);
+        if (u.bj >= 0) done[u.bj].fetch_add(1, std::memory_order_release);
+      }
+      if (r) any = true;
+    });
     rotated |= any.load();
   }
   return rotated;
