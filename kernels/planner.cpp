@@ -72,10 +72,15 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     const int64_t tasks_per_step = batch * (cols / (2 * w));
     if (tasks_per_step >= 2 * static_cast<int64_t>(lim.sm_count) && bytes <= lim.smem_per_block / 2) break;
   }
-  // Tuning knob for experiments (benchmarks/); not part of the API.
-  if (const char* env = std::getenv("JSVD_PAIR_WIDTH")) {
-    const int64_t w = std::min<int64_t>(std::atoi(env), half);
-    if (w > 0 && svd_smem_bytes(rows, vrows, 2 * w, elem) <= lim.smem_per_block) chosen = w;
+  // Tuning knob for experiments (benchmarks/); not part of the API. Read once:
+  // plan_matrix runs for every matrix of a variable-size batch.
+  static const int64_t forced_width = [] {
+    const char* env = std::getenv("JSVD_PAIR_WIDTH");
+    return env ? static_cast<int64_t>(std::atoi(env)) : int64_t(0);
+  }();
+  if (forced_width > 0) {
+    const int64_t w = std::min<int64_t>(forced_width, half);
+    if (svd_smem_bytes(rows, vrows, 2 * w, elem) <= lim.smem_per_block) chosen = w;
   }
   if (chosen > 0) {
     const SmemLaunch cfg = svd_smem_config(rows, vrows, 2 * chosen, elem);

@@ -606,16 +606,46 @@ bool run_unit(const Work<T>& m, const Schedule::Unit& u) {
 // One sweep; returns true if any pair rotated.
 template <typename T>
 bool sweep(const Work<T>& m, const Schedule& sch, bool parallel) {
-  const int64_t pair_cost = 8 * (m.p + (m.v ? m.q : 0));  // ~flops of one pair visit
   bool rotated = false;
+  if (!parallel) {
+    for (const auto& ph : sch.phases)
+      for (const auto& u : ph) rotated |= run_unit(m, u);
+    return rotated;
+  }
+  std::atomic<bool> any{false};
+  if (sch.nblocks > 0) {
+    // Blocked schedule on several threads: no barrier between round-robin
+    // steps. Units are taken in schedule order from a shared counter; a unit
+    // waits only until every earlier unit on its blocks has finished (done[b]
+    // counts them), so a thread that is slowed down holds up only the units
+    // that need its blocks, rather than everyone at every step. Earlier units
+    // are always taken before later ones, so the waits cannot deadlock.
+    std::vector<const Schedule::Unit*> order;
+    for (const auto& ph : sch.phases)
+      for (const auto& u : ph) order.push_back(&u);
+    const int64_t nu = static_cast<int64_t>(order.size());
+    std::unique_ptr<std::atomic<int32_t>[]> done(new std::atomic<int32_t>[sch.nblocks]);
+    for (int64_t b = 0; b < sch.nblocks; ++b) done[b].store(0, std::memory_order_relaxed);
+    std::atomic<int64_t> next{0};
+    const int nt = static_cast<int>(std::min<int64_t>(at::get_num_threads(), sch.phases.back().size()));
+    Pool::get().run(std::max(1, nt), [&](int) {
+      bool r = false;
+      for (int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < nu;) {
+        const Schedule::Unit& u = *order[k];
+        while (done[u.bi].load(std::memory_order_acquire) < u.need_i ||
+               (u.bj >= 0 && done[u.bj].load(std::memory_order_acquire) < u.need_j))
+          Pool::cpu_relax();
+        r |= run_unit(m, u);
+        done[u.bi].fetch_add(1, std::memory_order_release);
+        if (u.bj >= 0) done[u.bj].fetch_add(1, std::memory_order_release);
+      }
+      if (r) any = true;
+    });
+    return any.load();
+  }
+  const int64_t pair_cost = 8 * (m.p + (m.v ? m.q : 0));  // ~flops of one pair visit
   for (const auto& ph : sch.phases) {
     const int64_t nu = static_cast<int64_t>(ph.size());
-    if (!parallel) {
-      for (const auto& u : ph) rotated |= run_unit(m, u);
-      continue;
-    }
-    std::atomic<bool> any{false};
-    if (sch.nblocks > 0) break;  // below, without a barrier per phase
     if (nu == 1 && ph[0].step_begin.size() == 1) {
       // one step of independent pairs (pointwise schedule): split its pairs
       const auto& u = ph[0];
@@ -635,40 +665,8 @@ bool sweep(const Work<T>& m, const Schedule& sch, bool parallel) {
         if (r) any = true;
       });
     }
-    rotated |= any.load();
   }
-  if (parallel && sch.nblocks > 0) {
-    // Blocked schedule on several threads: no barrier between round-robin
-    // steps. Units are taken in schedule order from a shared counter; a unit
-    // waits only until every earlier unit on its blocks has finished (done[b]
-    // counts them), so a thread that is slowed down holds up only the units
-    // that need its blocks, rather than everyone at every step. Earlier units
-    // are always taken before later ones, so the waits cannot deadlock.
-    std::vector<const Schedule::Unit*> order;
-    for (const auto& ph : sch.phases)
-      for (const auto& u : ph) order.push_back(&u);
-    const int64_t nu = static_cast<int64_t>(order.size());
-    std::unique_ptr<std::atomic<int32_t>[]> done(new std::atomic<int32_t>[sch.nblocks]);
-    for (int64_t b = 0; b < sch.nblocks; ++b) done[b].store(0, std::memory_order_relaxed);
-    std::atomic<int64_t> next{0};
-    std::atomic<bool> any{false};
-    const int nt = static_cast<int>(std::min<int64_t>(at::get_num_threads(), sch.phases.back().size()));
-    Pool::get().run(std::max(1, nt), [&](int) {
-      bool r = false;
-      for (int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < nu;) {
-        const Schedule::Unit& u = *order[k];
-        while (done[u.bi].load(std::memory_order_acquire) < u.need_i ||
-               (u.bj >= 0 && done[u.bj].load(std::memory_order_acquire) < u.need_j))
-          Pool::cpu_relax();
-        r |= run_unit(m, u);
-        done[u.bi].fetch_add(1, std::memory_order_release);
-        if (u.bj >= 0) done[u.bj].fetch_add(1, std::memory_order_release);
-      }
-      if (r) any = true;
-    });
-    rotated |= any.load();
-  }
-  return rotated;
+  return any.load();
 }
 
 // ---------------------------------------------------------------------------
