@@ -23,6 +23,7 @@
 #include "planner.h"
 #include "round_robin.h"
 #include "svd_smem.h"
+#include "svd_warp.h"
 
 namespace jsvd {
 namespace {
@@ -67,6 +68,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   // Plan every matrix (once for a uniform batch).
   std::vector<MatrixDesc> desc(N);
   std::map<std::pair<int, int>, WholeGroup> whole;  // by (lanes per rotation, threads)
+  std::map<std::pair<int, int>, std::vector<int32_t>> warp;  // by (lanes per matrix, rows per lane)
   std::vector<int32_t> blocked;
   std::vector<std::vector<PairTask>> pair_steps, gram_steps;
   int64_t pair_p = 0, pair_q = 0, pair_c = 0, gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
@@ -85,6 +87,10 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     max_cols = std::max(max_cols, opt.full_matrices ? b.ucols[k] : q);
     const MatrixPlan mp = (b.uniform && k > 0) ? uniform_plan : plan_matrix(p, q, es, uv, N, lim);
     if (k == 0) uniform_plan = mp;
+    if (mp.level == Level::kWholeWarp) {
+      warp[{mp.warp_lanes, mp.warp_rows}].push_back(static_cast<int32_t>(k));
+      continue;
+    }
     if (mp.level == Level::kWholeSmem) {
       WholeGroup& g = whole[{mp.tpp, mp.threads}];
       g.mats.push_back(static_cast<int32_t>(k));
@@ -133,6 +139,8 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   Staging st;
   const size_t desc_off = st.push(desc);
   for (auto& kv : whole) kv.second.off = st.push(kv.second.mats);
+  std::vector<size_t> warp_off;
+  for (const auto& kv : warp) warp_off.push_back(st.push(kv.second));
   const size_t blocked_off = st.push(blocked);
   std::vector<int32_t> all(N);
   for (int64_t k = 0; k < N; ++k) all[k] = static_cast<int32_t>(k);
@@ -174,6 +182,12 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   const int64_t max_sweeps = resolve_max_sweeps(opt);
   args.max_sweeps = static_cast<int32_t>(max_sweeps);
 
+  size_t wi = 0;
+  for (const auto& kv : warp) {
+    const WarpLaunch cfg{kv.first.first, kv.first.second};
+    launch_svd_warp(args, reinterpret_cast<const int32_t*>(base + warp_off[wi++]), static_cast<int>(kv.second.size()),
+                    cfg, uv, stream);
+  }
   for (const auto& kv : whole) {
     const WholeGroup& g = kv.second;
     launch_svd_whole(args, reinterpret_cast<const int32_t*>(base + g.off), static_cast<int>(g.mats.size()), g.cfg, uv,

@@ -11,6 +11,7 @@
 
 #include "gram_evd_smem.h"
 #include "svd_smem.h"
+#include "svd_warp.h"
 
 namespace jsvd {
 namespace cuda {
@@ -44,6 +45,20 @@ int inner_sweeps() {
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
                        const DeviceLimits& lim) {
   MatrixPlan mp;
+  // Level 0: at most 32 columns, the whole matrix in registers (no barriers;
+  // measured in benchmarks/RESULTS.md). Tuning knob for experiments:
+  // JSVD_WARP=0 sends these matrices to shared memory instead.
+  static const bool use_warp = [] {
+    const char* v = std::getenv("JSVD_WARP");
+    return !(v && v[0] == '0');
+  }();
+  const WarpLaunch wl = use_warp ? svd_warp_config(rows, cols, elem) : WarpLaunch{};
+  if (wl.lanes > 0) {
+    mp.level = Level::kWholeWarp;
+    mp.warp_lanes = wl.lanes;
+    mp.warp_rows = wl.rows;
+    return mp;
+  }
   // Level 1: the whole matrix in shared memory (Observation 1: its SVD
   // directly, no Gram matrix, no global traffic between sweeps).
   const int64_t vrows = compute_uv ? cols : 0;  // V rides along under A's columns
@@ -101,6 +116,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
 
 const char* level_name(Level level) {
   switch (level) {
+    case Level::kWholeWarp: return "whole_svd_warp";
     case Level::kWholeSmem: return "whole_svd_smem";
     case Level::kPairSvd: return "pair_svd_smem";
     default: return "gram_evd_smem";
@@ -124,7 +140,10 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
     }
     const MatrixPlan mp = plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim);
     os << ", \"levels\": [";
-    if (mp.level == Level::kWholeSmem) {
+    if (mp.level == Level::kWholeWarp) {
+      os << "{\"level\": 1, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << q
+         << ", \"lanes_per_matrix\": " << mp.warp_lanes << ", \"rows_per_lane\": " << mp.warp_rows << "}";
+    } else if (mp.level == Level::kWholeSmem) {
       os << "{\"level\": 1, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << q
          << ", \"lanes_per_rotation\": " << mp.tpp << ", \"threads\": " << mp.threads << ", \"smem\": " << mp.smem
          << "}";

@@ -11,6 +11,7 @@ namespace jsvd {
 namespace cuda {
 
 enum class Level {
+  kWholeWarp,  // the whole matrix (at most 32 columns) in registers: a lane group per matrix
   kWholeSmem,  // the whole matrix (and V) in shared memory: one block, all sweeps
   kPairSvd,    // blocked: block-column pairs whose SVD fits in shared memory
   kGramEvd,    // blocked: pairs too tall; EVD of their Gram matrix in shared memory
@@ -29,6 +30,8 @@ struct MatrixPlan {
   int tpp = 0;         // lanes per rotation in the shared-memory SVD kernel
   int threads = 0;     // its block size
   size_t smem = 0;     // its dynamic shared memory
+  int warp_lanes = 0;  // kWholeWarp: lanes per matrix (the padded column count)
+  int warp_rows = 0;   // kWholeWarp: rows of A per lane
 };
 
 // rows >= cols >= 1. `batch` is the number of matrices launched together

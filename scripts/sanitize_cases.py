@@ -13,7 +13,9 @@ ONLY = [k for k in os.environ.get("JSVD_SANITIZE_ONLY", "").split(",") if k]
 torch.manual_seed(0)
 dev = "cuda"
 cases = [
-    ("whole f32", torch.randn(3, 16, 16, device=dev)),
+    ("warp f32", torch.randn(3, 16, 16, device=dev)),
+    ("warp f64", torch.randn(5, 32, 24, dtype=torch.float64, device=dev)),
+    ("whole f32", torch.randn(3, 48, 40, device=dev)),
     ("whole f64 wide", torch.randn(2, 24, 40, dtype=torch.float64, device=dev)),
     ("pair f64", torch.randn(1, 200, 100, dtype=torch.float64, device=dev)),
     ("gram f64", torch.randn(1, 2048, 16, dtype=torch.float64, device=dev)),

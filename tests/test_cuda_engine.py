@@ -110,6 +110,33 @@ def test_graded_relative_accuracy(m, n):
     assert rel <= 100 * max(m, n) * torch.finfo(torch.float64).eps, rel
 
 
+# Every register shape of the warp level (lanes per matrix x rows per lane),
+# with batches that leave warps partly empty.
+WARP_SHAPES = [(3, 4, 3), (5, 8, 4), (2, 16, 4), (9, 8, 8), (3, 16, 8), (5, 32, 8), (7, 16, 16),
+               (3, 32, 16), (3, 64, 16), (33, 32, 32), (3, 64, 32), (3, 20, 17)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("batch,m,n", WARP_SHAPES, ids=lambda v: str(v))
+def test_warp_level(batch, m, n, dtype):
+    lv = torch_jsvd.plan([(m, n)], dtype=dtype, device="cuda")["matrices"][0]["levels"][0]
+    # lanes = columns rounded up to a power of two (>= 4), rows per lane 1, 2 or 4,
+    # and a lane holds at most 64 (float32) or 32 (float64) values of A
+    lanes = max(4, 1 << (n - 1).bit_length())
+    rows = next((r for r in (1, 2, 4) if m <= r * lanes), 8)
+    fits = rows * lanes <= (64 if dtype == torch.float32 else 32)
+    assert lv["kernel"] == ("whole_svd_warp" if fits else "whole_svd_smem"), lv
+    if fits:
+        assert (lv["lanes_per_matrix"], lv["rows_per_lane"]) == (lanes, rows)
+    A = torch.randn(batch, m, n, dtype=dtype, device="cuda")
+    A[-1, :, -1] = 0  # a zero column
+    _check(A, full_matrices=False)
+    _check(A.mT, full_matrices=True)
+    S = torch_jsvd.svdvals(A)
+    ref = torch.linalg.svdvals(A.double())
+    assert ((S.double() - ref).abs().amax(-1) <= bound(m, n, dtype) * ref[..., 0]).all()
+
+
 def test_varlen_matches_per_matrix():
     shapes = [(int(m), int(n)) for m, n in torch.randint(1, 90, (60, 2))] + [(300, 20), (20, 300), (256, 256)]
     for dtype in DTYPES:
@@ -121,8 +148,9 @@ def test_varlen_matches_per_matrix():
             assert (S.double() - ref).abs().max() <= bound(*A.shape, dtype) * ref[0]
 
 
-def test_svd_ex_info_and_no_convergence():
-    A = torch.randn(4, 64, 64, device="cuda")
+@pytest.mark.parametrize("n", [64, 24])  # shared-memory and register (warp) levels
+def test_svd_ex_info_and_no_convergence(n):
+    A = torch.randn(4, n, n, device="cuda")
     _, S, _, info = torch_jsvd.svd_ex(A)
     assert info.dtype == torch.int32 and info.shape == (4,) and (info > 1).all()
     _, _, _, info1 = torch_jsvd.svd_ex(A, max_sweeps=1)
@@ -134,7 +162,8 @@ def test_svd_ex_info_and_no_convergence():
         torch_jsvd.svd(A, max_sweeps=1)
 
 
-@pytest.mark.parametrize("shape", [(3, 16, 16), (2, 512, 512), (2, 2048, 16)])
+# (warp level: 3 matrices in one warp; shared memory; blocked; Gram EVD)
+@pytest.mark.parametrize("shape", [(3, 16, 16), (3, 100, 100), (2, 512, 512), (2, 2048, 16)])
 def test_non_finite_input(shape):
     A = torch.randn(*shape, dtype=torch.float64, device="cuda")
     A[1, 0, 0] = float("nan")
@@ -165,7 +194,9 @@ def test_tolerance_control():
 
 def test_plan_levels():
     p32 = torch_jsvd.plan([(32, 32)], dtype=torch.float32, device="cuda")
-    assert p32["matrices"][0]["levels"][0]["kernel"] == "whole_svd_smem"
+    assert p32["matrices"][0]["levels"][0]["kernel"] == "whole_svd_warp"
+    p100 = torch_jsvd.plan([(100, 100)], dtype=torch.float32, device="cuda")
+    assert p100["matrices"][0]["levels"][0]["kernel"] == "whole_svd_smem"
     p512 = torch_jsvd.plan([(512, 512)] * 100, dtype=torch.float32, device="cuda")
     lv = p512["matrices"][0]["levels"]
     assert lv[0]["kernel"] == "block_pairs" and lv[1]["kernel"] == "pair_svd_smem"
