@@ -38,8 +38,8 @@ __device__ T block_reduce_sum(T v, T* red) {
 template <typename T>
 __global__ void prologue_kernel(EngineArgs<T> args, const int32_t* mats) {
   __shared__ T red[32];
-  const int k = mats[blockIdx.x];
-  const MatrixDesc md = args.desc[k];
+  const int k = list_at(mats, blockIdx.x);
+  const MatrixDesc md = matrix_desc(args, k);
   T* A = args.A + md.a_off;
   const int64_t n = static_cast<int64_t>(md.p) * md.q;
   int bad = 0;
@@ -75,7 +75,7 @@ __global__ void prologue_kernel(EngineArgs<T> args, const int32_t* mats) {
 __global__ void end_sweep_kernel(MatrixState* state, const int32_t* mats, int n, int32_t* active) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= n) return;
-  MatrixState& st = state[mats[t]];
+  MatrixState& st = state[list_at(mats, t)];
   if (!st.converged) {
     st.sweeps += 1;
     if (!st.rotated) st.converged = 1;
@@ -90,8 +90,8 @@ template <typename T>
 __global__ void finalize_kernel(EngineArgs<T> args, const int32_t* mats) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int s_rank;
-  const int k = mats[blockIdx.x];
-  const MatrixDesc md = args.desc[k];
+  const int k = list_at(mats, blockIdx.x);
+  const MatrixDesc md = matrix_desc(args, k);
   const int p = md.p, q = md.q;
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
   if (args.info[k] == -2) {
@@ -156,8 +156,8 @@ __global__ void complete_kernel(EngineArgs<T> args, const int32_t* mats, int ful
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ double red[32];
   __shared__ int red_i[32];
-  const int k = mats[blockIdx.x];
-  const MatrixDesc md = args.desc[k];
+  const int k = list_at(mats, blockIdx.x);
+  const MatrixDesc md = matrix_desc(args, k);
   const int p = md.p;
   const int ncols = full ? md.ucols : md.q;
   const int r0 = args.rank[k];

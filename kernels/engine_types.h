@@ -3,6 +3,12 @@
 
 #include <cstdint>
 
+#ifdef __CUDACC__
+#define JSVD_HD __host__ __device__
+#else
+#define JSVD_HD
+#endif
+
 namespace jsvd {
 namespace cuda {
 
@@ -40,10 +46,27 @@ struct EngineArgs {
   int32_t* info;            // per matrix
   int32_t* rank;            // per matrix: number of columns of U with a direction
   MatrixState* state;       // per matrix (blocked levels)
-  const MatrixDesc* desc;   // per matrix
+  const MatrixDesc* desc;   // per matrix; nullptr for a uniform batch (see uni)
+  MatrixDesc uni;           // uniform batch: the shape, with the per-matrix strides as offsets
   double tol;               // <= 0: sqrt(p) * eps per matrix
   int32_t max_sweeps;       // outer sweeps (whole level) / inner sweeps cap (pair level)
 };
+
+// Matrix k's descriptor: from the table, or for a uniform batch computed from
+// uni (no per-matrix table to build on the host and upload).
+template <typename T>
+JSVD_HD inline MatrixDesc matrix_desc(const EngineArgs<T>& a, int64_t k) {
+  if (a.desc) return a.desc[k];
+  MatrixDesc d = a.uni;
+  d.a_off *= k;
+  d.u_off *= k;
+  d.s_off *= k;
+  d.v_off *= k;
+  return d;
+}
+
+// Entry t of a list of matrix indices; a nullptr list means every matrix, in order.
+JSVD_HD inline int list_at(const int32_t* list, int t) { return list ? list[t] : t; }
 
 }  // namespace cuda
 }  // namespace jsvd

@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
   if (args.state[k].converged) return;
   const int c0 = pt.c0, c1 = pt.c1, w0 = pt.w0w1 & 0xffff, w1 = (pt.w0w1 >> 16) & kPairWidthMask;
   const int c = w0 + w1;
-  const MatrixDesc md = args.desc[k];
+  const MatrixDesc md = matrix_desc(args, k);
   const int p = md.p;
   const int tid = threadIdx.x;
   GramSmem<T> s = carve<T>(smem_raw, c);

@@ -82,6 +82,17 @@ __device__ __forceinline__ T tiny_norm() {
   return Limits<T>::min / Limits<T>::eps;
 }
 
+// Columns whose squared norm (of the matrix scaled to max|a| = 1) is at or
+// below this take no part in rotations: they carry no direction in U either
+// (tiny_norm), and in a rank-deficient matrix such a column is rounding noise
+// that each rotation shrinks by about eps without ever becoming orthogonal to
+// working precision, until the rotation angle underflows. Zero for float64.
+template <typename T>
+__device__ __forceinline__ double negligible_norm2() {
+  const double t = static_cast<double>(tiny_norm<T>());
+  return t * t;
+}
+
 template <typename T>
 __device__ __forceinline__ T quiet_nan() {
   return static_cast<T>(__longlong_as_double(0x7ff8000000000000ULL));

@@ -40,10 +40,12 @@ class Staging {
     if (!v.empty()) std::memcpy(bytes_.data() + off, v.data(), v.size() * sizeof(X));
     return off;
   }
+  // Undefined when nothing was pushed (a uniform batch at a whole-matrix level).
   at::Tensor upload(const at::Device& device) const {
+    if (bytes_.empty()) return at::Tensor();
     auto host = at::empty({static_cast<int64_t>(std::max<size_t>(bytes_.size(), 1))},
                           at::TensorOptions().dtype(at::kByte).pinned_memory(true));
-    if (!bytes_.empty()) std::memcpy(host.data_ptr(), bytes_.data(), bytes_.size());
+    std::memcpy(host.data_ptr(), bytes_.data(), bytes_.size());
     return host.to(device, /*non_blocking=*/true);
   }
 
@@ -65,8 +67,10 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   const DeviceLimits lim = device_limits(A.get_device());
   cudaStream_t stream = at::cuda::getCurrentCUDAStream();
 
-  // Plan every matrix (once for a uniform batch).
-  std::vector<MatrixDesc> desc(N);
+  // Plan every matrix. A uniform batch is planned once, and needs neither
+  // descriptors nor matrix lists on the device (EngineArgs::uni, list_at).
+  const bool uni = b.uniform;
+  std::vector<MatrixDesc> desc(uni ? 0 : N);
   std::map<std::pair<int, int>, WholeGroup> whole;  // by (lanes per rotation, threads)
   std::map<std::pair<int, int>, std::vector<int32_t>> warp;  // by (lanes per matrix, rows per lane)
   std::vector<int32_t> blocked;
@@ -81,22 +85,32 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   }();
   for (int64_t k = 0; k < N; ++k) {
     const int64_t p = b.rows[k], q = b.cols[k];
-    desc[k] = MatrixDesc{b.a_off[k], b.u_off[k], b.s_off[k], b.v_off[k], static_cast<int32_t>(p),
-                         static_cast<int32_t>(q), static_cast<int32_t>(b.ucols[k]), 0};
+    if (!uni)
+      desc[k] = MatrixDesc{b.a_off[k], b.u_off[k], b.s_off[k], b.v_off[k], static_cast<int32_t>(p),
+                           static_cast<int32_t>(q), static_cast<int32_t>(b.ucols[k]), 0};
     max_p = std::max(max_p, p);
     max_cols = std::max(max_cols, opt.full_matrices ? b.ucols[k] : q);
     const MatrixPlan mp = (b.uniform && k > 0) ? uniform_plan : plan_matrix(p, q, es, uv, N, lim);
     if (k == 0) uniform_plan = mp;
     if (mp.level == Level::kWholeWarp) {
-      warp[{mp.warp_lanes, mp.warp_rows}].push_back(static_cast<int32_t>(k));
+      auto& list = warp[{mp.warp_lanes, mp.warp_rows}];
+      if (uni) {  // every matrix; launched with a nullptr list
+        list.resize(N);
+        break;
+      }
+      list.push_back(static_cast<int32_t>(k));
       continue;
     }
     if (mp.level == Level::kWholeSmem) {
       WholeGroup& g = whole[{mp.tpp, mp.threads}];
-      g.mats.push_back(static_cast<int32_t>(k));
       g.cfg.tpp = mp.tpp;
       g.cfg.threads = mp.threads;
       g.cfg.smem = std::max(g.cfg.smem, mp.smem);
+      if (uni) {
+        g.mats.resize(N);
+        break;
+      }
+      g.mats.push_back(static_cast<int32_t>(k));
       continue;
     }
     // Blocked: round-robin over nb block columns; step s of every matrix is
@@ -137,14 +151,11 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   }
 
   Staging st;
-  const size_t desc_off = st.push(desc);
-  for (auto& kv : whole) kv.second.off = st.push(kv.second.mats);
+  const size_t desc_off = uni ? 0 : st.push(desc);
+  for (auto& kv : whole) kv.second.off = uni ? 0 : st.push(kv.second.mats);
   std::vector<size_t> warp_off;
-  for (const auto& kv : warp) warp_off.push_back(st.push(kv.second));
-  const size_t blocked_off = st.push(blocked);
-  std::vector<int32_t> all(N);
-  for (int64_t k = 0; k < N; ++k) all[k] = static_cast<int32_t>(k);
-  const size_t all_off = st.push(all);
+  for (const auto& kv : warp) warp_off.push_back(uni ? 0 : st.push(kv.second));
+  const size_t blocked_off = uni ? 0 : st.push(blocked);
   auto push_steps = [&](const std::vector<std::vector<PairTask>>& steps) {
     std::vector<std::pair<size_t, int>> where;
     for (const auto& s : steps) where.emplace_back(st.push(s), static_cast<int>(s.size()));
@@ -153,7 +164,9 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   const auto pair_where = push_steps(pair_steps);
   const auto gram_where = push_steps(gram_steps);
   const at::Tensor staged = st.upload(A.device());
-  const uint8_t* base = staged.data_ptr<uint8_t>();
+  const uint8_t* base = staged.defined() ? staged.data_ptr<uint8_t>() : nullptr;
+  // A matrix list in the staged buffer, or nullptr (every matrix) for a uniform batch.
+  auto list_ptr = [&](size_t off) { return uni ? nullptr : reinterpret_cast<const int32_t*>(base + off); };
 
   CoreResult r;
   const auto opts = A.options();
@@ -177,7 +190,9 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   args.info = r.info.data_ptr<int32_t>();
   args.rank = rank.data_ptr<int32_t>();
   args.state = reinterpret_cast<MatrixState*>(state.data_ptr<uint8_t>());
-  args.desc = reinterpret_cast<const MatrixDesc*>(base + desc_off);
+  args.desc = uni ? nullptr : reinterpret_cast<const MatrixDesc*>(base + desc_off);
+  args.uni = MatrixDesc{b.a_numel / N, b.u_numel / N, b.s_numel / N, b.v_numel / N, static_cast<int32_t>(b.rows[0]),
+                        static_cast<int32_t>(b.cols[0]), static_cast<int32_t>(b.ucols[0]), 0};
   args.tol = opt.tol;
   const int64_t max_sweeps = resolve_max_sweeps(opt);
   args.max_sweeps = static_cast<int32_t>(max_sweeps);
@@ -185,17 +200,15 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   size_t wi = 0;
   for (const auto& kv : warp) {
     const WarpLaunch cfg{kv.first.first, kv.first.second};
-    launch_svd_warp(args, reinterpret_cast<const int32_t*>(base + warp_off[wi++]), static_cast<int>(kv.second.size()),
-                    cfg, uv, stream);
+    launch_svd_warp(args, list_ptr(warp_off[wi++]), static_cast<int>(kv.second.size()), cfg, uv, stream);
   }
   for (const auto& kv : whole) {
     const WholeGroup& g = kv.second;
-    launch_svd_whole(args, reinterpret_cast<const int32_t*>(base + g.off), static_cast<int>(g.mats.size()), g.cfg, uv,
-                     stream);
+    launch_svd_whole(args, list_ptr(g.off), static_cast<int>(g.mats.size()), g.cfg, uv, stream);
   }
 
   if (!blocked.empty()) {
-    const int32_t* bl = reinterpret_cast<const int32_t*>(base + blocked_off);
+    const int32_t* bl = list_ptr(blocked_off);
     const int nbl = static_cast<int>(blocked.size());
     launch_prologue(args, bl, nbl, stream);
     EngineArgs<T> inner = args;
@@ -225,8 +238,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     launch_finalize(args, bl, nbl, blocked_q, stream);
   }
 
-  if (uv) launch_complete(args, reinterpret_cast<const int32_t*>(base + all_off), static_cast<int>(N), max_p, max_cols,
-                          opt.full_matrices, stream);
+  if (uv) launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, opt.full_matrices, stream);
   return r;
 }
 

@@ -69,9 +69,9 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
     intra = (pt.w0w1 & kPairIntra) != 0;
     if (args.state[k].converged) return;
   } else {
-    k = whole_tasks[blockIdx.x];
+    k = list_at(whole_tasks, blockIdx.x);
   }
-  const MatrixDesc md = args.desc[k];
+  const MatrixDesc md = matrix_desc(args, k);
   const int p = md.p;
   if (!kPair) {
     c0 = 0;
@@ -155,6 +155,7 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   // smaller rotations would be noise.
   const double tol = args.tol > 0 ? args.tol : sqrt(static_cast<double>(p)) * static_cast<double>(eps_of<T>());
   const double apply_tol = kDoubleAcc ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
+  const double tiny2 = negligible_norm2<T>();
   // Pairs of a step. Whole matrices, and a block pair's first task of a sweep
   // (intra): the round-robin over all c columns. Other block pairs: only the
   // w0 x w1 cross pairs, in max(w0, w1) steps (column k of the first block
@@ -198,7 +199,7 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
       for (int pk = g; pk < npairs; pk += G) {
         int i, j;
         if (!step_pair(step, pk, i, j)) continue;
-        if (d[i] == 0.0 || d[j] == 0.0) continue;  // a zero column is orthogonal to all
+        if (d[i] <= tiny2 || d[j] <= tiny2) continue;  // a (negligible) zero column is orthogonal to all
         const T* x = As + i * ld;
         const T* y = As + j * ld;
         Acc axy = 0;
@@ -211,7 +212,7 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
       for (int pk = tid; pk < npairs; pk += nt) {
         int i, j;
         ps[pk] = T(0);
-        if (!step_pair(step, pk, i, j) || d[i] == 0.0 || d[j] == 0.0) continue;
+        if (!step_pair(step, pk, i, j) || d[i] <= tiny2 || d[j] <= tiny2) continue;
         const double gg = pg[pk];
         const double di = d[i], dj = d[j];  // carried by eq. (6), exact at each sweep's start
         const double gabs = fabs(gg);
@@ -220,6 +221,7 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
         // The angle in the data's precision (the difference dj - di in double,
         // where it may cancel), so float32 pays no double divisions.
         const T t = rotation_tan<T>(T(0), static_cast<T>(dj - di), static_cast<T>(gg));
+        if (t == T(0)) continue;  // an angle below T's range: no rotation, and none to wait for
         const RotationUpdate<T> rot(t);
         ps[pk] = rot.s;
         ptau[pk] = rot.tau;

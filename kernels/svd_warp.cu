@@ -90,9 +90,9 @@ __global__ void __launch_bounds__(kWarpBlock) svd_warp_kernel(EngineArgs<T> args
   // Every lane of the warp takes part in every shuffle, so groups without a
   // matrix (the grid's tail) or already finished keep stepping, idle.
   const bool live = slot < nmats;
-  const int kmat = live ? mats[slot] : 0;
+  const int kmat = live ? list_at(mats, slot) : 0;
   MatrixDesc md{};
-  if (live) md = args.desc[kmat];
+  if (live) md = matrix_desc(args, kmat);
   const int p = md.p, q = md.q;
 
   T a[R][NC];
@@ -150,6 +150,7 @@ __global__ void __launch_bounds__(kWarpBlock) svd_warp_kernel(EngineArgs<T> args
   const double tol = args.tol > 0 ? args.tol : sqrt(static_cast<double>(p)) * static_cast<double>(eps_of<T>());
   const double apply_tol = kDoubleAcc ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
   const double tol2 = tol * tol, apply2 = apply_tol * apply_tol;
+  const double tiny2 = negligible_norm2<T>();
 
   // Squared norms of slots 2 kp and 2 kp + 1, exact.
   auto exact_norms = [&](Acc& dT, Acc& dB) {
@@ -185,17 +186,19 @@ __global__ void __launch_bounds__(kWarpBlock) svd_warp_kernel(EngineArgs<T> args
       }
       const Acc g = reduce_scatter<NC>(x, li);
       T s = 0, tau = 0;  // s = 0: no rotation
-      if (!done && dT > 0 && dB > 0) {
+      if (!done && dT > tiny2 && dB > tiny2) {
         const Acc g2 = g * g;
         if (g2 > apply2 * dT * dB) {
-          rotated |= g2 > tol2 * dT * dB;
           // The angle in the data's precision; dB - dT in double, where it may cancel.
           const T t = rotation_tan<T>(T(0), static_cast<T>(dB - dT), static_cast<T>(g));
-          const RotationUpdate<T> rot(t);
-          s = rot.s;
-          tau = rot.tau;
-          dT = fmax(dT - static_cast<Acc>(t) * g, Acc(0));  // eq. (6)
-          dB = dB + static_cast<Acc>(t) * g;
+          if (t != T(0)) {  // an angle below T's range is no rotation (as in svd_smem.cu)
+            rotated |= g2 > tol2 * dT * dB;
+            const RotationUpdate<T> rot(t);
+            s = rot.s;
+            tau = rot.tau;
+            dT = fmax(dT - static_cast<Acc>(t) * g, Acc(0));  // eq. (6)
+            dB = dB + static_cast<Acc>(t) * g;
+          }
         }
       }
 #pragma unroll

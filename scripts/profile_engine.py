@@ -1,7 +1,8 @@
 """Where the time goes: CUDA kernels and host time of torch_jsvd.svd for a few shapes."""
 import sys, time, torch, torch_jsvd
 from torch.profiler import profile, ProfilerActivity
-cases = [(10000, 32, 32), (500, 16, 16), (100, 512, 512)]
+# usage: profile_engine.py [BxMxN ...]
+cases = [tuple(int(v) for v in a.split("x")) for a in sys.argv[1:]] or [(10000, 32, 32), (500, 16, 16), (100, 512, 512)]
 for b, m, n in cases:
     A = torch.randn(b, m, n, device="cuda")
     torch_jsvd.svd(A, full_matrices=False); torch.cuda.synchronize()
