@@ -62,7 +62,7 @@ std::vector<int64_t> with_tail(c10::IntArrayRef batch, std::initializer_list<int
 std::pair<Tensor, Tensor> empty_factors(c10::IntArrayRef batch, int64_t m, int64_t n, bool full_matrices,
                                         const at::TensorOptions& opts) {
   const int64_t k = std::min(m, n);
-  Tensor U = at::empty(with_tail(batch, {m, full_matrices ? m : k}), opts);
+  Tensor U = at::empty(with_tail(batch, {full_matrices ? m : k, m}), opts).mT();  // F-contiguous, as below
   Tensor Vh = at::empty(with_tail(batch, {full_matrices ? n : k, n}), opts);
   if (full_matrices && U.numel() > 0) U.copy_(at::eye(m, opts));
   if (full_matrices && Vh.numel() > 0) Vh.copy_(at::eye(n, opts));
@@ -127,17 +127,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
   if (!compute_uv) return {no_uv, S, no_uv.clone(), info};
 
   // Packed U_w (p x wu) and V_w (q x q) read row-major are U_w^T and V_w^T.
+  // Tall A = U_w S V_w^T: U = U_w, Vh = V_w^T. Wide A = V_w S U_w^T: U = V_w,
+  // Vh = U_w^T. Either way U is a column-major buffer and Vh a row-major one,
+  // so both are views, no copy: U F-contiguous and Vh C-contiguous, the strides
+  // torch.linalg.svd gives on CUDA (cuSOLVER) too.
   const int64_t wu = pb.ucols[0];
   const Tensor Uw_t = r.U.view({B, wu, p});
   const Tensor Vw_t = r.V.view({B, q, q});
-  // One side is already row-major; the other needs a transposing copy, which
-  // goes into a fresh standard-strided tensor (so strides match the fake kernel).
-  Tensor U, Vh;
   const Tensor& direct = tall ? Vw_t : Uw_t;      // -> Vh
-  const Tensor& transposed = tall ? Uw_t : Vw_t;  // -> U
-  U = at::empty(with_tail(batch, {m, transposed.size(1)}), opts);
-  U.view({B, m, transposed.size(1)}).copy_(transposed.transpose(1, 2));
-  Vh = direct.view(with_tail(batch, {direct.size(1), n}));
+  const Tensor& transposed = tall ? Uw_t : Vw_t;  // -> U^T
+  Tensor U = transposed.view(with_tail(batch, {transposed.size(1), m})).mT();
+  Tensor Vh = direct.view(with_tail(batch, {direct.size(1), n}));
+  if (U.scalar_type() != A.scalar_type()) U = U.to(A.scalar_type());  // keeps the strides
   if (Vh.scalar_type() != A.scalar_type()) Vh = Vh.to(A.scalar_type());
   return {U, S, Vh, info};
 }
@@ -229,7 +230,7 @@ std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_va
       const bool tall = m >= n;
       const Tensor& direct = tall ? Vw_t : Uw_t;
       const Tensor& transposed = tall ? Uw_t : Vw_t;
-      Us[i] = own(transposed.t());
+      Us[i] = own(transposed).t();  // F-contiguous, as svd's U
       Vhs[i] = own(direct);
     }
     check_info(r.info, op, opt);

@@ -75,8 +75,16 @@ __device__ __forceinline__ A reduce_scatter(A (&x)[NC / 2], int li) {
   return x[0] + __shfl_xor_sync(kFull, x[0], 1);
 }
 
+// Blocks per SM the register allocation must allow: 4 (16 warps, 128
+// registers) where that costs no more than a few spilled bytes (ptxas -v,
+// sm_90), so the schedulers have warps to switch between (ncu, 10000x32x32:
+// 12 warps per SM at 130 registers); the larger shapes spill at 128.
+template <typename T, int NC, int R>
+constexpr int kWarpMinBlocks = NC * R * sizeof(T) <= 128 ? 4 : 1;
+
 template <typename T, int NC, int R, bool kWithV>
-__global__ void __launch_bounds__(kWarpBlock) svd_warp_kernel(EngineArgs<T> args, const int32_t* mats, int nmats) {
+__global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
+    svd_warp_kernel(EngineArgs<T> args, const int32_t* mats, int nmats) {
   constexpr int P = NC / 2;
   using Acc = double;  // inner products and norms (exact products for float32)
   constexpr bool kDoubleAcc = std::is_same<T, float>::value;

@@ -69,7 +69,7 @@ def test_nested(device):
     for a, b in zip(U.unbind(), Ul):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     for A, u, s, vh in zip(As, U.unbind(), S.unbind(), Vh.unbind()):
-        assert_valid_svd(A, u, s, vh, True)
+        assert_valid_svd(A, u, s, vh, True, check_strides=False)
 
 
 def test_matches_batched_op(device):

@@ -22,6 +22,7 @@ def _check_matrix(A: Tensor, op: str, name: str, exact_dim: bool = False) -> Non
 
 
 def _svd_meta(A: Tensor, full_matrices: bool, compute_uv: bool, op: str):
+    # U is F-contiguous (column-major) and Vh C-contiguous: torch.linalg.svd's strides on CUDA.
     _check_matrix(A, op, "A")
     *batch, m, n = A.shape
     k = torch.sym_min(m, n)
@@ -29,7 +30,8 @@ def _svd_meta(A: Tensor, full_matrices: bool, compute_uv: bool, op: str):
     info = A.new_empty(batch, dtype=torch.int32)
     if not compute_uv:
         return A.new_empty((0,)), S, A.new_empty((0,)), info
-    U = A.new_empty((*batch, m, m if full_matrices else k))
+    uc = m if full_matrices else k
+    U = A.new_empty((*batch, uc, m)).mT
     Vh = A.new_empty((*batch, n if full_matrices else k, n))
     return U, S, Vh, info
 
