@@ -245,7 +245,7 @@ void launch_finalize(const EngineArgs<T>& args, const int32_t* mats, int n, int6
   if (n == 0) return;
   const size_t smem = static_cast<size_t>(max_q) * (sizeof(double) + sizeof(int));
   auto kernel = finalize_kernel<T>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  allow_dynamic_smem(kernel, smem);
   kernel<<<n, 256, smem, stream>>>(args, mats);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -256,7 +256,7 @@ void launch_complete(const EngineArgs<T>& args, const int32_t* mats, int n, int6
   if (n == 0) return;
   const size_t smem = static_cast<size_t>(max_p) * (sizeof(double) + sizeof(T)) + static_cast<size_t>(max_cols) * sizeof(T);
   auto kernel = complete_kernel<T>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  allow_dynamic_smem(kernel, smem);
   kernel<<<n, 256, smem, stream>>>(args, mats, full ? 1 : 0);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

@@ -215,7 +215,7 @@ void launch_gram_evd(const EngineArgs<T>& args, const PairTask* tasks, int ntask
   TORCH_CHECK(max_c <= kGramMaxCols, "jsvd internal: Gram EVD pair wider than ", kGramMaxCols);
   const size_t smem = gram_evd_smem_bytes(max_c, sizeof(T));
   auto kernel = gram_evd_kernel<T>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  allow_dynamic_smem(kernel, smem);
   kernel<<<ntasks, kThreads, smem, stream>>>(args, tasks);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

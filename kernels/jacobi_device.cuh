@@ -5,6 +5,8 @@
 
 #include "round_robin.h"
 
+#include <c10/cuda/CUDAException.h>
+
 #include <cmath>
 #include <cstdint>
 
@@ -96,6 +98,15 @@ __device__ __forceinline__ double negligible_norm2() {
 template <typename T>
 __device__ __forceinline__ T quiet_nan() {
   return static_cast<T>(__longlong_as_double(0x7ff8000000000000ULL));
+}
+
+// Dynamic shared memory above the default 48 KB must be opted into per kernel.
+// Below that the attribute call, a few microseconds of host time on every
+// launch, is skipped.
+template <typename Kernel>
+inline void allow_dynamic_smem(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 }  // namespace cuda

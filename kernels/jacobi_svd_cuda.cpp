@@ -174,7 +174,9 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   r.info = at::empty({N}, opts.dtype(at::kInt));
   at::Tensor Vw;
   if (uv) {
-    r.U = at::zeros({b.u_numel}, opts);  // columns past the rank are filled by the completion
+    // Every column is written: the first q by the level kernels (zero where S
+    // has no direction), those from the rank on by the completion kernel.
+    r.U = at::empty({b.u_numel}, opts);
     r.V = at::empty({b.v_numel}, opts);
     if (!blocked.empty()) Vw = at::empty({b.v_numel}, opts);
   }

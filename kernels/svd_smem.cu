@@ -320,7 +320,7 @@ template <typename T, int TPP, bool kPair, bool kWithV>
 void launch_one(const EngineArgs<T>& args, const int32_t* whole_tasks, const PairTask* pair_tasks, int ntasks,
                 int threads, size_t smem, cudaStream_t stream) {
   auto kernel = svd_smem_kernel<T, TPP, kPair, kWithV>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  allow_dynamic_smem(kernel, smem);
   kernel<<<ntasks, threads, smem, stream>>>(args, whole_tasks, pair_tasks);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
