@@ -7,6 +7,10 @@
 
 #include <c10/cuda/CUDAException.h>
 
+#include <map>
+#include <mutex>
+#include <utility>
+
 #include <cmath>
 #include <cstdint>
 
@@ -100,13 +104,21 @@ __device__ __forceinline__ T quiet_nan() {
   return static_cast<T>(__longlong_as_double(0x7ff8000000000000ULL));
 }
 
-// Dynamic shared memory above the default 48 KB must be opted into per kernel.
-// Below that the attribute call, a few microseconds of host time on every
-// launch, is skipped.
+// Dynamic shared memory above the default 48 KB (static shared memory
+// included) must be opted into, per kernel and device. The attribute call costs
+// a few microseconds of host time, so it is made only when a launch needs more
+// than was already allowed.
 template <typename Kernel>
 inline void allow_dynamic_smem(Kernel kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, size_t> allowed;
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  size_t& a = allowed[{device, reinterpret_cast<const void*>(kernel)}];
+  if (bytes <= a) return;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  a = bytes;
 }
 
 }  // namespace cuda
