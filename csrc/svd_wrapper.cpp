@@ -143,6 +143,49 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
   return {U, S, Vh, info};
 }
 
+// A strided matrix inside a tensor: element offset from its data pointer,
+// shape and strides (in elements). A vector is a one-column matrix.
+struct Piece {
+  const Tensor* base;
+  int64_t offset, rows, cols, rs, cs;
+};
+
+Piece whole(const Tensor& t) {
+  return t.dim() == 2 ? Piece{&t, 0, t.size(0), t.size(1), t.stride(0), t.stride(1)}
+                      : Piece{&t, 0, t.size(0), 1, t.stride(0), 1};
+}
+
+Piece transposed(Piece p) {
+  std::swap(p.rows, p.cols);
+  std::swap(p.rs, p.cs);
+  return p;
+}
+
+// dst <- src for every pair. With the backend's batched copy this creates no
+// per-matrix tensor and makes one launch; otherwise one copy_ per pair. All
+// srcs share one dtype, as do all dsts.
+void copy_all(const std::vector<std::pair<Piece, Piece>>& pairs, BatchedCopyFn batched_copy) {
+  if (pairs.empty()) return;
+  const auto view = [](const Piece& p) {
+    return p.base->as_strided({p.rows, p.cols}, {p.rs, p.cs}, p.base->storage_offset() + p.offset);
+  };
+  if (!batched_copy) {
+    for (const auto& [src, dst] : pairs) view(dst).copy_(view(src));
+    return;
+  }
+  const Tensor& s0 = *pairs[0].first.base;
+  const Tensor& d0 = *pairs[0].second.base;
+  const int64_t se = s0.element_size(), de = d0.element_size();
+  std::vector<MatrixCopy> copies;
+  copies.reserve(pairs.size());
+  for (const auto& [src, dst] : pairs) {
+    copies.push_back(MatrixCopy{static_cast<const char*>(src.base->const_data_ptr()) + src.offset * se,
+                                static_cast<char*>(dst.base->data_ptr()) + dst.offset * de, src.rows, src.cols,
+                                src.rs, src.cs, dst.rs, dst.cs});
+  }
+  batched_copy(copies, s0.scalar_type(), d0.scalar_type(), d0.device());
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_impl(const Tensor& A, bool full_matrices, bool compute_uv,
@@ -172,7 +215,7 @@ Tensor svdvals_impl(const Tensor& A, std::optional<double> tol, std::optional<in
 
 std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_varlen_impl(
     at::TensorList As, bool full_matrices, bool compute_uv, std::optional<double> tol,
-    std::optional<int64_t> max_sweeps, EngineFn engine) {
+    std::optional<int64_t> max_sweeps, EngineFn engine, BatchedCopyFn batched_copy) {
   constexpr const char* op = "jsvd.svd_varlen";
   TORCH_CHECK(!As.empty(), op, ": expected a non-empty list of matrices, but got an empty list");
   const auto nmat = static_cast<int64_t>(As.size());
@@ -207,32 +250,40 @@ std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_va
   if (!rows.empty()) {
     const PackedBatch pb = PackedBatch::make(rows, cols, full_matrices);
     Tensor packed = at::empty({pb.a_numel}, opts.dtype(cdt));
+    // A tall A goes in as A^T (column-major), a wide one as itself (see svd_ex_common).
+    std::vector<std::pair<Piece, Piece>> in;
     for (int64_t i = 0; i < nmat; ++i) {
       if (slot[i] < 0) continue;
       const int64_t s = slot[i], p = pb.rows[s], q = pb.cols[s];
       const bool tall = As[i].size(0) >= As[i].size(1);
-      packed.narrow(0, pb.a_off[s], p * q).view({q, p}).copy_(tall ? As[i].t() : As[i]);
+      in.emplace_back(tall ? transposed(whole(As[i])) : whole(As[i]), Piece{&packed, pb.a_off[s], q, p, p, 1});
     }
+    copy_all(in, batched_copy);
     const CoreResult r = engine(packed, pb, opt);
 
     // Each per-matrix result gets its own storage: views into the packed
     // buffers would alias each other, which a fake kernel cannot express (and
-    // torch.library.opcheck rejects).
-    const auto own = [&](const Tensor& t) { return at::empty(t.sizes(), opts).copy_(t); };
+    // torch.library.opcheck rejects). U as svd's (F-contiguous), S and Vh C-contiguous.
+    std::vector<std::pair<Piece, Piece>> out;
     for (int64_t i = 0; i < nmat; ++i) {
       if (slot[i] < 0) continue;
       const int64_t s = slot[i], p = pb.rows[s], q = pb.cols[s], wu = pb.ucols[s];
       const int64_t m = As[i].size(0), n = As[i].size(1);
-      Ss[i] = own(r.S.narrow(0, pb.s_off[s], q));
+      Ss[i] = at::empty({q}, opts);
+      out.emplace_back(Piece{&r.S, pb.s_off[s], q, 1, 1, 1}, whole(Ss[i]));
       if (!compute_uv) continue;
-      const Tensor Uw_t = r.U.narrow(0, pb.u_off[s], p * wu).view({wu, p});
-      const Tensor Vw_t = r.V.narrow(0, pb.v_off[s], q * q).view({q, q});
+      // Packed U_w^T (wu x p) and V_w^T (q x q), row-major.
+      const Piece Uw_t{&r.U, pb.u_off[s], wu, p, p, 1};
+      const Piece Vw_t{&r.V, pb.v_off[s], q, q, q, 1};
       const bool tall = m >= n;
-      const Tensor& direct = tall ? Vw_t : Uw_t;
-      const Tensor& transposed = tall ? Uw_t : Vw_t;
-      Us[i] = own(transposed).t();  // F-contiguous, as svd's U
-      Vhs[i] = own(direct);
+      const Piece& direct = tall ? Vw_t : Uw_t;      // -> Vh
+      const Piece& to_u = tall ? Uw_t : Vw_t;        // -> U^T
+      Us[i] = at::empty({to_u.rows, to_u.cols}, opts).t();
+      Vhs[i] = at::empty({direct.rows, direct.cols}, opts);
+      out.emplace_back(to_u, transposed(whole(Us[i])));
+      out.emplace_back(direct, whole(Vhs[i]));
     }
+    copy_all(out, batched_copy);
     check_info(r.info, op, opt);
   }
   if (!compute_uv) {

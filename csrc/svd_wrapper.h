@@ -18,6 +18,21 @@ namespace jsvd {
 
 using EngineFn = CoreResult (*)(const at::Tensor&, const PackedBatch&, const SvdOptions&);
 
+// One strided 2-D copy dst <- src: same shape, any strides (in elements),
+// the dtype converted.
+struct MatrixCopy {
+  const void* src;
+  void* dst;
+  int64_t rows, cols;
+  int64_t src_rs, src_cs, dst_rs, dst_cs;
+};
+
+// A backend may do a whole list of copies in one pass (kernels/batched_copy.cu:
+// one upload and one launch instead of a launch per matrix); svd_varlen packs
+// its inputs and unpacks its outputs with it. nullptr: one copy_ per matrix.
+using BatchedCopyFn = void (*)(const std::vector<MatrixCopy>& copies, at::ScalarType src, at::ScalarType dst,
+                               const at::Device& device);
+
 // jsvd::svd_ex. Never synchronises with the device: info (int32, batch shape)
 // holds the sweeps taken, or kInfoNotConverged / kInfoNonFinite.
 // compute_uv=false returns U and Vh as empty tensors of shape (0,), as
@@ -41,11 +56,12 @@ at::Tensor svdvals_impl(const at::Tensor& A, std::optional<double> tol,
 // PackedBatch and solved by one engine call; raises like svd_impl.
 std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>>
 svd_varlen_impl(at::TensorList As, bool full_matrices, bool compute_uv, std::optional<double> tol,
-                std::optional<int64_t> max_sweeps, EngineFn engine);
+                std::optional<int64_t> max_sweeps, EngineFn engine, BatchedCopyFn batched_copy);
 
-// The four op kernels of one backend, bound to its engine:
+// The four op kernels of one backend, bound to its engine (and, optionally,
+// its batched copy):
 //   TORCH_LIBRARY_IMPL(jsvd, CPU, m) { register_kernels<&jacobi_svd_cpu>(m); }
-template <EngineFn kEngine>
+template <EngineFn kEngine, BatchedCopyFn kBatchedCopy = nullptr>
 void register_kernels(torch::Library& m) {
   m.impl("svd", [](const at::Tensor& A, bool full_matrices, bool compute_uv, std::optional<double> tol,
                    std::optional<int64_t> max_sweeps) {
@@ -60,7 +76,7 @@ void register_kernels(torch::Library& m) {
   });
   m.impl("svd_varlen", [](at::TensorList As, bool full_matrices, bool compute_uv, std::optional<double> tol,
                           std::optional<int64_t> max_sweeps) {
-    return svd_varlen_impl(As, full_matrices, compute_uv, tol, max_sweeps, kEngine);
+    return svd_varlen_impl(As, full_matrices, compute_uv, tol, max_sweeps, kEngine, kBatchedCopy);
   });
 }
 

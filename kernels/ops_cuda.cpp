@@ -6,6 +6,7 @@
 
 #include "../csrc/core.h"
 #include "../csrc/svd_wrapper.h"
+#include "batched_copy.h"
 #include "planner.h"
 
 namespace jsvd {
@@ -29,7 +30,7 @@ TORCH_LIBRARY_FRAGMENT(jsvd, m) {
 }
 
 TORCH_LIBRARY_IMPL(jsvd, CUDA, m) {
-  register_kernels<&jacobi_svd_cuda>(m);
+  register_kernels<&jacobi_svd_cuda, &batched_copy_cuda>(m);
 }
 
 }  // namespace jsvd
