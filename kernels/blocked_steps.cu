@@ -117,21 +117,9 @@ __global__ void finalize_kernel(EngineArgs<T> args, const int32_t* mats) {
   if (tid == 0) s_rank = 0;
   __syncthreads();
   const MatrixState st = args.state[k];
+  write_descending_s(d, q, st.scale, args.S + md.s_off, order, &s_rank, args.info + k, args.rank + k,
+                     st.converged ? st.sweeps : -1);
   const double tiny = static_cast<double>(tiny_norm<T>());
-  for (int l = tid; l < q; l += nt) {
-    const double dl = d[l];
-    int r = 0;
-    for (int m = 0; m < q; ++m) r += (d[m] > dl) || (d[m] == dl && m < l);
-    order[l] = r;
-    const double nrm = sqrt(dl);
-    args.S[md.s_off + r] = static_cast<T>(nrm * st.scale);
-    if (nrm > tiny) atomicAdd(&s_rank, 1);
-  }
-  __syncthreads();
-  if (tid == 0) {
-    args.info[k] = st.converged ? st.sweeps : -1;
-    args.rank[k] = s_rank;
-  }
   if (!args.U) return;
   for (int l = warp; l < q; l += nw) {
     const double nrm = sqrt(d[l]);

@@ -52,23 +52,31 @@ __device__ GramSmem<T> carve(unsigned char* raw, int c) {
   return s;
 }
 
+// Global column of the pair's column l: block i's w0 columns from c0, then block j's from c1.
+__device__ __forceinline__ int pair_col(int l, int c0, int w0, int c1) { return l < w0 ? c0 + l : c1 + (l - w0); }
+
+// X <- rows [r0, r0 + rows) of the pair's c columns (leading dimension ld in global memory).
+template <typename T>
+__device__ void stage_rows(T* X, const T* base, int64_t ld, int r0, int rows, int c, int c0, int w0, int c1) {
+  for (int idx = threadIdx.x; idx < rows * c; idx += kThreads) {
+    const int l = idx / rows, r = idx - l * rows;
+    X[l * (kChunk + 1) + r] = base[static_cast<int64_t>(pair_col(l, c0, w0, c1)) * ld + r0 + r];
+  }
+}
+
 // rows [0, n) of the pair's columns (leading dimension ld in global memory) <- rows * J
 template <typename T>
 __device__ void apply_rotation(T* base, int64_t ld, int n, int c, int c0, int w0, int c1, const GramSmem<T>& s) {
   const int tid = threadIdx.x;
-  auto gcol = [&](int l) { return l < w0 ? c0 + l : c1 + (l - w0); };
   for (int r0 = 0; r0 < n; r0 += kChunk) {
     const int rows = min(kChunk, n - r0);
-    for (int idx = tid; idx < rows * c; idx += kThreads) {
-      const int l = idx / rows, r = idx - l * rows;
-      s.X[l * (kChunk + 1) + r] = base[static_cast<int64_t>(gcol(l)) * ld + r0 + r];
-    }
+    stage_rows(s.X, base, ld, r0, rows, c, c0, w0, c1);
     __syncthreads();
     for (int idx = tid; idx < rows * c; idx += kThreads) {
       const int j = idx / rows, r = idx - j * rows;
       T acc = 0;
       for (int l = 0; l < c; ++l) acc += s.X[l * (kChunk + 1) + r] * s.J[j * c + l];
-      base[static_cast<int64_t>(gcol(j)) * ld + r0 + r] = acc;
+      base[static_cast<int64_t>(pair_col(j, c0, w0, c1)) * ld + r0 + r] = acc;
     }
     __syncthreads();
   }
@@ -88,7 +96,6 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
   const int tid = threadIdx.x;
   GramSmem<T> s = carve<T>(smem_raw, c);
   T* A = args.A + md.a_off;
-  auto gcol = [&](int l) { return l < w0 ? c0 + l : c1 + (l - w0); };
 
   // 1. Gram matrix; thread tid owns entries tid, tid + kThreads, ...
   T acc[kMaxEntries];
@@ -96,10 +103,7 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
   for (int e = 0; e < kMaxEntries; ++e) acc[e] = 0;
   for (int r0 = 0; r0 < p; r0 += kChunk) {
     const int rows = min(kChunk, p - r0);
-    for (int idx = tid; idx < rows * c; idx += kThreads) {
-      const int l = idx / rows, r = idx - l * rows;
-      s.X[l * (kChunk + 1) + r] = A[static_cast<int64_t>(gcol(l)) * p + r0 + r];
-    }
+    stage_rows(s.X, A, p, r0, rows, c, c0, w0, c1);
     __syncthreads();
 #pragma unroll
     for (int e = 0; e < kMaxEntries; ++e) {

@@ -104,6 +104,31 @@ __device__ __forceinline__ T quiet_nan() {
   return static_cast<T>(__longlong_as_double(0x7ff8000000000000ULL));
 }
 
+// The end of a whole matrix's sweeps (whole-matrix and blocked levels), with
+// every thread of the block: from the exact squared column norms d[0, c) in
+// shared memory, S in descending order (scaled back by `scale`), each
+// column's position in it (order[l]), and the matrix's info and rank (columns
+// with a direction). *s_rank (shared) must be 0 and d complete, behind a barrier.
+template <typename T>
+__device__ void write_descending_s(const double* d, int c, double scale, T* S, int* order, int* s_rank,
+                                   int32_t* info, int32_t* rank, int32_t info_value) {
+  const double tiny = static_cast<double>(tiny_norm<T>());
+  for (int l = threadIdx.x; l < c; l += blockDim.x) {
+    const double dl = d[l];
+    int r = 0;  // rank counting; ties by index, so r is a permutation
+    for (int m = 0; m < c; ++m) r += (d[m] > dl) || (d[m] == dl && m < l);
+    order[l] = r;
+    const double nrm = sqrt(dl);
+    S[r] = static_cast<T>(nrm * scale);
+    if (nrm > tiny) atomicAdd(s_rank, 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    *info = info_value;
+    *rank = *s_rank;
+  }
+}
+
 // Dynamic shared memory above the default 48 KB (static shared memory
 // included) must be opted into, per kernel and device. The attribute call costs
 // a few microseconds of host time, so it is made only when a launch needs more

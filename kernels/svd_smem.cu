@@ -99,23 +99,30 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   const int g = tid / TPP, lane = tid % TPP, G = nt / TPP;
   const T* Ag = args.A + md.a_off;
 
+  // f(l, r) for every column l < cols and row r < rows: one column after the
+  // other, its rows across the block. Coalesced, and no integer division per
+  // element (a flat index split by / and % cost more instructions than the
+  // pair's rotations in the pair kernel).
+  auto for_cols_rows = [&](int cols, int rows, auto&& f) {
+    for (int l = 0; l < cols; ++l)
+      for (int r = tid; r < rows; r += nt) f(l, r);
+  };
+
   int local_bad = 0;
   T local_max = 0;
-  for (int idx = tid; idx < c * p; idx += nt) {
-    const int l = idx / p, r = idx - l * p;
+  for_cols_rows(c, p, [&](int l, int r) {
     const T v = Ag[static_cast<int64_t>(gcol(l)) * p + r];
     As[l * ld + r] = v;
     if (!kPair) {
       local_bad |= !isfinite(v);
       local_max = fmax(local_max, fabs(v));
     }
-  }
+  });
   if constexpr (kWithV) {
-    for (int idx = tid; idx < c * vr; idx += nt) {
-      const int l = idx / vr, r = idx - l * vr;
+    for_cols_rows(c, vr, [&](int l, int r) {
       As[l * ld + p + r] = kPair ? args.Vw[md.v_off + static_cast<int64_t>(gcol(l)) * vr + r]
                                  : ((r == l) ? T(1) : T(0));
-    }
+    });
   }
 
   double scale = 1.0;
@@ -140,7 +147,7 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
     if (amax > T(0)) {
       scale = static_cast<double>(amax);
       const T inv = T(1) / amax;
-      for (int idx = tid; idx < c * p; idx += nt) As[(idx / p) * ld + idx % p] *= inv;
+      for_cols_rows(c, p, [&](int l, int r) { As[l * ld + r] *= inv; });
     }
   }
   __syncthreads();
@@ -260,16 +267,10 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
     if (!applied) return;  // nothing moved
     if (tid == 0 && first_rotated) args.state[k].rotated = 1;
     T* Ab = args.A + md.a_off;
-    for (int idx = tid; idx < c * p; idx += nt) {
-      const int l = idx / p, r = idx - l * p;
-      Ab[static_cast<int64_t>(gcol(l)) * p + r] = As[l * ld + r];
-    }
+    for_cols_rows(c, p, [&](int l, int r) { Ab[static_cast<int64_t>(gcol(l)) * p + r] = As[l * ld + r]; });
     if constexpr (kWithV) {
       T* Vg = args.Vw + md.v_off;
-      for (int idx = tid; idx < c * vr; idx += nt) {
-        const int l = idx / vr, r = idx - l * vr;
-        Vg[static_cast<int64_t>(gcol(l)) * vr + r] = As[l * ld + p + r];
-      }
+      for_cols_rows(c, vr, [&](int l, int r) { Vg[static_cast<int64_t>(gcol(l)) * vr + r] = As[l * ld + p + r]; });
     }
     return;
   }
@@ -284,35 +285,19 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   }
   if (tid == 0) s_rank = 0;
   __syncthreads();
+  write_descending_s(d, c, scale, args.S + md.s_off, rank_s, &s_rank, args.info + k, args.rank + k,
+                     converged ? sweeps : -1);
   const double tiny = static_cast<double>(tiny_norm<T>());
-  for (int l = tid; l < c; l += nt) {
-    const double dl = d[l];
-    int r = 0;
-    for (int m = 0; m < c; ++m) r += (d[m] > dl) || (d[m] == dl && m < l);
-    rank_s[l] = r;
-    const double nrm = sqrt(dl);
-    args.S[md.s_off + r] = static_cast<T>(nrm * scale);
-    if (nrm > tiny) atomicAdd(&s_rank, 1);
-  }
-  __syncthreads();
-  if (tid == 0) {
-    args.info[k] = converged ? sweeps : -1;
-    args.rank[k] = s_rank;
-  }
   if (!args.U) return;
   T* Ug = args.U + md.u_off;
-  for (int idx = tid; idx < c * p; idx += nt) {
-    const int l = idx / p, r = idx - l * p;
+  for_cols_rows(c, p, [&](int l, int r) {
     const double nrm = sqrt(d[l]);
     const T inv = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // zero columns are completed later
     Ug[static_cast<int64_t>(rank_s[l]) * p + r] = As[l * ld + r] * inv;
-  }
+  });
   if constexpr (kWithV) {
     T* Vg = args.V + md.v_off;
-    for (int idx = tid; idx < c * c; idx += nt) {
-      const int l = idx / c, r = idx - l * c;
-      Vg[rank_s[l] * c + r] = As[l * ld + p + r];
-    }
+    for_cols_rows(c, c, [&](int l, int r) { Vg[rank_s[l] * c + r] = As[l * ld + p + r]; });
   }
 }
 
@@ -360,20 +345,24 @@ SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem) {
   return cfg;
 }
 
+template <typename T, bool kPair>
+void launch_mode(const EngineArgs<T>& args, const int32_t* whole_tasks, const PairTask* pair_tasks, int ntasks,
+                 const SmemLaunch& cfg, bool with_v, cudaStream_t stream) {
+  if (ntasks == 0) return;
+  if (with_v) launch_tpp<T, kPair, true>(args, whole_tasks, pair_tasks, ntasks, cfg, stream);
+  else launch_tpp<T, kPair, false>(args, whole_tasks, pair_tasks, ntasks, cfg, stream);
+}
+
 template <typename T>
 void launch_svd_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
                       bool with_v, cudaStream_t stream) {
-  if (ntasks == 0) return;
-  if (with_v) launch_tpp<T, false, true>(args, tasks, nullptr, ntasks, cfg, stream);
-  else launch_tpp<T, false, false>(args, tasks, nullptr, ntasks, cfg, stream);
+  launch_mode<T, false>(args, tasks, nullptr, ntasks, cfg, with_v, stream);
 }
 
 template <typename T>
 void launch_svd_pair(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
                      bool with_v, cudaStream_t stream) {
-  if (ntasks == 0) return;
-  if (with_v) launch_tpp<T, true, true>(args, nullptr, tasks, ntasks, cfg, stream);
-  else launch_tpp<T, true, false>(args, nullptr, tasks, ntasks, cfg, stream);
+  launch_mode<T, true>(args, nullptr, tasks, ntasks, cfg, with_v, stream);
 }
 
 template void launch_svd_whole<float>(const EngineArgs<float>&, const int32_t*, int, const SmemLaunch&, bool, cudaStream_t);
