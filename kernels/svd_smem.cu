@@ -99,30 +99,23 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   const int g = tid / TPP, lane = tid % TPP, G = nt / TPP;
   const T* Ag = args.A + md.a_off;
 
-  // f(l, r) for every column l < cols and row r < rows: one column after the
-  // other, its rows across the block. Coalesced, and no integer division per
-  // element (a flat index split by / and % cost more instructions than the
-  // pair's rotations in the pair kernel).
-  auto for_cols_rows = [&](int cols, int rows, auto&& f) {
-    for (int l = 0; l < cols; ++l)
-      for (int r = tid; r < rows; r += nt) f(l, r);
-  };
-
   int local_bad = 0;
   T local_max = 0;
-  for_cols_rows(c, p, [&](int l, int r) {
+  for (int idx = tid; idx < c * p; idx += nt) {
+    const int l = idx / p, r = idx - l * p;
     const T v = Ag[static_cast<int64_t>(gcol(l)) * p + r];
     As[l * ld + r] = v;
     if (!kPair) {
       local_bad |= !isfinite(v);
       local_max = fmax(local_max, fabs(v));
     }
-  });
+  }
   if constexpr (kWithV) {
-    for_cols_rows(c, vr, [&](int l, int r) {
+    for (int idx = tid; idx < c * vr; idx += nt) {
+      const int l = idx / vr, r = idx - l * vr;
       As[l * ld + p + r] = kPair ? args.Vw[md.v_off + static_cast<int64_t>(gcol(l)) * vr + r]
                                  : ((r == l) ? T(1) : T(0));
-    });
+    }
   }
 
   double scale = 1.0;
@@ -147,7 +140,7 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
     if (amax > T(0)) {
       scale = static_cast<double>(amax);
       const T inv = T(1) / amax;
-      for_cols_rows(c, p, [&](int l, int r) { As[l * ld + r] *= inv; });
+      for (int idx = tid; idx < c * p; idx += nt) As[(idx / p) * ld + idx % p] *= inv;
     }
   }
   __syncthreads();
@@ -267,10 +260,16 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
     if (!applied) return;  // nothing moved
     if (tid == 0 && first_rotated) args.state[k].rotated = 1;
     T* Ab = args.A + md.a_off;
-    for_cols_rows(c, p, [&](int l, int r) { Ab[static_cast<int64_t>(gcol(l)) * p + r] = As[l * ld + r]; });
+    for (int idx = tid; idx < c * p; idx += nt) {
+      const int l = idx / p, r = idx - l * p;
+      Ab[static_cast<int64_t>(gcol(l)) * p + r] = As[l * ld + r];
+    }
     if constexpr (kWithV) {
       T* Vg = args.Vw + md.v_off;
-      for_cols_rows(c, vr, [&](int l, int r) { Vg[static_cast<int64_t>(gcol(l)) * vr + r] = As[l * ld + p + r]; });
+      for (int idx = tid; idx < c * vr; idx += nt) {
+        const int l = idx / vr, r = idx - l * vr;
+        Vg[static_cast<int64_t>(gcol(l)) * vr + r] = As[l * ld + p + r];
+      }
     }
     return;
   }
@@ -290,14 +289,18 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   const double tiny = static_cast<double>(tiny_norm<T>());
   if (!args.U) return;
   T* Ug = args.U + md.u_off;
-  for_cols_rows(c, p, [&](int l, int r) {
+  for (int idx = tid; idx < c * p; idx += nt) {
+    const int l = idx / p, r = idx - l * p;
     const double nrm = sqrt(d[l]);
     const T inv = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // zero columns are completed later
     Ug[static_cast<int64_t>(rank_s[l]) * p + r] = As[l * ld + r] * inv;
-  });
+  }
   if constexpr (kWithV) {
     T* Vg = args.V + md.v_off;
-    for_cols_rows(c, c, [&](int l, int r) { Vg[rank_s[l] * c + r] = As[l * ld + p + r]; });
+    for (int idx = tid; idx < c * c; idx += nt) {
+      const int l = idx / c, r = idx - l * c;
+      Vg[rank_s[l] * c + r] = As[l * ld + p + r];
+    }
   }
 }
 
