@@ -9,8 +9,10 @@ def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True):
     """The level selector's plan for matrices of the given (m, n) shapes.
 
     On CUDA, per matrix: whether it is transposed (the engine works on the tall
-    orientation) and its levels: ``whole_svd_smem`` (the whole matrix and V in
-    shared memory, one block), or ``block_pairs`` of a width w whose rotations
+    orientation) and its levels: ``whole_svd_warp`` (at most 32 columns: the
+    whole matrix and V in the registers of a group of lanes, with
+    ``lanes_per_matrix`` and ``rows_per_lane``), ``whole_svd_smem`` (the whole
+    matrix and V in shared memory, one block), or ``block_pairs`` of a width w whose rotations
     come from ``pair_svd_smem`` (the SVD of a 2w-column pair in shared memory)
     or ``gram_evd_smem`` (the EVD of the pair's Gram matrix in shared memory),
     with the kernel's block size and shared memory. The device's real shared
