@@ -220,9 +220,20 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
         if (!(gabs * gabs > apply_tol * apply_tol * di * dj)) continue;
         // The angle in the data's precision (the difference dj - di in double,
         // where it may cancel), so float32 pays no double divisions.
-        const T t = rotation_tan<T>(T(0), static_cast<T>(dj - di), static_cast<T>(gg));
+        // Whole matrices: the fast float32 rotation (jacobi_device.cuh). Block
+        // pairs keep the exact one: their V takes many more rotations, and its
+        // orthogonality sets the 512x512 accuracy (benchmarks/RESULTS.md).
+        StepRotation<T> rot;
+        if constexpr (kPair) {
+          rot.t = rotation_tan<T>(T(0), static_cast<T>(dj - di), static_cast<T>(gg));
+          const RotationUpdate<T> ru(rot.t);
+          rot.s = ru.s;
+          rot.tau = ru.tau;
+        } else {
+          rot = step_rotation(static_cast<T>(dj - di), static_cast<T>(gg));
+        }
+        const T t = rot.t;
         if (t == T(0)) continue;  // an angle below T's range: no rotation, and none to wait for
-        const RotationUpdate<T> rot(t);
         ps[pk] = rot.s;
         ptau[pk] = rot.tau;
         d[i] = fmax(di - static_cast<double>(t) * gg, 0.0);  // eq. (6), cancellation-free form
@@ -255,7 +266,7 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
     }
   }
 
-  if (kPair) {
+  if constexpr (kPair) {
     // Write the rotated pair (and its V columns) back.
     if (!applied) return;  // nothing moved
     if (tid == 0 && first_rotated) args.state[k].rotated = 1;
@@ -274,32 +285,34 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
     return;
   }
 
-  // Whole mode: finalise. Exact norms, descending order by rank counting.
-  for (int l = g; l < c; l += G) {
-    const T* x = As + l * ld;
-    Acc acc = 0;
-    for (int r = lane; r < p; r += TPP) acc += Acc(x[r]) * Acc(x[r]);
-    acc = group_sum<TPP>(acc);
-    if (lane == 0) d[l] = static_cast<double>(acc);
-  }
-  if (tid == 0) s_rank = 0;
-  __syncthreads();
-  write_descending_s(d, c, scale, args.S + md.s_off, rank_s, &s_rank, args.info + k, args.rank + k,
-                     converged ? sweeps : -1);
-  const double tiny = static_cast<double>(tiny_norm<T>());
-  if (!args.U) return;
-  T* Ug = args.U + md.u_off;
-  for (int idx = tid; idx < c * p; idx += nt) {
-    const int l = idx / p, r = idx - l * p;
-    const double nrm = sqrt(d[l]);
-    const T inv = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // zero columns are completed later
-    Ug[static_cast<int64_t>(rank_s[l]) * p + r] = As[l * ld + r] * inv;
-  }
-  if constexpr (kWithV) {
-    T* Vg = args.V + md.v_off;
-    for (int idx = tid; idx < c * c; idx += nt) {
-      const int l = idx / c, r = idx - l * c;
-      Vg[rank_s[l] * c + r] = As[l * ld + p + r];
+  if constexpr (!kPair) {  // (the pair instantiations returned above)
+    // Whole mode: finalise. Exact norms, descending order by rank counting.
+    for (int l = g; l < c; l += G) {
+      const T* x = As + l * ld;
+      Acc acc = 0;
+      for (int r = lane; r < p; r += TPP) acc += Acc(x[r]) * Acc(x[r]);
+      acc = group_sum<TPP>(acc);
+      if (lane == 0) d[l] = static_cast<double>(acc);
+    }
+    if (tid == 0) s_rank = 0;
+    __syncthreads();
+    write_descending_s(d, c, scale, args.S + md.s_off, rank_s, &s_rank, args.info + k, args.rank + k,
+                       converged ? sweeps : -1);
+    const double tiny = static_cast<double>(tiny_norm<T>());
+    if (!args.U) return;
+    T* Ug = args.U + md.u_off;
+    for (int idx = tid; idx < c * p; idx += nt) {
+      const int l = idx / p, r = idx - l * p;
+      const double nrm = sqrt(d[l]);
+      const T inv = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // zero columns are completed later
+      Ug[static_cast<int64_t>(rank_s[l]) * p + r] = As[l * ld + r] * inv;
+    }
+    if constexpr (kWithV) {
+      T* Vg = args.V + md.v_off;
+      for (int idx = tid; idx < c * c; idx += nt) {
+        const int l = idx / c, r = idx - l * c;
+        Vg[rank_s[l] * c + r] = As[l * ld + p + r];
+      }
     }
   }
 }

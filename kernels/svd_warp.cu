@@ -82,35 +82,6 @@ __device__ __forceinline__ A reduce_scatter(A (&x)[NC / 2], int li) {
 template <typename T, int NC, int R>
 constexpr int kWarpMinBlocks = NC * R * sizeof(T) <= 128 ? 4 : 1;
 
-// The rotation of a pair whose squared norms differ by `diff` (second minus
-// first) and whose inner product is g: tan t, and (s, tau) for rotate_pair.
-// A step waits for it, so for float32 it is built from the approximate
-// reciprocal and reciprocal square root (about 2 ulp each) instead of IEEE
-// division and sqrt: four dependent MUFU operations instead of five
-// Newton-refined ones. The update form keeps each rotation orthogonal to a few
-// ulp regardless; float64 keeps the exact formulas (jacobi_device.cuh).
-template <typename T>
-struct StepRotation {
-  T t, s, tau;
-};
-
-__device__ __forceinline__ StepRotation<float> step_rotation(float diff, float g) {
-  const float zeta = __fdividef(diff, 2.0f * g);
-  const float az = fabsf(zeta);
-  const float w0 = 1.0f + az * az;
-  const float ct = az > 1e18f ? 2.0f * az : az + w0 * rsqrtf(w0);  // |zeta| + sqrt(1 + zeta^2)
-  const float t = copysignf(__fdividef(1.0f, ct), zeta);
-  const float w = 1.0f + t * t;
-  const float ir = rsqrtf(w);  // 1 / sqrt(1 + t^2) = cos
-  return {t, t * ir, __fdividef(t, 1.0f + w * ir)};
-}
-
-__device__ __forceinline__ StepRotation<double> step_rotation(double diff, double g) {
-  const double t = rotation_tan<double>(0.0, diff, g);
-  const RotationUpdate<double> rot(t);
-  return {t, rot.s, rot.tau};
-}
-
 template <typename T, int NC, int R, bool kWithV>
 __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
     svd_warp_kernel(EngineArgs<T> args, const int32_t* mats, int nmats) {
