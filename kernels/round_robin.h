@@ -32,5 +32,20 @@ JSVD_HOST_DEVICE inline void round_robin_pair(int e, int step, int k, int& i, in
   }
 }
 
+// The same circle method on fixed pair slots (the register kernel,
+// svd_warp.cu): pair k of every step is slots (2k, 2k+1), and after each step
+// the columns move: slot 0 stays, the others go one place along the ring
+// 1 -> 2 -> 4 -> ... -> 2P-2 -> 2P-1 -> 2P-3 -> ... -> 3 -> 1. Returns the slot
+// whose column moves into `slot`. The same permutation every step, so a kernel
+// can apply it with compile-time indices; after 2P-1 steps every pair has met
+// once and every column is back in its slot (cpp_tests/planner_test.cpp).
+JSVD_HOST_DEVICE constexpr int circle_source(int slot, int P) {
+  return slot == 0           ? 0
+         : slot == 2         ? 1
+         : slot % 2 == 0     ? slot - 2
+         : slot == 2 * P - 1 ? 2 * P - 2
+                             : slot + 2;
+}
+
 }  // namespace cuda
 }  // namespace jsvd

@@ -27,6 +27,7 @@
 #include "svd_warp.h"
 
 #include "jacobi_device.cuh"
+#include "round_robin.h"
 
 #include <type_traits>
 
@@ -38,17 +39,6 @@ namespace {
 
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kWarpBlock = 128;  // threads per block
-
-// Circle method on the register slots of P pairs: slot 0 stays, the others move
-// one place along the ring 1 -> 2 -> 4 -> ... -> 2P-2 -> 2P-1 -> 2P-3 -> ... -> 3
-// -> 1. Returns the slot whose column moves into `slot`.
-__host__ __device__ constexpr int circle_source(int slot, int P) {
-  return slot == 0                ? 0
-         : slot == 2              ? 1
-         : slot % 2 == 0          ? slot - 2
-         : slot == 2 * P - 1      ? 2 * P - 2
-                                  : slot + 2;
-}
 
 // One butterfly stage of reduce_scatter: 2H values -> H, partner at lane
 // distance O; then the next stage. Templates, so every index is a constant.

@@ -1,0 +1,92 @@
+// Host-side pieces of the CUDA engine that need no GPU: the level selector
+// (kernels/planner.cpp) for given device limits, the register kernel's shape
+// choice, and the circle-method slot permutation the register kernel relies
+// on. Runs in CI, where CUDA tests skip. Exit status: 0 if every check passes.
+#include <cstdio>
+#include <set>
+#include <utility>
+
+#include "../kernels/planner.h"
+#include "../kernels/round_robin.h"
+#include "../kernels/svd_warp.h"
+
+namespace {
+
+using namespace jsvd::cuda;
+
+int failures = 0;
+
+void check(bool ok, const char* what) {
+  std::printf("  %-68s %s\n", what, ok ? "ok" : "FAIL");
+  if (!ok) ++failures;
+}
+
+// Every pair of 2P columns meets exactly once in 2P-1 steps, and the columns
+// are back in their slots at the end.
+bool circle_covers_all_pairs(int P) {
+  const int n = 2 * P;
+  std::vector<int> col(n);
+  for (int s = 0; s < n; ++s) col[s] = s;
+  std::set<std::pair<int, int>> met;
+  for (int step = 0; step < n - 1; ++step) {
+    for (int k = 0; k < P; ++k) {
+      const int a = std::min(col[2 * k], col[2 * k + 1]), b = std::max(col[2 * k], col[2 * k + 1]);
+      if (!met.insert({a, b}).second) return false;  // met twice
+    }
+    std::vector<int> next(n);
+    for (int s = 0; s < n; ++s) next[s] = col[circle_source(s, P)];
+    col = next;
+  }
+  for (int s = 0; s < n; ++s)
+    if (col[s] != s) return false;
+  return static_cast<int>(met.size()) == P * (n - 1);
+}
+
+}  // namespace
+
+int main() {
+  std::printf("circle method on register slots\n");
+  for (int P : {2, 4, 8, 16}) {
+    char what[80];
+    std::snprintf(what, sizeof what, "%d columns: every pair once per sweep, slots restored", 2 * P);
+    check(circle_covers_all_pairs(P), what);
+  }
+
+  std::printf("register (warp) level shapes\n");
+  // The rule: lanes = columns rounded up to a power of two (at least 4), rows
+  // per lane the least of 1, 2, 4 that covers the rows, and at most 64 (float32)
+  // or 32 (float64) values of A per lane; otherwise not this level.
+  bool shapes_ok = true;
+  for (size_t elem : {sizeof(float), sizeof(double)}) {
+    for (int64_t q = 1; q <= 40; ++q) {
+      for (int64_t p = q; p <= 80; ++p) {
+        int lanes = 4;
+        while (lanes < q) lanes *= 2;
+        int rows = 0;
+        for (int r : {1, 2, 4})
+          if (rows == 0 && p <= r * lanes && r * lanes <= (elem == 4 ? 64 : 32)) rows = r;
+        if (q > 32 || rows == 0) lanes = rows = 0;
+        const WarpLaunch w = svd_warp_config(p, q, elem);
+        shapes_ok &= w.lanes == lanes && w.rows == rows;
+      }
+    }
+  }
+  check(shapes_ok, "p x q up to 80 x 40, both dtypes: lanes and rows per lane as the rule says");
+  check(svd_warp_config(32, 32, 4).lanes == 32 && svd_warp_config(32, 32, 4).rows == 1, "32x32 float32: 32 lanes x 1 row");
+  check(svd_warp_config(64, 32, 4).rows == 2 && svd_warp_config(64, 32, 8).lanes == 0,
+        "64x32: 2 rows per lane in float32, shared memory in float64");
+  check(svd_warp_config(32, 8, 4).lanes == 8 && svd_warp_config(32, 8, 4).rows == 4, "32x8: 8 lanes x 4 rows");
+
+  std::printf("level selector (H100 limits: 227 KB shared memory per block, 132 SMs)\n");
+  const DeviceLimits h100{232448, 132};
+  check(plan_matrix(32, 32, 4, true, 10000, h100).level == Level::kWholeWarp, "10000 x 32x32 float32: registers");
+  check(plan_matrix(128, 128, 4, true, 200, h100).level == Level::kWholeSmem, "200 x 128x128 float32: whole in shared memory");
+  const MatrixPlan p512 = plan_matrix(512, 512, 4, true, 100, h100);
+  check(p512.level == Level::kPairSvd && p512.width == 8, "100 x 512x512 float32: block pairs of 2 x 8 columns");
+  check(plan_matrix(2048, 16, 8, true, 2, h100).level == Level::kGramEvd, "2 x 2048x16 float64: Gram EVD");
+  const DeviceLimits small{48 * 1024, 80};  // the paper's 48 KB
+  check(plan_matrix(128, 128, 4, true, 200, small).level == Level::kPairSvd,
+        "48 KB device: 128x128 float32 no longer whole, block pairs");
+  std::printf("%s\n", failures ? "FAILED" : "all checks passed");
+  return failures ? 1 : 0;
+}
