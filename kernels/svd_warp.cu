@@ -10,8 +10,9 @@
 // column pair is the same 2x2 update of every lane's row slice.
 // Round-robin ordering with fixed pair slots: the pairs of a step are the
 // register slots (2k, 2k+1), and after each step the slots are permuted by the
-// circle method (paper §II-B), the same permutation every step, so every
-// register index is a compile-time constant and the arrays stay in registers.
+// circle method (paper §II-B; circle_source in round_robin.h), the same
+// permutation every step, so every register index is a compile-time constant
+// and the arrays stay in registers.
 // After NC - 1 steps (one sweep) every pair has met once and every column is
 // back in its own slot.
 //
