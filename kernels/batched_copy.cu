@@ -4,13 +4,14 @@
 // row per matrix.
 #include "batched_copy.h"
 
+#include "device_upload.h"
+
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace jsvd {
 namespace {
@@ -47,10 +48,7 @@ void batched_copy_cuda(const std::vector<MatrixCopy>& copies, at::ScalarType src
   if (copies.empty()) return;
   TORCH_CHECK(copies.size() <= static_cast<size_t>(INT32_MAX), "jsvd internal: too many copies");
   const c10::cuda::CUDAGuard guard(device);
-  const size_t bytes = copies.size() * sizeof(MatrixCopy);
-  auto host = at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
-  std::memcpy(host.data_ptr(), copies.data(), bytes);
-  const at::Tensor list = host.to(device, /*non_blocking=*/true);
+  const at::Tensor list = cuda::upload_bytes(copies.data(), copies.size() * sizeof(MatrixCopy), device);
   int64_t most = 1;
   for (const auto& c : copies) most = std::max(most, c.rows * c.cols);
   // enough slices that a large matrix is not copied by one block alone

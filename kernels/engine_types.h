@@ -3,11 +3,7 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define JSVD_HD __host__ __device__
-#else
-#define JSVD_HD
-#endif
+#include "host_device.h"
 
 namespace jsvd {
 namespace cuda {
@@ -55,7 +51,7 @@ struct EngineArgs {
 // Matrix k's descriptor: from the table, or for a uniform batch computed from
 // uni (no per-matrix table to build on the host and upload).
 template <typename T>
-JSVD_HD inline MatrixDesc matrix_desc(const EngineArgs<T>& a, int64_t k) {
+JSVD_HOST_DEVICE inline MatrixDesc matrix_desc(const EngineArgs<T>& a, int64_t k) {
   if (a.desc) return a.desc[k];
   MatrixDesc d = a.uni;
   d.a_off *= k;
@@ -66,7 +62,7 @@ JSVD_HD inline MatrixDesc matrix_desc(const EngineArgs<T>& a, int64_t k) {
 }
 
 // Entry t of a list of matrix indices; a nullptr list means every matrix, in order.
-JSVD_HD inline int list_at(const int32_t* list, int t) { return list ? list[t] : t; }
+JSVD_HOST_DEVICE inline int list_at(const int32_t* list, int t) { return list ? list[t] : t; }
 
 }  // namespace cuda
 }  // namespace jsvd

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "blocked_steps.h"
+#include "device_upload.h"
 #include "engine_types.h"
 #include "gram_evd_smem.h"
 #include "planner.h"
@@ -42,21 +43,22 @@ class Staging {
   }
   // Undefined when nothing was pushed (a uniform batch at a whole-matrix level).
   at::Tensor upload(const at::Device& device) const {
-    if (bytes_.empty()) return at::Tensor();
-    auto host = at::empty({static_cast<int64_t>(std::max<size_t>(bytes_.size(), 1))},
-                          at::TensorOptions().dtype(at::kByte).pinned_memory(true));
-    std::memcpy(host.data_ptr(), bytes_.data(), bytes_.size());
-    return host.to(device, /*non_blocking=*/true);
+    return bytes_.empty() ? at::Tensor() : upload_bytes(bytes_.data(), bytes_.size(), device);
   }
 
  private:
   std::vector<uint8_t> bytes_;
 };
 
-struct WholeGroup {
+// The matrices of one launch, listed for the device; a uniform batch lists
+// none (its launches take every matrix, list_at).
+struct MatList {
   std::vector<int32_t> mats;
+  size_t off = 0;  // in the staged upload
+};
+
+struct WholeGroup : MatList {
   SmemLaunch cfg;
-  size_t off = 0;
 };
 
 template <typename T>
@@ -72,8 +74,8 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   const bool uni = b.uniform;
   std::vector<MatrixDesc> desc(uni ? 0 : N);
   std::map<std::pair<int, int>, WholeGroup> whole;  // by (lanes per rotation, threads)
-  std::map<std::pair<int, int>, std::vector<int32_t>> warp;  // by (lanes per matrix, rows per lane)
-  std::vector<int32_t> blocked;
+  std::map<std::pair<int, int>, MatList> warp;  // by (lanes per matrix, rows per lane)
+  MatList blocked;
   std::vector<std::vector<PairTask>> pair_steps, gram_steps;
   int64_t pair_p = 0, pair_q = 0, pair_c = 0, gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
   MatrixPlan uniform_plan;
@@ -90,15 +92,14 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
                            static_cast<int32_t>(q), static_cast<int32_t>(b.ucols[k]), 0};
     max_p = std::max(max_p, p);
     max_cols = std::max(max_cols, opt.full_matrices ? b.ucols[k] : q);
-    const MatrixPlan mp = (b.uniform && k > 0) ? uniform_plan : plan_matrix(p, q, es, uv, N, lim);
+    const MatrixPlan mp = (uni && k > 0) ? uniform_plan : plan_matrix(p, q, es, uv, N, lim);
     if (k == 0) uniform_plan = mp;
+    // At the whole-matrix levels a uniform batch is one group of every
+    // matrix, known from its first: the loop stops there.
     if (mp.level == Level::kWholeWarp) {
-      auto& list = warp[{mp.warp_lanes, mp.warp_rows}];
-      if (uni) {  // every matrix; launched with a nullptr list
-        list.resize(N);
-        break;
-      }
-      list.push_back(static_cast<int32_t>(k));
+      MatList& g = warp[{mp.warp_lanes, mp.warp_rows}];
+      if (uni) break;
+      g.mats.push_back(static_cast<int32_t>(k));
       continue;
     }
     if (mp.level == Level::kWholeSmem) {
@@ -106,16 +107,13 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
       g.cfg.tpp = mp.tpp;
       g.cfg.threads = mp.threads;
       g.cfg.smem = std::max(g.cfg.smem, mp.smem);
-      if (uni) {
-        g.mats.resize(N);
-        break;
-      }
+      if (uni) break;
       g.mats.push_back(static_cast<int32_t>(k));
       continue;
     }
     // Blocked: round-robin over nb block columns; step s of every matrix is
     // launched together.
-    blocked.push_back(static_cast<int32_t>(k));
+    blocked.mats.push_back(static_cast<int32_t>(k));
     blocked_q = std::max(blocked_q, q);
     const int64_t w = mp.width, nb = (q + w - 1) / w, e = nb + (nb & 1);
     auto& steps = mp.level == Level::kPairSvd ? pair_steps : gram_steps;
@@ -153,9 +151,8 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   Staging st;
   const size_t desc_off = uni ? 0 : st.push(desc);
   for (auto& kv : whole) kv.second.off = uni ? 0 : st.push(kv.second.mats);
-  std::vector<size_t> warp_off;
-  for (const auto& kv : warp) warp_off.push_back(uni ? 0 : st.push(kv.second));
-  const size_t blocked_off = uni ? 0 : st.push(blocked);
+  for (auto& kv : warp) kv.second.off = uni ? 0 : st.push(kv.second.mats);
+  blocked.off = uni ? 0 : st.push(blocked.mats);
   auto push_steps = [&](const std::vector<std::vector<PairTask>>& steps) {
     std::vector<std::pair<size_t, int>> where;
     for (const auto& s : steps) where.emplace_back(st.push(s), static_cast<int>(s.size()));
@@ -165,8 +162,9 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   const auto gram_where = push_steps(gram_steps);
   const at::Tensor staged = st.upload(A.device());
   const uint8_t* base = staged.defined() ? staged.data_ptr<uint8_t>() : nullptr;
-  // A matrix list in the staged buffer, or nullptr (every matrix) for a uniform batch.
-  auto list_ptr = [&](size_t off) { return uni ? nullptr : reinterpret_cast<const int32_t*>(base + off); };
+  // A list's device pointer and length; nullptr (every matrix) for a uniform batch.
+  auto list_ptr = [&](const MatList& l) { return uni ? nullptr : reinterpret_cast<const int32_t*>(base + l.off); };
+  auto list_len = [&](const MatList& l) { return static_cast<int>(uni ? N : static_cast<int64_t>(l.mats.size())); };
 
   CoreResult r;
   const auto opts = A.options();
@@ -178,7 +176,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     // has no direction), those from the rank on by the completion kernel.
     r.U = at::empty({b.u_numel}, opts);
     r.V = at::empty({b.v_numel}, opts);
-    if (!blocked.empty()) Vw = at::empty({b.v_numel}, opts);
+    if (!blocked.mats.empty()) Vw = at::empty({b.v_numel}, opts);
   }
   at::Tensor rank = at::empty({N}, opts.dtype(at::kInt));
   at::Tensor state = at::empty({static_cast<int64_t>(N * sizeof(MatrixState))}, opts.dtype(at::kByte));
@@ -199,19 +197,18 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   const int64_t max_sweeps = resolve_max_sweeps(opt);
   args.max_sweeps = static_cast<int32_t>(max_sweeps);
 
-  size_t wi = 0;
   for (const auto& kv : warp) {
     const WarpLaunch cfg{kv.first.first, kv.first.second};
-    launch_svd_warp(args, list_ptr(warp_off[wi++]), static_cast<int>(kv.second.size()), cfg, uv, stream);
+    launch_svd_warp(args, list_ptr(kv.second), list_len(kv.second), cfg, uv, stream);
   }
   for (const auto& kv : whole) {
     const WholeGroup& g = kv.second;
-    launch_svd_whole(args, list_ptr(g.off), static_cast<int>(g.mats.size()), g.cfg, uv, stream);
+    launch_svd_whole(args, list_ptr(g), list_len(g), g.cfg, uv, stream);
   }
 
-  if (!blocked.empty()) {
-    const int32_t* bl = list_ptr(blocked_off);
-    const int nbl = static_cast<int>(blocked.size());
+  if (!blocked.mats.empty()) {
+    const int32_t* bl = list_ptr(blocked);
+    const int nbl = list_len(blocked);
     launch_prologue(args, bl, nbl, stream);
     EngineArgs<T> inner = args;
     inner.max_sweeps = inner_sweeps();

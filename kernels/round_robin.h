@@ -2,11 +2,7 @@
 // (which lists the block pairs of each step) and the kernels.
 #pragma once
 
-#ifdef __CUDACC__
-#define JSVD_HOST_DEVICE __host__ __device__
-#else
-#define JSVD_HOST_DEVICE
-#endif
+#include "host_device.h"
 
 namespace jsvd {
 namespace cuda {
