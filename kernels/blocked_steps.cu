@@ -94,14 +94,8 @@ __global__ void finalize_kernel(EngineArgs<T> args, const int32_t* mats) {
   const MatrixDesc md = matrix_desc(args, k);
   const int p = md.p, q = md.q;
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
-  if (args.info[k] == -2) {
-    const T nan = quiet_nan<T>();
-    for (int i = tid; i < q; i += nt) args.S[md.s_off + i] = nan;
-    if (args.U) {
-      for (int64_t i = tid; i < static_cast<int64_t>(p) * md.ucols; i += nt) args.U[md.u_off + i] = nan;
-      for (int64_t i = tid; i < static_cast<int64_t>(q) * q; i += nt) args.V[md.v_off + i] = nan;
-    }
-    if (tid == 0) args.rank[k] = md.ucols;
+  if (args.info[k] == -2) {  // the prologue found NaN or Inf
+    write_non_finite(args, md, k, tid, nt);
     return;
   }
   double* d = reinterpret_cast<double*>(smem_raw);

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include "engine_types.h"
 #include "round_robin.h"
 
 #include <c10/cuda/CUDAException.h>
@@ -79,6 +80,14 @@ struct StepRotation {
   T t, s, tau;
 };
 
+// The exact formulas (rotation_tan, RotationUpdate) in that form.
+template <typename T>
+__device__ __forceinline__ StepRotation<T> exact_step_rotation(T diff, T g) {
+  const T t = rotation_tan<T>(T(0), diff, g);
+  const RotationUpdate<T> rot(t);
+  return {t, rot.s, rot.tau};
+}
+
 __device__ __forceinline__ StepRotation<float> step_rotation(float diff, float g) {
   const float zeta = __fdividef(diff, 2.0f * g);
   const float az = fabsf(zeta);
@@ -91,9 +100,7 @@ __device__ __forceinline__ StepRotation<float> step_rotation(float diff, float g
 }
 
 __device__ __forceinline__ StepRotation<double> step_rotation(double diff, double g) {
-  const double t = rotation_tan<double>(0.0, diff, g);
-  const RotationUpdate<double> rot(t);
-  return {t, rot.s, rot.tau};
+  return exact_step_rotation(diff, g);
 }
 
 // Constants usable in device code (std::numeric_limits is host-only constexpr).
@@ -132,6 +139,23 @@ __device__ __forceinline__ double negligible_norm2() {
 template <typename T>
 __device__ __forceinline__ T quiet_nan() {
   return static_cast<T>(__longlong_as_double(0x7ff8000000000000ULL));
+}
+
+// The outputs of matrix k when its input holds NaN or Inf: NaN S, U and V,
+// info = -2 and rank = ucols (nothing for the completion kernel to fill).
+// Written by `stride` threads, this one being number `first`.
+template <typename T>
+__device__ void write_non_finite(const EngineArgs<T>& args, const MatrixDesc& md, int k, int first, int stride) {
+  const T nan = quiet_nan<T>();
+  for (int i = first; i < md.q; i += stride) args.S[md.s_off + i] = nan;
+  if (args.U) {
+    for (int64_t i = first; i < static_cast<int64_t>(md.p) * md.ucols; i += stride) args.U[md.u_off + i] = nan;
+    for (int64_t i = first; i < static_cast<int64_t>(md.q) * md.q; i += stride) args.V[md.v_off + i] = nan;
+  }
+  if (first == 0) {
+    args.info[k] = -2;
+    args.rank[k] = md.ucols;
+  }
 }
 
 // The end of a whole matrix's sweeps (whole-matrix and blocked levels), with

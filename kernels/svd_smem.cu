@@ -124,16 +124,7 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
     // that squared norms neither overflow nor underflow (pair mode: the
     // blocked prologue did this once for the whole matrix).
     if (__syncthreads_or(local_bad)) {
-      const T nan = quiet_nan<T>();
-      for (int i = tid; i < md.q; i += nt) args.S[md.s_off + i] = nan;
-      if (args.U) {
-        for (int64_t i = tid; i < static_cast<int64_t>(p) * md.ucols; i += nt) args.U[md.u_off + i] = nan;
-        for (int i = tid; i < md.q * md.q; i += nt) args.V[md.v_off + i] = nan;
-      }
-      if (tid == 0) {
-        args.info[k] = -2;
-        args.rank[k] = md.ucols;  // nothing to complete
-      }
+      write_non_finite(args, md, k, tid, nt);
       return;
     }
     const T amax = block_max(local_max, s_red);
@@ -177,6 +168,16 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
     j += w0;
     return true;
   };
+  // d <- the exact squared norms of the columns (of A's rows only).
+  auto exact_norms = [&] {
+    for (int l = g; l < c; l += G) {
+      const T* x = As + l * ld;
+      Acc acc = 0;
+      for (int r = lane; r < p; r += TPP) acc += Acc(x[r]) * Acc(x[r]);
+      acc = group_sum<TPP>(acc);
+      if (lane == 0) d[l] = static_cast<double>(acc);
+    }
+  };
   int sweeps = 0;
   bool converged = false, first_rotated = false, applied = false;
   for (int sweep = 1; sweep <= args.max_sweeps; ++sweep) {
@@ -184,13 +185,7 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
       s_rot = 0;
       s_any = 0;
     }
-    for (int l = g; l < c; l += G) {  // exact squared norms, once per sweep
-      const T* x = As + l * ld;
-      Acc acc = 0;
-      for (int r = lane; r < p; r += TPP) acc += Acc(x[r]) * Acc(x[r]);
-      acc = group_sum<TPP>(acc);
-      if (lane == 0) d[l] = static_cast<double>(acc);
-    }
+    exact_norms();  // once per sweep
     __syncthreads();
     for (int step = 0; step < nsteps; ++step) {
       // A step in three barrier-separated phases; phase 2 computes each
@@ -223,15 +218,8 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
         // Whole matrices: the fast float32 rotation (jacobi_device.cuh). Block
         // pairs keep the exact one: their V takes many more rotations, and its
         // orthogonality sets the 512x512 accuracy (benchmarks/RESULTS.md).
-        StepRotation<T> rot;
-        if constexpr (kPair) {
-          rot.t = rotation_tan<T>(T(0), static_cast<T>(dj - di), static_cast<T>(gg));
-          const RotationUpdate<T> ru(rot.t);
-          rot.s = ru.s;
-          rot.tau = ru.tau;
-        } else {
-          rot = step_rotation(static_cast<T>(dj - di), static_cast<T>(gg));
-        }
+        const T diff = static_cast<T>(dj - di), gt = static_cast<T>(gg);
+        const StepRotation<T> rot = kPair ? exact_step_rotation(diff, gt) : step_rotation(diff, gt);
         const T t = rot.t;
         if (t == T(0)) continue;  // an angle below T's range: no rotation, and none to wait for
         ps[pk] = rot.s;
@@ -287,13 +275,7 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
 
   if constexpr (!kPair) {  // (the pair instantiations returned above)
     // Whole mode: finalise. Exact norms, descending order by rank counting.
-    for (int l = g; l < c; l += G) {
-      const T* x = As + l * ld;
-      Acc acc = 0;
-      for (int r = lane; r < p; r += TPP) acc += Acc(x[r]) * Acc(x[r]);
-      acc = group_sum<TPP>(acc);
-      if (lane == 0) d[l] = static_cast<double>(acc);
-    }
+    exact_norms();
     if (tid == 0) s_rank = 0;
     __syncthreads();
     write_descending_s(d, c, scale, args.S + md.s_off, rank_s, &s_rank, args.info + k, args.rank + k,

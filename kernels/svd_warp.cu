@@ -66,6 +66,17 @@ __device__ __forceinline__ A reduce_scatter(A (&x)[NC / 2], int li) {
   return x[0] + __shfl_xor_sync(kFull, x[0], 1);
 }
 
+// The columns of one row slice move to the next step's slots (circle_source):
+// with every index a constant, register moves.
+template <int NC, typename T>
+__device__ __forceinline__ void next_slots(T (&x)[NC]) {
+  T old[NC];
+#pragma unroll
+  for (int c = 0; c < NC; ++c) old[c] = x[c];
+#pragma unroll
+  for (int c = 0; c < NC; ++c) x[c] = old[circle_source(c, NC / 2)];
+}
+
 // Blocks per SM the register allocation must allow: 4 (16 warps, 128
 // registers) where that costs no more than a few spilled bytes (ptxas -v,
 // sm_90), so the schedulers have warps to switch between (ncu, 10000x32x32:
@@ -118,19 +129,7 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
   for (int off = NC / 2; off > 0; off /= 2) amax = fmax(amax, __shfl_xor_sync(kFull, amax, off));
   bad = (__ballot_sync(kFull, bad) & gmask) != 0;
 
-  if (live && bad) {
-    // Non-finite input: NaN outputs, info = -2 (as the shared-memory kernel).
-    const T nan = quiet_nan<T>();
-    if (li < q) args.S[md.s_off + li] = nan;
-    if (args.U) {
-      for (int64_t i = li; i < static_cast<int64_t>(p) * md.ucols; i += NC) args.U[md.u_off + i] = nan;
-      for (int i = li; i < q * q; i += NC) args.V[md.v_off + i] = nan;
-    }
-    if (li == 0) {
-      args.info[kmat] = -2;
-      args.rank[kmat] = md.ucols;  // nothing to complete
-    }
-  }
+  if (live && bad) write_non_finite(args, md, kmat, li, NC);
   bool done = !live || bad;
 
   // Divide by max|a| so that squared norms neither overflow nor underflow.
@@ -210,20 +209,8 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
       }
       // Next step's slots. The columns: a static permutation of registers.
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        T old[NC];
-#pragma unroll
-        for (int c = 0; c < NC; ++c) old[c] = a[r][c];
-#pragma unroll
-        for (int c = 0; c < NC; ++c) a[r][c] = old[circle_source(c, P)];
-      }
-      if constexpr (kWithV) {
-        T old[NC];
-#pragma unroll
-        for (int c = 0; c < NC; ++c) old[c] = v[c];
-#pragma unroll
-        for (int c = 0; c < NC; ++c) v[c] = old[circle_source(c, P)];
-      }
+      for (int r = 0; r < R; ++r) next_slots(a[r]);
+      if constexpr (kWithV) next_slots(v);
       // The norms follow their columns: slot 2k takes slot 2k-2 (k >= 2),
       // slot 2 takes slot 1, slot 2k+1 takes slot 2k+3, slot 2P-1 takes 2P-2.
       const Acc outT = kp == 0 ? dB : dT;
@@ -256,7 +243,9 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
     rank += (dc > own) || (dc == own && c < li);
     nonzero += c < q && sqrt(dc) > tiny;
   }
-  if (!live || bad) return;  // no shuffles below
+  // A group's lanes all return here or none do: the shuffles below name only
+  // the group's lanes (gmask).
+  if (!live || bad) return;
   const double nrm = sqrt(own);
   if (li < q) args.S[md.s_off + rank] = static_cast<T>(nrm * scale);
   if (li == 0) {
@@ -291,11 +280,11 @@ void launch_shape(const EngineArgs<T>& args, const int32_t* mats, int nmats, boo
   if constexpr (NC * R > max_lane_values(sizeof(T))) {
     TORCH_CHECK(false, "jsvd internal: the warp kernel does not hold ", NC * R, " values per lane for this dtype");
   } else {
-  const int64_t threads = static_cast<int64_t>(nmats) * NC;
-  const int blocks = static_cast<int>((threads + kWarpBlock - 1) / kWarpBlock);
-  if (with_v) svd_warp_kernel<T, NC, R, true><<<blocks, kWarpBlock, 0, stream>>>(args, mats, nmats);
-  else svd_warp_kernel<T, NC, R, false><<<blocks, kWarpBlock, 0, stream>>>(args, mats, nmats);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+    const int64_t threads = static_cast<int64_t>(nmats) * NC;
+    const int blocks = static_cast<int>((threads + kWarpBlock - 1) / kWarpBlock);
+    if (with_v) svd_warp_kernel<T, NC, R, true><<<blocks, kWarpBlock, 0, stream>>>(args, mats, nmats);
+    else svd_warp_kernel<T, NC, R, false><<<blocks, kWarpBlock, 0, stream>>>(args, mats, nmats);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }
 
