@@ -83,6 +83,8 @@ int main() {
   check(plan_matrix(128, 128, 4, true, 200, h100).level == Level::kWholeSmem, "200 x 128x128 float32: whole in shared memory");
   const MatrixPlan p512 = plan_matrix(512, 512, 4, true, 100, h100);
   check(p512.level == Level::kPairSvd && p512.width == 8, "100 x 512x512 float32: block pairs of 2 x 8 columns");
+  check(plan_matrix(1024, 1024, 8, true, 10, h100).level == Level::kPairSvd,
+        "10 x 1024x1024 float64: block pairs (carrying their rotation: V's rows would not fit)");
   check(plan_matrix(2048, 16, 8, true, 2, h100).level == Level::kGramEvd, "2 x 2048x16 float64: Gram EVD");
   const DeviceLimits small{48 * 1024, 80};  // the paper's 48 KB
   check(plan_matrix(128, 128, 4, true, 200, small).level == Level::kPairSvd,

@@ -72,16 +72,18 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   }
   // Blocked: the widest block-column pair whose SVD fits in shared memory,
   // narrowed while one round-robin step of the batch would leave SMs idle.
-  // Pairs narrower than 8 columns (unless the matrix itself is that narrow)
-  // waste the block on a tall sliver: the Gram EVD serves those better.
+  // A float64 pair carries its 2w x 2w rotation under its columns, a float32
+  // pair V's rows (svd_smem.cu). Pairs narrower than 8 columns (unless the matrix itself is that
+  // narrow) waste the block on a tall sliver: the Gram EVD serves those better.
   const int64_t half = (cols + 1) / 2;
+  auto pair_vr = [&](int64_t w) { return compute_uv ? pair_vrows(cols, 2 * w, elem) : int64_t(0); };
+  auto pair_bytes = [&](int64_t w) { return svd_smem_bytes(rows, pair_vr(w), 2 * w, elem); };
   int64_t chosen = 0;
   // Prefer pairs small enough for two blocks per SM (one block of a
-  // latency-bound kernel leaves the SM idle between steps: measured at
-  // 100x512x512 float32, w = 8 ran in 456 ms against 537 ms for w = 16).
-  for (int64_t w : {32, 16, 8}) {
+  // latency-bound kernel leaves the SM idle between steps).
+  for (int64_t w : {64, 32, 16, 8}) {
     w = std::min(w, half);
-    const size_t bytes = svd_smem_bytes(rows, vrows, 2 * w, elem);
+    const size_t bytes = pair_bytes(w);
     if (bytes > lim.smem_per_block) continue;
     chosen = w;
     const int64_t tasks_per_step = batch * (cols / (2 * w));
@@ -95,10 +97,10 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   }();
   if (forced_width > 0) {
     const int64_t w = std::min<int64_t>(forced_width, half);
-    if (svd_smem_bytes(rows, vrows, 2 * w, elem) <= lim.smem_per_block) chosen = w;
+    if (pair_bytes(w) <= lim.smem_per_block) chosen = w;
   }
   if (chosen > 0) {
-    const SmemLaunch cfg = svd_smem_config(rows, vrows, 2 * chosen, elem);
+    const SmemLaunch cfg = svd_smem_config(rows, pair_vr(chosen), 2 * chosen, elem);
     mp.level = Level::kPairSvd;
     mp.width = chosen;
     mp.tpp = cfg.tpp;

@@ -14,12 +14,17 @@
 // Observation 1: its SVD yields the rotation J_ij = V_ij); the block rotates the
 // pair's columns in place and reports whether the pair was already orthogonal.
 //
-// V is accumulated by applying every rotation to V's columns too: each column
-// in shared memory is [a_l; v_l] (p + q rows), and inner products run over the
-// first p rows only. That needs no J_ij buffer and no separate V_ij J_ij pass;
-// measured on the H100 against forming J_ij and multiplying, V's orthogonality
-// was the same (float64 128x128: 8885 vs 8847 eps, both before the update-form
-// rotations of jacobi_device.cuh brought it to ~150 eps).
+// V is accumulated by applying every rotation to a second set of rows under
+// each column: each column in shared memory is [a_l; v_l], and inner products
+// run over A's p rows only. Whole mode: those rows are V itself (q of them).
+// Pair mode, float32: the pair's q rows of V. Pair mode, float64: the pair's
+// 2w x 2w rotation J_ij, started at I, and after the sweep
+// [V_i V_j] <- [V_i V_j] J_ij in one small GEMM (§IV-B's update). J halves a
+// square float64 pair's shared memory, and so its round-robin steps, each a
+// pass over A and V in global memory: 100x512x512 float64 went from 183 to 126
+// ms on the H100. Float32 keeps V's rows: with J, V's orthogonality at 512²
+// was 2.5x worse (1.3e-4 against 5.3e-5) and small batches were slower
+// (benchmarks/RESULTS.md).
 #include "svd_smem.h"
 
 #include "jacobi_device.cuh"
@@ -80,7 +85,9 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
     w1 = 0;
   }
   const int c = w0 + w1;                      // columns held by this block
-  const int vr = kWithV ? md.q : 0;           // V rows carried under each column
+  // V (whole mode, and float32 pairs) or J (float64 pairs) rows under each column
+  constexpr bool kCarryJ = kPair && kWithV && pair_carries_rotation(sizeof(T));
+  const int vr = kWithV ? (kCarryJ ? c : md.q) : 0;
   // Odd column stride: the lane groups of a warp work on different columns,
   // and with an even stride they would hit the same shared-memory banks.
   const int ld = (p + vr) | 1;
@@ -113,8 +120,8 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   if constexpr (kWithV) {
     for (int idx = tid; idx < c * vr; idx += nt) {
       const int l = idx / vr, r = idx - l * vr;
-      As[l * ld + p + r] = kPair ? args.Vw[md.v_off + static_cast<int64_t>(gcol(l)) * vr + r]
-                                 : ((r == l) ? T(1) : T(0));
+      As[l * ld + p + r] = (kPair && !kCarryJ) ? args.Vw[md.v_off + static_cast<int64_t>(gcol(l)) * vr + r]
+                                               : ((r == l) ? T(1) : T(0));
     }
   }
 
@@ -197,8 +204,12 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
         if (d[i] <= tiny2 || d[j] <= tiny2) continue;  // a (negligible) zero column is orthogonal to all
         const T* x = As + i * ld;
         const T* y = As + j * ld;
+        // Float32: each product rounded once, then summed in double. Its
+        // rounding (<= 2^-24 |x_r y_r|, random in sign) stays far below the
+        // eps test, and one conversion per row instead of two relieves the
+        // XU pipe, the busiest in ncu at 100x512x512 (47% of issue).
         Acc axy = 0;
-        for (int r = lane; r < p; r += TPP) axy += Acc(x[r]) * Acc(y[r]);
+        for (int r = lane; r < p; r += TPP) axy += Acc(x[r] * y[r]);
         axy = group_sum<TPP>(axy);
         if (lane == 0) pg[pk] = axy;
       }
@@ -263,11 +274,48 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
       const int l = idx / p, r = idx - l * p;
       Ab[static_cast<int64_t>(gcol(l)) * p + r] = As[l * ld + r];
     }
-    if constexpr (kWithV) {
+    if constexpr (kWithV && !kCarryJ) {
       T* Vg = args.Vw + md.v_off;
       for (int idx = tid; idx < c * vr; idx += nt) {
         const int l = idx / vr, r = idx - l * vr;
         Vg[static_cast<int64_t>(gcol(l)) * vr + r] = As[l * ld + p + r];
+      }
+    }
+    if constexpr (kCarryJ) {
+      // [V_i V_j] <- [V_i V_j] J. A's rows in shared memory are free now:
+      // they stage V's rows (p >= q: one pass for the engine's tall matrices).
+      __syncthreads();
+      T* Vg = args.Vw + md.v_off;
+      const int q = md.q;
+      constexpr int kJ = 4;  // output columns per thread: each staged V entry is read once per kJ FMAs
+      const int jgroups = (c + kJ - 1) / kJ;
+      for (int r0 = 0; r0 < q; r0 += p) {
+        const int rows = min(p, q - r0);
+        for (int idx = tid; idx < c * rows; idx += nt) {
+          const int l = idx / rows, r = idx - l * rows;
+          As[l * ld + r] = Vg[static_cast<int64_t>(gcol(l)) * q + r0 + r];
+        }
+        __syncthreads();
+        for (int idx = tid; idx < jgroups * rows; idx += nt) {
+          const int jg = idx / rows, r = idx - jg * rows;  // lanes of a warp share jg: J reads broadcast
+          T acc[kJ];
+#pragma unroll
+          for (int u = 0; u < kJ; ++u) acc[u] = T(0);
+          for (int l = 0; l < c; ++l) {
+            const T x = As[l * ld + r];
+#pragma unroll
+            for (int u = 0; u < kJ; ++u) {
+              const int j = jg * kJ + u;
+              if (j < c) acc[u] += x * As[j * ld + p + l];  // J[l][j]
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < kJ; ++u) {
+            const int j = jg * kJ + u;
+            if (j < c) Vg[static_cast<int64_t>(gcol(j)) * q + r0 + r] = acc[u];
+          }
+        }
+        __syncthreads();
       }
     }
     return;

@@ -7,9 +7,17 @@
 #include <cstdint>
 
 #include "engine_types.h"
+#include "host_device.h"
 
 namespace jsvd {
 namespace cuda {
+
+// Pair mode carries the pair's 2w x 2w rotation under its columns for float64,
+// V's rows for float32 (svd_smem.cu says why).
+JSVD_HOST_DEVICE constexpr bool pair_carries_rotation(size_t elem) { return elem == sizeof(double); }
+
+// Rows carried under each column of a pair of c columns of a matrix with q columns.
+inline int64_t pair_vrows(int64_t q, int64_t c, size_t elem) { return pair_carries_rotation(elem) ? c : q; }
 
 struct SmemLaunch {
   int tpp = 32;       // lanes per rotation (α·32)
@@ -18,7 +26,7 @@ struct SmemLaunch {
 };
 
 // Shared memory needed to hold c columns of p rows of A and vrows rows of V
-// (0 when V is not wanted) in bytes.
+// or J under each (0 when V is not wanted) in bytes.
 size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem);
 
 // Block shape for c columns of p rows (plus vrows rows of V).
@@ -31,7 +39,8 @@ void launch_svd_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntask
                       bool with_v, cudaStream_t stream);
 
 // Block-column pairs of blocked matrices: rotates A and the V workspace in
-// place, sets state[k].rotated when the pair was not yet orthogonal.
+// place (cfg sized with pair_vrows); sets state[k].rotated when the pair was
+// not yet orthogonal.
 template <typename T>
 void launch_svd_pair(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
                      bool with_v, cudaStream_t stream);
