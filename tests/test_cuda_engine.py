@@ -148,6 +148,24 @@ def test_varlen_matches_per_matrix():
             assert (S.double() - ref).abs().max() <= bound(*A.shape, dtype) * ref[0]
 
 
+@pytest.mark.parametrize("full_matrices", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_varlen_blocked_shapes(dtype, full_matrices):
+    """Several blocked-level matrices of different shapes in one launch: pairs of
+    different heights and widths share the shared-memory size of the largest
+    (float32 pairs carry V's rows, float64 pairs their rotation)."""
+    shapes = [(300, 200), (256, 256), (200, 330), (520, 300), (260, 190)]
+    for m, n in shapes:
+        lv = torch_jsvd.plan([(m, n)], dtype=dtype, device="cuda")["matrices"][0]["levels"]
+        assert lv[-1]["kernel"] == "pair_svd_smem", (m, n, lv)
+    As = [torch.randn(m, n, dtype=dtype, device="cuda") for m, n in shapes]
+    Us, Ss, Vhs = torch_jsvd.svd_varlen(As, full_matrices=full_matrices)
+    for A, U, S, Vh in zip(As, Us, Ss, Vhs):
+        assert_valid_svd(A, U, S, Vh, full_matrices=full_matrices)
+        ref = torch.linalg.svdvals(A.double())
+        assert (S.double() - ref).abs().max() <= bound(*A.shape, dtype) * ref[0]
+
+
 @pytest.mark.parametrize("n", [64, 24])  # shared-memory and register (warp) levels
 def test_svd_ex_info_and_no_convergence(n):
     A = torch.randn(4, n, n, device="cuda")
