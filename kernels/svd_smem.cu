@@ -29,6 +29,10 @@
 
 #include "jacobi_device.cuh"
 
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 
 #include <c10/cuda/CUDAException.h>
@@ -49,8 +53,23 @@ __device__ T block_max(T v, T* red /* >= 32 */) {
   return m;
 }
 
-template <typename T, int TPP, bool kPair, bool kWithV>
-__global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks,
+// Tuning knob for experiments (benchmarks/): JSVD_REG_STEPS=0 keeps the cross
+// steps of block pairs in shared memory.
+bool register_steps_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("JSVD_REG_STEPS");
+    return !(v && v[0] == '0');
+  }();
+  return on;
+}
+
+// Registers a lane may spend on its rows of a pair column (cross steps held
+// in registers, below) at a block size of `threads`.
+constexpr int reg_words_for(int threads) { return threads <= 256 ? 128 : threads <= 512 ? 32 : 16; }
+
+template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0>
+__global__ void __launch_bounds__(kRegRows * sizeof(T) / 4 > 32 ? 256 : kRegRows * sizeof(T) / 4 > 16 ? 512 : 1024)
+svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks,
                                                         const PairTask* pair_tasks) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int s_rot;  // a rotation above tol in this sweep
@@ -185,6 +204,78 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
       if (lane == 0) d[l] = static_cast<double>(acc);
     }
   };
+  // Cross tasks with kRegRows > 0: group g (one per column of the first
+  // block) keeps its column x in registers for all W steps, so a step reads
+  // and writes only the partner column y in shared memory (2.5 instead of 5
+  // accesses per row), and the rotation is computed by every lane of the
+  // group at once: one barrier per step instead of three. The partner of x in
+  // step s is column (g + s) mod W of the second block: one group per column.
+  const int nrows = p + vr;
+  const bool regs = kRegRows > 0 && !intra && G >= w0 && nrows <= kRegRows * TPP;
+  auto cross_steps_in_registers = [&] {
+    constexpr int R = kRegRows > 0 ? kRegRows : 1;
+    const bool owner = g < w0;
+    T* xs = As + (owner ? g : 0) * ld;
+    T xr[R];
+#pragma unroll
+    for (int h = 0; h < R; ++h) {
+      const int r = lane + h * TPP;
+      xr[h] = (owner && r < nrows) ? xs[r] : T(0);
+    }
+    double dx = owner ? d[g] : 0.0;
+    for (int step = 0; step < W; ++step) {
+      const int jj = owner ? (g + step) % W : w1;
+      if (jj < w1) {
+        T* y = As + (w0 + jj) * ld;
+        const double dy = d[w0 + jj];
+        T ss = T(0), tau = T(0);
+        if (dx > tiny2 && dy > tiny2) {
+          Acc axy = 0;
+#pragma unroll
+          for (int h = 0; h < R; ++h) {
+            const int r = lane + h * TPP;
+            if (r < p) axy += Acc(xr[h] * y[r]);
+          }
+          axy = group_sum<TPP>(axy);
+          const double gabs = fabs(axy);
+          if (gabs * gabs > apply_tol * apply_tol * dx * dy) {
+            const StepRotation<T> rot = exact_step_rotation(static_cast<T>(dy - dx), static_cast<T>(axy));
+            if (rot.t != T(0)) {
+              ss = rot.s;
+              tau = rot.tau;
+              const double t = static_cast<double>(rot.t);
+              if (lane == 0) {
+                d[w0 + jj] = dy + t * axy;  // eq. (6)
+                s_any = 1;
+                if (gabs * gabs > tol * tol * dx * dy) s_rot = 1;
+              }
+              dx = fmax(dx - t * axy, 0.0);
+            }
+          }
+        }
+        if (ss != T(0)) {
+#pragma unroll
+          for (int h = 0; h < R; ++h) {
+            const int r = lane + h * TPP;
+            if (r < nrows) {
+              T yv = y[r];
+              rotate_pair(xr[h], yv, ss, tau);
+              y[r] = yv;
+            }
+          }
+        }
+      }
+      __syncthreads();  // y and its norm pass to the next group
+    }
+    if (owner) {
+#pragma unroll
+      for (int h = 0; h < R; ++h) {
+        const int r = lane + h * TPP;
+        if (r < nrows) xs[r] = xr[h];
+      }
+    }
+    __syncthreads();
+  };
   int sweeps = 0;
   bool converged = false, first_rotated = false, applied = false;
   for (int sweep = 1; sweep <= args.max_sweeps; ++sweep) {
@@ -194,7 +285,8 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
     }
     exact_norms();  // once per sweep
     __syncthreads();
-    for (int step = 0; step < nsteps; ++step) {
+    if (regs) cross_steps_in_registers();
+    else for (int step = 0; step < nsteps; ++step) {
       // A step in three barrier-separated phases; phase 2 computes each
       // rotation once per pair, not redundantly in every lane of its group.
       // 1. each group: the pair's inner product
@@ -347,13 +439,64 @@ __global__ void __launch_bounds__(1024) svd_smem_kernel(EngineArgs<T> args, cons
   }
 }
 
-template <typename T, int TPP, bool kPair, bool kWithV>
+template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0>
 void launch_one(const EngineArgs<T>& args, const int32_t* whole_tasks, const PairTask* pair_tasks, int ntasks,
                 int threads, size_t smem, cudaStream_t stream) {
-  auto kernel = svd_smem_kernel<T, TPP, kPair, kWithV>;
+  auto kernel = svd_smem_kernel<T, TPP, kPair, kWithV, kRegRows>;
   allow_dynamic_smem(kernel, smem);
   kernel<<<ntasks, threads, smem, stream>>>(args, whole_tasks, pair_tasks);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Block pairs, register bucket B: the cross steps in registers where that
+// costs no block per SM. Measured on the H100 (benchmarks/RESULTS.md): faster
+// where shared memory already allows one block per SM (1024² float32 504 ->
+// 437 ms), slower where the registers took a third of the blocks away (512²
+// float32, 3 -> 2 blocks per SM: 323 -> 353 ms).
+template <typename T, bool kWithV, int B>
+void launch_pair_bucket(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
+                        cudaStream_t stream) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, size_t>, bool> use_regs;  // by (device, threads, smem)
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  bool regs;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto key = std::make_tuple(device, cfg.threads, cfg.smem);
+    auto it = use_regs.find(key);
+    if (it == use_regs.end()) {
+      auto with_regs = svd_smem_kernel<T, 32, true, kWithV, B>;
+      auto without = svd_smem_kernel<T, 32, true, kWithV, 0>;
+      allow_dynamic_smem(with_regs, cfg.smem);
+      allow_dynamic_smem(without, cfg.smem);
+      int n_regs = 0, n_smem = 0;
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_regs, with_regs, cfg.threads, cfg.smem));
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_smem, without, cfg.threads, cfg.smem));
+      it = use_regs.emplace(key, n_regs >= n_smem && n_regs > 0).first;
+    }
+    regs = it->second;
+  }
+  if (regs) launch_one<T, 32, true, kWithV, B>(args, nullptr, tasks, ntasks, cfg.threads, cfg.smem, stream);
+  else launch_one<T, 32, true, kWithV>(args, nullptr, tasks, ntasks, cfg.threads, cfg.smem, stream);
+}
+
+// Block pairs with a warp per rotation: the smallest register bucket that
+// holds a lane's rows of a column at this block size, or the shared-memory
+// steps (kRegRows = 0) when none does.
+template <typename T, bool kWithV>
+void launch_pair_warp(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
+                      cudaStream_t stream) {
+  const int64_t need = (cfg.rows + 31) / 32;
+  const int64_t words = reg_words_for(cfg.threads);
+  auto fits = [&](int rows) { return need <= rows && rows * static_cast<int64_t>(sizeof(T)) / 4 <= words; };
+  if (fits(16)) return launch_pair_bucket<T, kWithV, 16>(args, tasks, ntasks, cfg, stream);
+  if (fits(32)) return launch_pair_bucket<T, kWithV, 32>(args, tasks, ntasks, cfg, stream);
+  if (fits(64)) return launch_pair_bucket<T, kWithV, 64>(args, tasks, ntasks, cfg, stream);
+  if constexpr (sizeof(T) == 4) {  // 96 float64 rows would not fit a lane's registers
+    if (fits(96)) return launch_pair_bucket<T, kWithV, 96>(args, tasks, ntasks, cfg, stream);
+  }
+  launch_one<T, 32, true, kWithV>(args, nullptr, tasks, ntasks, cfg.threads, cfg.smem, stream);
 }
 
 template <typename T, bool kPair, bool kWithV>
@@ -363,7 +506,11 @@ void launch_tpp(const EngineArgs<T>& args, const int32_t* whole_tasks, const Pai
     case 4: return launch_one<T, 4, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
     case 8: return launch_one<T, 8, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
     case 16: return launch_one<T, 16, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
-    default: return launch_one<T, 32, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
+    default:
+      if constexpr (kPair) {
+        if (register_steps_enabled()) return launch_pair_warp<T, kWithV>(args, pair_tasks, ntasks, cfg, stream);
+      }
+      return launch_one<T, 32, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
   }
 }
 
@@ -388,6 +535,7 @@ SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem) {
   const int64_t groups = std::min<int64_t>(pairs, 1024 / tpp);
   cfg.threads = static_cast<int>(std::max<int64_t>(groups * tpp, 32));
   cfg.smem = svd_smem_bytes(p, vrows, c, elem);
+  cfg.rows = p + vrows;
   return cfg;
 }
 

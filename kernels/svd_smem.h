@@ -23,6 +23,7 @@ struct SmemLaunch {
   int tpp = 32;       // lanes per rotation (α·32)
   int threads = 32;   // block size
   size_t smem = 0;    // dynamic shared memory, bytes
+  int64_t rows = 0;   // rows held per column (A's and V's or J's)
 };
 
 // Shared memory needed to hold c columns of p rows of A and vrows rows of V

@@ -41,13 +41,15 @@ def assert_valid_svd(A, U, S, Vh, full_matrices, factor=10.0, check_strides=True
     # (not for the pieces of a nested tensor, which has its own layout)
     if check_strides:
         assert U.mT.is_contiguous() and S.is_contiguous() and Vh.is_contiguous()
-    assert torch.isfinite(S).all()
-    assert (S >= 0).all()
+    assert torch.isfinite(S).all(), "S not finite"
+    assert (S >= 0).all(), "S negative"
     assert (S[..., :-1] >= S[..., 1:]).all(), "S not descending"
     tol = bound(m, n, A.dtype, factor)
-    assert rel_reconstruction_error(A, U, S, Vh).max() <= tol
-    assert orthogonality_error(U).max() <= tol
-    assert orthogonality_error(Vh, rows=True).max() <= tol
+    rec, ou, ov = (rel_reconstruction_error(A, U, S, Vh).max().item(), orthogonality_error(U).max().item(),
+                   orthogonality_error(Vh, rows=True).max().item())
+    assert rec <= tol, f"reconstruction {rec:.3g} > {tol:.3g}"
+    assert ou <= tol, f"U orthogonality {ou:.3g} > {tol:.3g}"
+    assert ov <= tol, f"V orthogonality {ov:.3g} > {tol:.3g}"
 
 
 def random_rank(shape, rank, dtype=torch.float64, device="cpu"):

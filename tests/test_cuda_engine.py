@@ -134,7 +134,8 @@ def test_warp_level(batch, m, n, dtype):
     _check(A.mT, full_matrices=True)
     S = torch_jsvd.svdvals(A)
     ref = torch.linalg.svdvals(A.double())
-    assert ((S.double() - ref).abs().amax(-1) <= bound(m, n, dtype) * ref[..., 0]).all()
+    err = ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max().item()
+    assert err <= bound(m, n, dtype), f"svdvals error {err:.3g} > {bound(m, n, dtype):.3g}"
 
 
 def test_varlen_matches_per_matrix():
