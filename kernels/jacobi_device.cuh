@@ -119,21 +119,31 @@ __device__ __forceinline__ T eps_of() {
   return Limits<T>::eps;
 }
 
-// Columns with norm at or below this carry no direction (1/norm would overflow).
-template <typename T>
-__device__ __forceinline__ T tiny_norm() {
-  return Limits<T>::min / Limits<T>::eps;
-}
-
 // Columns whose squared norm (of the matrix scaled to max|a| = 1) is at or
-// below this take no part in rotations: they carry no direction in U either
-// (tiny_norm), and in a rank-deficient matrix such a column is rounding noise
-// that each rotation shrinks by about eps without ever becoming orthogonal to
-// working precision, until the rotation angle underflows. Zero for float64.
+// below this take no part in rotations and carry no direction in U (their U
+// column is completed instead). In a rank-deficient matrix such a column is
+// rounding noise that each rotation shrinks by about eps without ever becoming
+// orthogonal to working precision, until the rotation angle underflows; left
+// in, it would be normalised into a U column that is not orthogonal to the
+// others. float32 (norms in double): norm <= FLT_MIN/eps. float64: the
+// smallest d for which the convergence test's d_i d_j tol^2 stays a normal
+// number, sqrt(DBL_MIN)/eps (norm ~8e-70); before it was zero, and a float64
+// noise column of norm 1e-161 became such a U column (tests/test_cuda_engine.py,
+// test_rank_deficient_rows).
 template <typename T>
 __device__ __forceinline__ double negligible_norm2() {
-  const double t = static_cast<double>(tiny_norm<T>());
-  return t * t;
+  if constexpr (sizeof(T) == sizeof(float)) {
+    const double t = static_cast<double>(Limits<float>::min) / Limits<float>::eps;
+    return t * t;
+  } else {
+    return 1.4916681462400413e-154 / Limits<double>::eps;  // sqrt(DBL_MIN) / eps
+  }
+}
+
+// Columns with norm at or below this carry no direction (see negligible_norm2).
+template <typename T>
+__device__ __forceinline__ T tiny_norm() {
+  return static_cast<T>(sqrt(negligible_norm2<T>()));
 }
 
 template <typename T>

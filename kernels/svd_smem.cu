@@ -223,6 +223,7 @@ svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks,
       xr[h] = (owner && r < nrows) ? xs[r] : T(0);
     }
     double dx = owner ? d[g] : 0.0;
+    bool any_rot = false, above_tol = false;  // this group's rotations (flags set once, below)
     for (int step = 0; step < W; ++step) {
       const int jj = owner ? (g + step) % W : w1;
       if (jj < w1) {
@@ -244,11 +245,10 @@ svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks,
               ss = rot.s;
               tau = rot.tau;
               const double t = static_cast<double>(rot.t);
-              if (lane == 0) {
-                d[w0 + jj] = dy + t * axy;  // eq. (6)
-                s_any = 1;
-                if (gabs * gabs > tol * tol * dx * dy) s_rot = 1;
-              }
+              __syncwarp();  // every lane has read dy
+              if (lane == 0) d[w0 + jj] = dy + t * axy;  // eq. (6)
+              any_rot = true;
+              above_tol |= gabs * gabs > tol * tol * dx * dy;
               dx = fmax(dx - t * axy, 0.0);
             }
           }
@@ -273,6 +273,11 @@ svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks,
         const int r = lane + h * TPP;
         if (r < nrows) xs[r] = xr[h];
       }
+    }
+    const int any_block = __syncthreads_or(any_rot), above_block = __syncthreads_or(above_tol);
+    if (tid == 0) {
+      if (any_block) s_any = 1;
+      if (above_block) s_rot = 1;
     }
     __syncthreads();
   };
