@@ -13,6 +13,9 @@
 // Pair mode: the task is the pair [A_i A_j] of a blocked matrix (W-cycle
 // Observation 1: its SVD yields the rotation J_ij = V_ij); the block rotates the
 // pair's columns in place and reports whether the pair was already orthogonal.
+// A pair's tasks after the first of a sweep do only the cross pairs; where the
+// registers allow (kRegRows), a warp keeps one column of A_i in registers for
+// all of them (cross_steps_in_registers).
 //
 // V is accumulated by applying every rotation to a second set of rows under
 // each column: each column in shared memory is [a_l; v_l], and inner products
