@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
   __syncthreads();
 
   // 2. Already orthogonal? (the same relative test as the one-sided kernels)
-  const double tol = args.tol > 0 ? args.tol : sqrt(static_cast<double>(p)) * static_cast<double>(eps_of<T>());
+  const double tol = convergence_tol<T>(args.tol, p);
   int off = 0;
   for (int idx = tid; idx < c * c; idx += kThreads) {
     const int l = idx / c, j = idx % c;

@@ -119,6 +119,32 @@ __device__ __forceinline__ T eps_of() {
   return Limits<T>::eps;
 }
 
+// Convergence: every pair passes |x^T y| <= tol ||x|| ||y||, tol the caller's
+// (tol_arg > 0) or sqrt(p) eps.
+template <typename T>
+__device__ __forceinline__ double convergence_tol(double tol_arg, int p) {
+  return tol_arg > 0 ? tol_arg : sqrt(static_cast<double>(p)) * static_cast<double>(eps_of<T>());
+}
+
+// The pair thresholds of the one-sided kernels, squared: a pair counts against
+// convergence while g^2 > tol2 dx dy. Rotations are applied down to apply_tol:
+// float32 inner products are summed in double, so they are exact at float32's
+// scale and rotations are worth applying down to eps; the sweep that finds
+// nothing above tol then leaves the columns (U) orthogonal to working
+// precision, not just to tol (benchmarks/RESULTS.md has the measurements).
+// float64 inner products carry rounding of order sqrt(p) eps, so smaller
+// rotations would be noise: apply_tol = tol.
+struct StepTolerances {
+  double tol2, apply2;
+};
+
+template <typename T>
+__device__ __forceinline__ StepTolerances step_tolerances(double tol_arg, int p) {
+  const double tol = convergence_tol<T>(tol_arg, p);
+  const double apply = sizeof(T) == sizeof(float) ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
+  return {tol * tol, apply * apply};
+}
+
 // Columns whose squared norm (of the matrix scaled to max|a| = 1) is at or
 // below this take no part in rotations and carry no direction in U (their U
 // column is completed instead). In a rank-deficient matrix such a column is

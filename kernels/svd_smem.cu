@@ -36,7 +36,6 @@
 #include <map>
 #include <mutex>
 #include <tuple>
-#include <type_traits>
 
 #include <c10/cuda/CUDAException.h>
 
@@ -66,21 +65,20 @@ bool register_steps_enabled() {
   return on;
 }
 
-// Registers a lane may spend on its rows of a pair column (cross steps held
-// in registers, below) at a block size of `threads`.
-constexpr int reg_words_for(int threads) { return threads <= 256 ? 128 : threads <= 512 ? 32 : 16; }
+// The largest block whose lanes can each hold `words` 32-bit registers of a
+// pair column (cross steps held in registers, below), at most 128 words.
+constexpr int reg_block_limit(int64_t words) { return words > 32 ? 256 : words > 16 ? 512 : 1024; }
+constexpr int64_t kMaxRegWords = 128;
 
 template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0>
-__global__ void __launch_bounds__(kRegRows * sizeof(T) / 4 > 32 ? 256 : kRegRows * sizeof(T) / 4 > 16 ? 512 : 1024)
-svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks,
-                                                        const PairTask* pair_tasks) {
+__global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
+    svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks, const PairTask* pair_tasks) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int s_rot;  // a rotation above tol in this sweep
   __shared__ int s_any;  // any rotation in this sweep
   // Inner products and norms accumulate in double (for float32 they are then
   // exact at float32's scale).
   using Acc = double;
-  constexpr bool kDoubleAcc = std::is_same<T, float>::value;
   __shared__ int s_rank;
   __shared__ T s_red[32];
 
@@ -165,16 +163,8 @@ svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks,
   }
   __syncthreads();
 
-  // Convergence: every pair passes |x^T y| <= tol ||x|| ||y||. Rotations are
-  // applied down to apply_tol: for float32 the inner products are accumulated
-  // in double, so they are exact at float32's scale and rotations are worth
-  // applying down to eps; the sweep that finds nothing above tol then leaves
-  // the columns (U) orthogonal to working precision, not just to tol
-  // (benchmarks/RESULTS.md has the measurements).
-  // For float64 the inner products carry rounding of order sqrt(p) eps, so
-  // smaller rotations would be noise.
-  const double tol = args.tol > 0 ? args.tol : sqrt(static_cast<double>(p)) * static_cast<double>(eps_of<T>());
-  const double apply_tol = kDoubleAcc ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
+  const StepTolerances tols = step_tolerances<T>(args.tol, p);  // (jacobi_device.cuh)
+  const double tol2 = tols.tol2, apply2 = tols.apply2;
   const double tiny2 = negligible_norm2<T>();
   // Pairs of a step. Whole matrices, and a block pair's first task of a sweep
   // (intra): the round-robin over all c columns. Other block pairs: only the
@@ -242,7 +232,7 @@ svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks,
           }
           axy = group_sum<TPP>(axy);
           const double gabs = fabs(axy);
-          if (gabs * gabs > apply_tol * apply_tol * dx * dy) {
+          if (gabs * gabs > apply2 * dx * dy) {
             const StepRotation<T> rot = exact_step_rotation(static_cast<T>(dy - dx), static_cast<T>(axy));
             if (rot.t != T(0)) {
               ss = rot.s;
@@ -251,7 +241,7 @@ svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks,
               __syncwarp();  // every lane has read dy
               if (lane == 0) d[w0 + jj] = dy + t * axy;  // eq. (6)
               any_rot = true;
-              above_tol |= gabs * gabs > tol * tol * dx * dy;
+              above_tol |= gabs * gabs > tol2 * dx * dy;
               dx = fmax(dx - t * axy, 0.0);
             }
           }
@@ -323,7 +313,7 @@ svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks,
         const double di = d[i], dj = d[j];  // carried by eq. (6), exact at each sweep's start
         const double gabs = fabs(gg);
         // |g| > tol sqrt(di dj), squared: no square roots on the critical path
-        if (!(gabs * gabs > apply_tol * apply_tol * di * dj)) continue;
+        if (!(gabs * gabs > apply2 * di * dj)) continue;
         // The angle in the data's precision (the difference dj - di in double,
         // where it may cancel), so float32 pays no double divisions.
         // Whole matrices: the fast float32 rotation (jacobi_device.cuh). Block
@@ -338,7 +328,7 @@ svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks,
         d[i] = fmax(di - static_cast<double>(t) * gg, 0.0);  // eq. (6), cancellation-free form
         d[j] = dj + static_cast<double>(t) * gg;
         s_any = 1;
-        if (gabs * gabs > tol * tol * di * dj) s_rot = 1;
+        if (gabs * gabs > tol2 * di * dj) s_rot = 1;
       }
       __syncthreads();
       // 3. each group: apply its pair's rotation to the A rows and the V rows
@@ -496,8 +486,10 @@ template <typename T, bool kWithV>
 void launch_pair_warp(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
                       cudaStream_t stream) {
   const int64_t need = (cfg.rows + 31) / 32;
-  const int64_t words = reg_words_for(cfg.threads);
-  auto fits = [&](int rows) { return need <= rows && rows * static_cast<int64_t>(sizeof(T)) / 4 <= words; };
+  auto fits = [&](int rows) {
+    const int64_t words = rows * static_cast<int64_t>(sizeof(T)) / 4;
+    return need <= rows && words <= kMaxRegWords && cfg.threads <= reg_block_limit(words);
+  };
   if (fits(16)) return launch_pair_bucket<T, kWithV, 16>(args, tasks, ntasks, cfg, stream);
   if (fits(32)) return launch_pair_bucket<T, kWithV, 32>(args, tasks, ntasks, cfg, stream);
   if (fits(64)) return launch_pair_bucket<T, kWithV, 64>(args, tasks, ntasks, cfg, stream);

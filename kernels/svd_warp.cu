@@ -30,7 +30,6 @@
 #include "jacobi_device.cuh"
 #include "round_robin.h"
 
-#include <type_traits>
 
 #include <c10/cuda/CUDAException.h>
 
@@ -89,7 +88,6 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
     svd_warp_kernel(EngineArgs<T> args, const int32_t* mats, int nmats) {
   constexpr int P = NC / 2;
   using Acc = double;  // inner products and norms (exact products for float32)
-  constexpr bool kDoubleAcc = std::is_same<T, float>::value;
 
   const int lane = threadIdx.x & 31;
   const int li = lane & (NC - 1);  // lane within the matrix's group
@@ -143,11 +141,10 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
       for (int c = 0; c < NC; ++c) a[r][c] *= inv;
   }
 
-  // As the shared-memory kernel: convergence at tol, rotations applied down to
-  // eps where the inner products are exact (float32 data, double sums).
-  const double tol = args.tol > 0 ? args.tol : sqrt(static_cast<double>(p)) * static_cast<double>(eps_of<T>());
-  const double apply_tol = kDoubleAcc ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
-  const double tol2 = tol * tol, apply2 = apply_tol * apply_tol;
+  // Convergence at tol, rotations applied down to eps where the inner
+  // products are exact (float32 data, double sums): jacobi_device.cuh.
+  const StepTolerances tols = step_tolerances<T>(args.tol, p);
+  const double tol2 = tols.tol2, apply2 = tols.apply2;
   const double tiny2 = negligible_norm2<T>();
 
   // Squared norms of slots 2 kp and 2 kp + 1, exact.
