@@ -212,9 +212,8 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     launch_prologue(args, bl, nbl, stream);
     EngineArgs<T> inner = args;
     inner.max_sweeps = inner_sweeps();
-    const SmemLaunch pair_cfg =
-        svd_smem_config(std::max<int64_t>(pair_p, 1), uv ? pair_vrows(pair_q, std::max<int64_t>(pair_c, 2), es) : 0,
-                        std::max<int64_t>(pair_c, 2), es);
+    const int64_t pc = std::max<int64_t>(pair_c, 2);
+    const SmemLaunch pair_cfg = svd_smem_config(std::max<int64_t>(pair_p, 1), uv ? pair_vrows(pair_q, pc, es) : 0, pc, es);
     at::Tensor active;
     if (opt.may_sync) active = at::empty({1}, opts.dtype(at::kInt));
     const size_t nsteps = std::max(pair_where.size(), gram_where.size());
