@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# A/B of a source change on the GPU machine, in one call: builds this tree and a
+# copy with PATCH reversed (the baseline), then times CASES on both, alternating
+# builds per round so that drift of the machine hits both alike.
+# usage: scripts/ab_builds.sh PATCH "100x512x512:float32 1x1536x1536:float32" [rounds]
+# PATCH: `git diff BASE -- kernels csrc > ab.diff` made where the history is.
+set -eu
+cd "$(dirname "$0")/.."
+patch_file=$(realpath "$1"); cases=$2; rounds=${3:-2}
+OUT=${OUT:-$PWD/gpu_logs}; mkdir -p "$OUT"
+base=/tmp/jsvd_ab_base
+rm -rf "$base"; mkdir -p "$base"
+tar --exclude=./build --exclude=./.venv --exclude='*.so' -cf - . | tar -xf - -C "$base"
+(cd "$base" && patch -s -R -p1 < "$patch_file")
+export OUT
+bash scripts/gpu_check.sh build >/dev/null &
+(cd "$base" && OUT=$OUT/base bash scripts/gpu_check.sh build >/dev/null) &
+wait
+for r in $(seq "$rounds"); do
+  for side in new base; do
+    dir=$PWD; [ "$side" = base ] && dir=$base
+    (cd "$dir" && PYTHONPATH=$dir python3 scripts/measure.py $cases) | sed "s/^/$side r$r /" | tee -a "$OUT/ab.log"
+  done
+done
