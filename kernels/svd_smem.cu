@@ -55,6 +55,20 @@ __device__ T block_max(T v, T* red /* >= 32 */) {
   return m;
 }
 
+// f(l, r) for every column l < ncols and row r < len: a warp per column, its
+// lanes over the rows (coalesced, and no integer division per element, which
+// took most of the copy's instructions). Only whole warps take part, as the
+// block size need not be a multiple of 32 (it is at least 32).
+template <typename F>
+__device__ __forceinline__ void for_each_column(int ncols, int len, F f) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+  if (warp >= nwarps) return;
+  for (int l = warp; l < ncols; l += nwarps) {
+#pragma unroll 4
+    for (int r = lane; r < len; r += 32) f(l, r);
+  }
+}
+
 // Tuning knob for experiments (benchmarks/): JSVD_REG_STEPS=0 keeps the cross
 // steps of block pairs in shared memory.
 bool register_steps_enabled() {
@@ -128,21 +142,19 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
 
   int local_bad = 0;
   T local_max = 0;
-  for (int idx = tid; idx < c * p; idx += nt) {
-    const int l = idx / p, r = idx - l * p;
+  for_each_column(c, p, [&](int l, int r) {
     const T v = Ag[static_cast<int64_t>(gcol(l)) * p + r];
     As[l * ld + r] = v;
     if (!kPair) {
       local_bad |= !isfinite(v);
       local_max = fmax(local_max, fabs(v));
     }
-  }
+  });
   if constexpr (kWithV) {
-    for (int idx = tid; idx < c * vr; idx += nt) {
-      const int l = idx / vr, r = idx - l * vr;
+    for_each_column(c, vr, [&](int l, int r) {
       As[l * ld + p + r] = (kPair && !kCarryJ) ? args.Vw[md.v_off + static_cast<int64_t>(gcol(l)) * vr + r]
                                                : ((r == l) ? T(1) : T(0));
-    }
+    });
   }
 
   double scale = 1.0;
@@ -158,7 +170,7 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
     if (amax > T(0)) {
       scale = static_cast<double>(amax);
       const T inv = T(1) / amax;
-      for (int idx = tid; idx < c * p; idx += nt) As[(idx / p) * ld + idx % p] *= inv;
+      for_each_column(c, p, [&](int l, int r) { As[l * ld + r] *= inv; });
     }
   }
   __syncthreads();
@@ -360,16 +372,11 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
     if (!applied) return;  // nothing moved
     if (tid == 0 && first_rotated) args.state[k].rotated = 1;
     T* Ab = args.A + md.a_off;
-    for (int idx = tid; idx < c * p; idx += nt) {
-      const int l = idx / p, r = idx - l * p;
-      Ab[static_cast<int64_t>(gcol(l)) * p + r] = As[l * ld + r];
-    }
+    for_each_column(c, p, [&](int l, int r) { Ab[static_cast<int64_t>(gcol(l)) * p + r] = As[l * ld + r]; });
     if constexpr (kWithV && !kCarryJ) {
       T* Vg = args.Vw + md.v_off;
-      for (int idx = tid; idx < c * vr; idx += nt) {
-        const int l = idx / vr, r = idx - l * vr;
-        Vg[static_cast<int64_t>(gcol(l)) * vr + r] = As[l * ld + p + r];
-      }
+      for_each_column(c, vr,
+                      [&](int l, int r) { Vg[static_cast<int64_t>(gcol(l)) * vr + r] = As[l * ld + p + r]; });
     }
     if constexpr (kCarryJ) {
       // [V_i V_j] <- [V_i V_j] J. A's rows in shared memory are free now:
@@ -381,10 +388,8 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
       const int jgroups = (c + kJ - 1) / kJ;
       for (int r0 = 0; r0 < q; r0 += p) {
         const int rows = min(p, q - r0);
-        for (int idx = tid; idx < c * rows; idx += nt) {
-          const int l = idx / rows, r = idx - l * rows;
-          As[l * ld + r] = Vg[static_cast<int64_t>(gcol(l)) * q + r0 + r];
-        }
+        for_each_column(c, rows,
+                        [&](int l, int r) { As[l * ld + r] = Vg[static_cast<int64_t>(gcol(l)) * q + r0 + r]; });
         __syncthreads();
         for (int idx = tid; idx < jgroups * rows; idx += nt) {
           const int jg = idx / rows, r = idx - jg * rows;  // lanes of a warp share jg: J reads broadcast
@@ -421,18 +426,15 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
     const double tiny = static_cast<double>(tiny_norm<T>());
     if (!args.U) return;
     T* Ug = args.U + md.u_off;
-    for (int idx = tid; idx < c * p; idx += nt) {
-      const int l = idx / p, r = idx - l * p;
+    for (int l = tid; l < c; l += nt) {  // 1 / ||a_l||, once per column (in the free pair slots)
       const double nrm = sqrt(d[l]);
-      const T inv = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // zero columns are completed later
-      Ug[static_cast<int64_t>(rank_s[l]) * p + r] = As[l * ld + r] * inv;
+      ps[l] = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // zero columns are completed later
     }
+    __syncthreads();
+    for_each_column(c, p, [&](int l, int r) { Ug[static_cast<int64_t>(rank_s[l]) * p + r] = As[l * ld + r] * ps[l]; });
     if constexpr (kWithV) {
       T* Vg = args.V + md.v_off;
-      for (int idx = tid; idx < c * c; idx += nt) {
-        const int l = idx / c, r = idx - l * c;
-        Vg[rank_s[l] * c + r] = As[l * ld + p + r];
-      }
+      for_each_column(c, c, [&](int l, int r) { Vg[rank_s[l] * c + r] = As[l * ld + p + r]; });
     }
   }
 }
