@@ -38,6 +38,7 @@
 #include <tuple>
 
 #include <c10/cuda/CUDAException.h>
+#include <cuda_pipeline.h>
 
 namespace jsvd {
 namespace cuda {
@@ -67,6 +68,13 @@ __device__ __forceinline__ void for_each_column(int ncols, int len, F f) {
 #pragma unroll 4
     for (int r = lane; r < len; r += 32) f(l, r);
   }
+}
+
+// One element global -> shared without passing through registers (cp.async);
+// complete after __pipeline_commit() and __pipeline_wait_prior(0).
+template <typename T>
+__device__ __forceinline__ void copy_async(T* dst_smem, const T* src) {
+  __pipeline_memcpy_async(dst_smem, src, sizeof(T));
 }
 
 // Tuning knob for experiments (benchmarks/): JSVD_REG_STEPS=0 keeps the cross
@@ -142,20 +150,30 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
 
   int local_bad = 0;
   T local_max = 0;
-  for_each_column(c, p, [&](int l, int r) {
-    const T v = Ag[static_cast<int64_t>(gcol(l)) * p + r];
-    As[l * ld + r] = v;
-    if (!kPair) {
+  if constexpr (kPair) {
+    // Asynchronous copies (cp.async): no register staging, and as many reads
+    // in flight as the block issues. A pair of a large matrix has one block of
+    // 8 warps per SM, where synchronous loads left the copy latency-bound.
+    for_each_column(c, p, [&](int l, int r) { copy_async(As + l * ld + r, Ag + static_cast<int64_t>(gcol(l)) * p + r); });
+    if constexpr (kWithV && !kCarryJ) {
+      const T* Vg = args.Vw + md.v_off;
+      for_each_column(c, vr, [&](int l, int r) {
+        copy_async(As + l * ld + p + r, Vg + static_cast<int64_t>(gcol(l)) * vr + r);
+      });
+    }
+    __pipeline_commit();
+  } else {
+    for_each_column(c, p, [&](int l, int r) {
+      const T v = Ag[static_cast<int64_t>(gcol(l)) * p + r];
+      As[l * ld + r] = v;
       local_bad |= !isfinite(v);
       local_max = fmax(local_max, fabs(v));
-    }
-  });
-  if constexpr (kWithV) {
-    for_each_column(c, vr, [&](int l, int r) {
-      As[l * ld + p + r] = (kPair && !kCarryJ) ? args.Vw[md.v_off + static_cast<int64_t>(gcol(l)) * vr + r]
-                                               : ((r == l) ? T(1) : T(0));
     });
   }
+  if constexpr (kWithV && (!kPair || kCarryJ)) {  // V (whole mode) or J (float64 pairs) starts at I
+    for_each_column(c, vr, [&](int l, int r) { As[l * ld + p + r] = (r == l) ? T(1) : T(0); });
+  }
+  if constexpr (kPair) __pipeline_wait_prior(0);
 
   double scale = 1.0;
   if (!kPair) {
@@ -389,7 +407,9 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
       for (int r0 = 0; r0 < q; r0 += p) {
         const int rows = min(p, q - r0);
         for_each_column(c, rows,
-                        [&](int l, int r) { As[l * ld + r] = Vg[static_cast<int64_t>(gcol(l)) * q + r0 + r]; });
+                        [&](int l, int r) { copy_async(As + l * ld + r, Vg + static_cast<int64_t>(gcol(l)) * q + r0 + r); });
+        __pipeline_commit();
+        __pipeline_wait_prior(0);
         __syncthreads();
         for (int idx = tid; idx < jgroups * rows; idx += nt) {
           const int jg = idx / rows, r = idx - jg * rows;  // lanes of a warp share jg: J reads broadcast
