@@ -107,6 +107,13 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
   int k, c0, c1, w0, w1;
   bool intra = true;  // whole mode: every pair
   if (kPair) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // Launched as a programmatic dependent of the previous step
+    // (launch_pair_kernel): wait for it to complete and its writes to be
+    // visible, then let the next step's blocks be scheduled already.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
     const PairTask pt = pair_tasks[blockIdx.x];
     k = pt.k;
     c0 = pt.c0;
@@ -459,11 +466,49 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
   }
 }
 
+// Block pairs are launched as programmatic dependents of the launch before
+// them (Hopper and later; the kernel waits for it first thing), so that a
+// round-robin step's blocks are scheduled while the previous step drains
+// instead of after it: a 1x1536x1536 sweep is 191 launches.
+// JSVD_PDL=0 launches them plainly (experiments).
+bool dependent_launch(int device) {
+  static const bool on = [] {
+    const char* v = std::getenv("JSVD_PDL");
+    return !(v && v[0] == '0');
+  }();
+  static std::mutex mu;
+  static std::map<int, bool> hopper;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = hopper.find(device);
+  if (it == hopper.end()) {
+    int major = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    it = hopper.emplace(device, major >= 9).first;
+  }
+  return on && it->second;
+}
+
 template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0>
 void launch_one(const EngineArgs<T>& args, const int32_t* whole_tasks, const PairTask* pair_tasks, int ntasks,
                 int threads, size_t smem, cudaStream_t stream) {
   auto kernel = svd_smem_kernel<T, TPP, kPair, kWithV, kRegRows>;
   allow_dynamic_smem(kernel, smem);
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  if (kPair && dependent_launch(device)) {
+    cudaLaunchConfig_t lc = {};
+    lc.gridDim = dim3(ntasks);
+    lc.blockDim = dim3(threads);
+    lc.dynamicSmemBytes = smem;
+    lc.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = attr;
+    lc.numAttrs = 1;
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&lc, kernel, args, whole_tasks, pair_tasks));
+    return;
+  }
   kernel<<<ntasks, threads, smem, stream>>>(args, whole_tasks, pair_tasks);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
