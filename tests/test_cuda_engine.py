@@ -165,6 +165,20 @@ def test_rank_deficient_rows(n, dtype):
             assert (S[:, -1] <= bound(n, n, dtype) * S[:, 0]).all()
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("m,n", [(48, 34), (40, 33), (100, 33)])
+def test_whole_level_partial_warp(m, n, dtype):
+    """Blocks of the shared-memory level whose size is not a multiple of 32
+    (17 pairs of 8 or 16 lanes): the copies in and out of shared memory go a
+    warp per column, whole warps only, and must still cover every element."""
+    lv = torch_jsvd.plan([(m, n)], dtype=dtype, device="cuda")["matrices"][0]["levels"][-1]
+    assert lv["kernel"] == "whole_svd_smem" and lv["threads"] % 32 != 0, lv
+    A = torch.randn(3, m, n, dtype=dtype, device="cuda")
+    for X in (A, A.mT):
+        for full in (False, True):
+            _check(X, full_matrices=full)
+
+
 @pytest.mark.parametrize("full_matrices", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_varlen_blocked_shapes(dtype, full_matrices):
