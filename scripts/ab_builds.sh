@@ -4,6 +4,7 @@
 # builds per round so that drift of the machine hits both alike.
 # usage: scripts/ab_builds.sh PATCH "100x512x512:float32 1x1536x1536:float32" [rounds]
 # PATCH: `git diff BASE -- kernels csrc > ab.diff` made where the history is.
+# MEASURE_ARGS: more arguments for scripts/measure.py (e.g. "--reps 30" for small cases).
 set -eu
 cd "$(dirname "$0")/.."
 patch_file=$(realpath "$1"); cases=$2; rounds=${3:-2}
@@ -19,6 +20,6 @@ wait
 for r in $(seq "$rounds"); do
   for side in new base; do
     dir=$PWD; [ "$side" = base ] && dir=$base
-    (cd "$dir" && PYTHONPATH=$dir python3 scripts/measure.py $cases) | sed "s/^/$side r$r /" | tee -a "$OUT/ab.log"
+    (cd "$dir" && PYTHONPATH=$dir python3 scripts/measure.py $cases ${MEASURE_ARGS:-}) | sed "s/^/$side r$r /" | tee -a "$OUT/ab.log"
   done
 done
