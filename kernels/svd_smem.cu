@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
           }
           axy = group_sum<TPP>(axy);
           const double gabs = fabs(axy);
-          if (gabs * gabs > apply2 * dx * dy) {
+          if (gabs * gabs > apply2 * dx * dy) {  // as in phase 2 of the shared-memory steps, below
             const StepRotation<T> rot = exact_step_rotation(static_cast<T>(dy - dx), static_cast<T>(axy));
             if (rot.t != T(0)) {
               ss = rot.s;
@@ -341,7 +341,10 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
         if (lane == 0) pg[pk] = axy;
       }
       __syncthreads();
-      // 2. one thread per pair: the rotation, and the norms it leaves (eq. (6))
+      // 2. one thread per pair: the rotation, and the norms it leaves (eq. (6)).
+      // The same decision is written out in cross_steps_in_registers and in
+      // svd_warp.cu: one shared helper cost float64 3-6% on the H100 (register
+      // allocation; benchmarks/RESULTS.md), so keep the three in step by hand.
       for (int pk = tid; pk < npairs; pk += nt) {
         int i, j;
         ps[pk] = T(0);

@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
       }
       const Acc g = reduce_scatter<NC>(x, li);
       T s = 0, tau = 0;  // s = 0: no rotation
-      if (!done && dT > tiny2 && dB > tiny2) {
+      if (!done && dT > tiny2 && dB > tiny2) {  // the decision of svd_smem.cu's phase 2, written out
         const Acc g2 = g * g;
         if (g2 > apply2 * dT * dB) {
           // The angle in the data's precision; dB - dT in double, where it may cancel.
