@@ -234,6 +234,34 @@ def test_side_stream():
     assert_valid_svd(B, *outB[:3], full_matrices=False)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cuda_graph_capture(dtype):
+    """svd_ex never synchronises, so it can be captured in a CUDA graph (as
+    torch.compile's reduce-overhead mode does). Its launches read task lists
+    uploaded from pinned host memory during capture: replays must still see
+    them intact (the pinned blocks are churned in between) and the new input."""
+    shapes = [(64, 16, 16), (6, 100, 60), (2, 300, 260)]  # warp, whole and pair levels
+    for shape in shapes:
+        A = torch.randn(shape, dtype=dtype, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up: per-device caches filled before capture
+            torch_jsvd.svd_ex(A, full_matrices=False)
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False)
+        for _ in range(2):
+            A.copy_(torch.randn_like(A))
+            for e in range(8, 21):  # reuse of a freed pinned block would put these bytes in a task list
+                junk = torch.full((1 << e,), 0x7F, dtype=torch.uint8).pin_memory()
+                junk.to("cuda", non_blocking=True)
+            g.replay()
+            torch.cuda.synchronize()
+            assert (info >= 0).all(), info
+            assert_valid_svd(A, U, S, Vh, full_matrices=False)
+
+
 def test_tolerance_control():
     A = torch.randn(8, 96, 96, dtype=torch.float64, device="cuda")
     _, _, _, loose = torch_jsvd.svd_ex(A, tol=1e-4)
