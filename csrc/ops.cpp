@@ -24,11 +24,18 @@ PyObject* PyInit__C(void) {
 #endif
 
 TORCH_LIBRARY(jsvd, m) {
+  // svd, svdvals and svd_varlen read results on the host (svd to stop a sweep
+  // early and all three to raise on info < 0), so a CUDA graph cannot hold
+  // them: tagged cudagraph_unsafe, torch.compile's CUDA graphs leave them out.
+  // svd_ex never synchronises and can be captured.
+  const std::vector<at::Tag> syncs = {at::Tag::cudagraph_unsafe};
   m.def("svd(Tensor A, bool full_matrices=True, bool compute_uv=True, float? tol=None, int? max_sweeps=None)"
-        " -> (Tensor U, Tensor S, Tensor Vh)");
+        " -> (Tensor U, Tensor S, Tensor Vh)",
+        syncs);
   m.def("svd_ex(Tensor A, bool full_matrices=True, bool compute_uv=True, float? tol=None, int? max_sweeps=None)"
         " -> (Tensor U, Tensor S, Tensor Vh, Tensor info)");
-  m.def("svdvals(Tensor A, float? tol=None, int? max_sweeps=None) -> Tensor");
+  m.def("svdvals(Tensor A, float? tol=None, int? max_sweeps=None) -> Tensor", syncs);
   m.def("svd_varlen(Tensor[] As, bool full_matrices=False, bool compute_uv=True, float? tol=None,"
-        " int? max_sweeps=None) -> (Tensor[] U, Tensor[] S, Tensor[] Vh)");
+        " int? max_sweeps=None) -> (Tensor[] U, Tensor[] S, Tensor[] Vh)",
+        syncs);
 }

@@ -9,6 +9,7 @@
 #include "../csrc/core.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
@@ -247,6 +248,12 @@ CoreResult jacobi_svd_cuda(const at::Tensor& A, const PackedBatch& batch, const 
   TORCH_CHECK(A.is_cuda() && A.dim() == 1 && A.is_contiguous() && A.numel() == batch.a_numel,
               "jsvd internal: jacobi_svd_cuda expects the packed 1-D CUDA buffer");
   const c10::cuda::CUDAGuard guard(A.device());
+  // A host read inside a CUDA graph capture would invalidate it with an opaque
+  // CUDA error; say what to use instead (svd_ex never reads on the host).
+  TORCH_CHECK(!opt.may_sync || c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None,
+              "torch_jsvd: svd, svdvals and svd_varlen read results on the host (to stop sweeping early and to "
+              "raise on info < 0), which a CUDA graph capture cannot contain; inside a capture use "
+              "torch_jsvd.svd_ex, which never synchronises, and check its info afterwards");
   CoreResult r;
   if (batch.size() == 0) {
     r.S = at::empty({0}, A.options());

@@ -93,3 +93,23 @@ def test_compile_varlen(device):
     a, b = torch.randn(5, 3, device=device), torch.randn(2, 6, device=device)
     _assert_same(cf(a, b), f(a, b))
     _assert_same(cf(a, b), [a, b])
+
+
+def test_cudagraph_tags():
+    """The ops that read results on the host are tagged so that torch.compile's
+    CUDA graphs leave them out; svd_ex, which never does, is not."""
+    unsafe = torch.Tag.cudagraph_unsafe
+    for name in ("svd", "svdvals", "svd_varlen"):
+        assert unsafe in getattr(torch.ops.jsvd, name).default.tags, name
+    assert unsafe not in torch.ops.jsvd.svd_ex.default.tags
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_compile_reduce_overhead_cuda():
+    """mode="reduce-overhead" (CUDA graphs): the syncing ops run outside the
+    graphs, svd_ex inside; results match eager on fresh inputs."""
+    torch._dynamo.reset()
+    cf = torch.compile(_f, mode="reduce-overhead")
+    for _ in range(3):
+        A = torch.randn(4, 40, 36, device="cuda")
+        _assert_same(cf(A), _f(A))

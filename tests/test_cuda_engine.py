@@ -262,6 +262,20 @@ def test_cuda_graph_capture(dtype):
             assert_valid_svd(A, U, S, Vh, full_matrices=False)
 
 
+def test_syncing_ops_under_capture_raise():
+    """svd, svdvals and svd_varlen read on the host: inside a CUDA graph capture
+    they raise a clear error that names svd_ex, instead of invalidating it."""
+    A = torch.randn(4, 16, 16, device="cuda")
+    torch_jsvd.svd(A)  # warm-up outside the capture
+    for call in (lambda: torch_jsvd.svd(A), lambda: torch_jsvd.svdvals(A), lambda: torch_jsvd.svd_varlen([A[0]])):
+        g = torch.cuda.CUDAGraph()
+        with pytest.raises(RuntimeError, match="svd_ex"):
+            with torch.cuda.graph(g):
+                call()
+    U, S, Vh = torch_jsvd.svd(A)  # and the stream works afterwards
+    assert_valid_svd(A, U, S, Vh, full_matrices=True)
+
+
 def test_tolerance_control():
     A = torch.randn(8, 96, 96, dtype=torch.float64, device="cuda")
     _, _, _, loose = torch_jsvd.svd_ex(A, tol=1e-4)
