@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
   if (kPair) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     // Launched as a programmatic dependent of the previous step
-    // (launch_pair_kernel): wait for it to complete and its writes to be
+    // (launch_one): wait for it to complete and its writes to be
     // visible, then let the next step's blocks be scheduled already.
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;");
