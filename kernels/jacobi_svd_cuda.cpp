@@ -13,7 +13,6 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -24,6 +23,7 @@
 #include "gram_evd_smem.h"
 #include "planner.h"
 #include "round_robin.h"
+#include "tuning_knobs.h"
 #include "svd_smem.h"
 #include "svd_warp.h"
 
@@ -82,10 +82,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   MatrixPlan uniform_plan;
   // Tuning knob for experiments (benchmarks/): JSVD_CROSS_ONLY=0 redoes the
   // pairs inside the blocks in every task.
-  static const bool cross_only = [] {
-    const char* v = std::getenv("JSVD_CROSS_ONLY");
-    return !(v && v[0] == '0');
-  }();
+  static const bool cross_only = knob_on("JSVD_CROSS_ONLY");
   for (int64_t k = 0; k < N; ++k) {
     const int64_t p = b.rows[k], q = b.cols[k];
     if (!uni)

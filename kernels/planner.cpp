@@ -12,6 +12,7 @@
 #include "gram_evd_smem.h"
 #include "svd_smem.h"
 #include "svd_warp.h"
+#include "tuning_knobs.h"
 
 namespace jsvd {
 namespace cuda {
@@ -48,10 +49,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // Level 0: at most 32 columns, the whole matrix in registers (no barriers;
   // measured in benchmarks/RESULTS.md). Tuning knob for experiments:
   // JSVD_WARP=0 sends these matrices to shared memory instead.
-  static const bool use_warp = [] {
-    const char* v = std::getenv("JSVD_WARP");
-    return !(v && v[0] == '0');
-  }();
+  static const bool use_warp = knob_on("JSVD_WARP");
   const WarpLaunch wl = use_warp ? svd_warp_config(rows, cols, elem) : WarpLaunch{};
   if (wl.lanes > 0) {
     mp.level = Level::kWholeWarp;
@@ -73,8 +71,9 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // Blocked: the widest block-column pair whose SVD fits in shared memory,
   // narrowed while one round-robin step of the batch would leave SMs idle.
   // A float64 pair carries its 2w x 2w rotation under its columns, a float32
-  // pair V's rows (svd_smem.cu). Pairs narrower than 8 columns (unless the matrix itself is that
-  // narrow) waste the block on a tall sliver: the Gram EVD serves those better.
+  // pair V's rows (svd_smem.cu). Pairs narrower than 8 columns (unless the
+  // matrix itself is that narrow) waste the block on a tall sliver: the Gram
+  // EVD serves those better.
   const int64_t half = (cols + 1) / 2;
   auto pair_vr = [&](int64_t w) { return compute_uv ? pair_vrows(cols, 2 * w, elem) : int64_t(0); };
   auto pair_bytes = [&](int64_t w) { return svd_smem_bytes(rows, pair_vr(w), 2 * w, elem); };

@@ -31,12 +31,13 @@
 #include "svd_smem.h"
 
 #include "jacobi_device.cuh"
+#include "tuning_knobs.h"
 
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
 
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <cuda_pipeline.h>
 
@@ -80,10 +81,7 @@ __device__ __forceinline__ void copy_async(T* dst_smem, const T* src) {
 // Tuning knob for experiments (benchmarks/): JSVD_REG_STEPS=0 keeps the cross
 // steps of block pairs in shared memory.
 bool register_steps_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("JSVD_REG_STEPS");
-    return !(v && v[0] == '0');
-  }();
+  static const bool on = knob_on("JSVD_REG_STEPS");
   return on;
 }
 
@@ -475,20 +473,8 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
 // instead of after it: a 1x1536x1536 sweep is 191 launches.
 // JSVD_PDL=0 launches them plainly (experiments).
 bool dependent_launch(int device) {
-  static const bool on = [] {
-    const char* v = std::getenv("JSVD_PDL");
-    return !(v && v[0] == '0');
-  }();
-  static std::mutex mu;
-  static std::map<int, bool> hopper;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = hopper.find(device);
-  if (it == hopper.end()) {
-    int major = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    it = hopper.emplace(device, major >= 9).first;
-  }
-  return on && it->second;
+  static const bool on = knob_on("JSVD_PDL");
+  return on && at::cuda::getDeviceProperties(device)->major >= 9;  // (PyTorch caches the properties)
 }
 
 template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0>

@@ -30,7 +30,6 @@
 #include "jacobi_device.cuh"
 #include "round_robin.h"
 
-
 #include <c10/cuda/CUDAException.h>
 
 namespace jsvd {
