@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "../kernels/halving_order.h"
 #include "../kernels/planner.h"
 #include "../kernels/round_robin.h"
 #include "../kernels/svd_warp.h"
@@ -42,9 +43,58 @@ bool circle_covers_all_pairs(int P) {
   return static_cast<int>(met.size()) == P * (n - 1);
 }
 
+// The recursive-halving ordering as the register steps walk it (svd_smem.cu):
+// G groups take the slots of each level in passes, and every step of a pass
+// each owner meets at most one partner. Every pair (i < j) of the c columns
+// must meet exactly once, within a pass no column may be touched twice in one
+// step, and an owner's partners lie in its segment's second half.
+bool halving_covers_all_pairs(int c, int m0, int G) {
+  const HalvingOrder ho{c, m0};
+  std::set<std::pair<int, int>> met;
+  for (int L = 0; L < ho.levels(); ++L) {
+    const int A = ho.owners(L), nslots = ho.slots(L), W = ho.steps(L);
+    for (int base = 0; base < nslots; base += G) {
+      for (int step = 0; step < W; ++step) {
+        std::set<int> busy;
+        for (int g = 0; g < G && base + g < nslots; ++g) {
+          const int slot = base + g, t = slot / A, o = slot - t * A;
+          int lo, mid, hi;
+          ho.segment(L, t, lo, mid, hi);
+          const int a = mid - lo, b = hi - mid, Ws = a > b ? a : b;
+          if (o >= a || b == 0 || step >= Ws) continue;
+          if (a > A || Ws > W) return false;
+          const int jj = (o + step) % Ws;
+          if (jj >= b) continue;
+          const int x = lo + o, y = mid + jj;
+          if (!busy.insert(x).second || !busy.insert(y).second) return false;
+          if (!met.insert({x, y}).second) return false;
+        }
+      }
+    }
+  }
+  return static_cast<int>(met.size()) == c * (c - 1) / 2;
+}
+
 }  // namespace
 
 int main() {
+  std::printf("recursive-halving ordering (register steps)\n");
+  bool halving_ok = true;
+  for (int c = 1; c <= 200; ++c) {
+    for (int G : {1, 7, 16, 64}) {
+      halving_ok &= halving_covers_all_pairs(c, (c + 1) / 2, G);  // a whole matrix
+      for (int w1 = 0; w1 <= c / 2; w1 += (c > 40 ? 7 : 1))     // a block pair [w0 | w1]
+        halving_ok &= halving_covers_all_pairs(c, c - w1, G);
+    }
+  }
+  check(halving_ok, "1..200 columns, any split, 1..64 groups: every pair once per sweep");
+  const HalvingOrder h128{128, 64}, h32{32, 16};
+  check(h128.levels() == 7 && h128.max_slots(7) == 64, "128 columns: 7 levels, 64 owners at each");
+  int steps128 = 0, steps32 = 0;
+  for (int L = 0; L < 7; ++L) steps128 += h128.steps(L);
+  for (int L = 0; L < h32.levels(); ++L) steps32 += h32.steps(L);
+  check(steps128 == 127 && steps32 == 31, "powers of two: c - 1 steps per sweep, as round robin");
+
   std::printf("circle method on register slots\n");
   for (int P : {2, 4, 8, 16}) {
     char what[80];

@@ -18,13 +18,19 @@
 namespace jsvd {
 namespace cuda {
 
-// Sum over the TPP lanes of a lane group (TPP a power of two <= 32, groups
-// aligned inside a warp). The mask names only the group's lanes, so groups of
-// one warp may take different branches.
+// The lanes of this thread's lane group of TPP lanes (TPP a power of two <= 32,
+// groups aligned inside a warp).
+template <int TPP>
+__device__ __forceinline__ unsigned group_mask() {
+  const unsigned lane = threadIdx.x & 31u;
+  return TPP == 32 ? 0xffffffffu : (((1u << TPP) - 1u) << (lane & ~unsigned(TPP - 1)));
+}
+
+// Sum over the TPP lanes of a lane group. The mask names only the group's
+// lanes, so groups of one warp may take different branches.
 template <int TPP, typename T>
 __device__ __forceinline__ T group_sum(T v) {
-  const unsigned lane = threadIdx.x & 31u;
-  const unsigned mask = TPP == 32 ? 0xffffffffu : (((1u << TPP) - 1u) << (lane & ~unsigned(TPP - 1)));
+  const unsigned mask = group_mask<TPP>();
 #pragma unroll
   for (int off = TPP / 2; off > 0; off /= 2) v += __shfl_xor_sync(mask, v, off, TPP);
   return v;

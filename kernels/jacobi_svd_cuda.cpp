@@ -105,6 +105,8 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
       g.cfg.tpp = mp.tpp;
       g.cfg.threads = mp.threads;
       g.cfg.smem = std::max(g.cfg.smem, mp.smem);
+      g.cfg.rows = std::max(g.cfg.rows, mp.rows);
+      g.cfg.reg_groups = std::max(g.cfg.reg_groups, mp.reg_groups);
       if (uni) break;
       g.mats.push_back(static_cast<int32_t>(k));
       continue;

@@ -66,6 +66,8 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     mp.tpp = cfg.tpp;
     mp.threads = cfg.threads;
     mp.smem = cfg.smem;
+    mp.rows = cfg.rows;
+    mp.reg_groups = cfg.reg_groups;
     return mp;
   }
   // Blocked: the widest block-column pair whose SVD fits in shared memory,

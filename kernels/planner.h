@@ -30,6 +30,8 @@ struct MatrixPlan {
   int tpp = 0;         // lanes per rotation in the shared-memory SVD kernel
   int threads = 0;     // its block size
   size_t smem = 0;     // its dynamic shared memory
+  int64_t rows = 0;    // rows it holds per column (A's and V's)
+  int reg_groups = 0;  // kWholeSmem: lane groups of its register steps (SmemLaunch)
   int warp_lanes = 0;  // kWholeWarp: lanes per matrix (the padded column count)
   int warp_rows = 0;   // kWholeWarp: rows of A per lane
 };

@@ -30,6 +30,7 @@
 // (benchmarks/RESULTS.md).
 #include "svd_smem.h"
 
+#include "halving_order.h"
 #include "jacobi_device.cuh"
 #include "tuning_knobs.h"
 
@@ -78,8 +79,8 @@ __device__ __forceinline__ void copy_async(T* dst_smem, const T* src) {
   __pipeline_memcpy_async(dst_smem, src, sizeof(T));
 }
 
-// Tuning knob for experiments (benchmarks/): JSVD_REG_STEPS=0 keeps the cross
-// steps of block pairs in shared memory.
+// Tuning knob for experiments (benchmarks/): JSVD_REG_STEPS=0 keeps the steps
+// of block pairs in shared memory.
 bool register_steps_enabled() {
   static const bool on = knob_on("JSVD_REG_STEPS");
   return on;
@@ -135,9 +136,7 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
   // V (whole mode, and float32 pairs) or J (float64 pairs) rows under each column
   constexpr bool kCarryJ = kPair && kWithV && pair_carries_rotation(sizeof(T));
   const int vr = kWithV ? (kCarryJ ? c : md.q) : 0;
-  // Odd column stride: the lane groups of a warp work on different columns,
-  // and with an even stride they would hit the same shared-memory banks.
-  const int ld = (p + vr) | 1;
+  const int ld = column_stride(p + vr, TPP);  // (svd_smem.h: bank conflicts)
   auto gcol = [&](int l) { return l < w0 ? c0 + l : c1 + (l - w0); };
 
   // Shared memory: d, pg (double) | As | ps, ptau (T) | rank (int)
@@ -232,14 +231,120 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
       if (lane == 0) d[l] = static_cast<double>(acc);
     }
   };
+  // Register steps (kRegRows > 0): the recursive-halving ordering
+  // (halving_order.h). At each level a group owns one column x of every pair
+  // it does and keeps x in registers for all of the level's steps, so a step
+  // reads and writes only the partner y in shared memory (2 instead of 5
+  // accesses per row, plus A's rows once for x^T y in the phased steps), and
+  // the rotation is computed by every lane of the group at once: one barrier
+  // per step instead of three, and no step waits on a single thread. A block
+  // pair's cross task (not intra) is level 0 alone: [A_i A_j]'s cross pairs.
+  const int nrows = p + vr;
+  const HalvingOrder order{c, w1 > 0 ? w0 : (c + 1) / 2};
+  const int nlevels = order.levels();
+  // Block pairs: only their cross tasks, in cross_steps_in_registers (below).
+  // Their first (intra) task of a sweep in registers, by the halving order,
+  // was slower on the H100 (10x1024² float32 275 -> 297 ms, register
+  // pressure; 200x256² took a sweep more), and sharing this lambda changed
+  // the cross tasks' register allocation (ptxas: spills at 1024²).
+  const bool regs = kRegRows > 0 && nrows <= kRegRows * TPP && !(kPair && (intra || G < w0));
+  auto levels_in_registers = [&] {
+    constexpr int R = kRegRows > 0 ? kRegRows : 1;
+    bool any_rot = false, above_tol = false;  // this group's rotations (flags set once, below)
+    for (int L = 0; L < nlevels; ++L) {
+      const int A = order.owners(L), nslots = order.slots(L), W = order.steps(L);
+      for (int base = 0; base < nslots; base += G) {  // more owners than groups: in passes
+        // This group's column x, and its partners: columns y0 + (o + s) mod Ws below y0 + b.
+        int x = 0, y0 = 0, b = 0, Ws = 1, o = 0;
+        const int slot = base + g;
+        if (slot < nslots) {
+          const int t = slot / A;
+          o = slot - t * A;
+          int lo, mid, hi;
+          order.segment(L, t, lo, mid, hi);
+          if (o < mid - lo && hi > mid) {
+            x = lo + o;
+            y0 = mid;
+            b = hi - mid;
+            Ws = max(mid - lo, b);
+          }
+        }
+        T* xs = As + x * ld;
+        T xr[R];
+#pragma unroll
+        for (int h = 0; h < R; ++h) {
+          const int r = lane + h * TPP;
+          xr[h] = (b > 0 && r < nrows) ? xs[r] : T(0);
+        }
+        double dx = b > 0 ? d[x] : 0.0;
+        int jj = o;  // (o + step) mod Ws
+        for (int step = 0; step < W; ++step, jj = (jj + 1 == Ws) ? 0 : jj + 1) {
+          if (step < Ws && jj < b) {
+            T* y = As + (y0 + jj) * ld;
+            const double dy = d[y0 + jj];
+            T ss = T(0), tau = T(0);
+            if (dx > tiny2 && dy > tiny2) {
+              Acc axy = 0;
+#pragma unroll
+              for (int h = 0; h < R; ++h) {
+                const int r = lane + h * TPP;
+                if (r < p) axy += Acc(xr[h] * y[r]);
+              }
+              axy = group_sum<TPP>(axy);
+              const double gabs = fabs(axy);
+              if (gabs * gabs > apply2 * dx * dy) {  // as in phase 2 of the shared-memory steps, below
+                const T diff = static_cast<T>(dy - dx), gt = static_cast<T>(axy);
+                const StepRotation<T> rot = step_rotation(diff, gt);  // whole mode (phase 2, below)
+                if (rot.t != T(0)) {
+                  ss = rot.s;
+                  tau = rot.tau;
+                  const double tt = static_cast<double>(rot.t);
+                  __syncwarp(group_mask<TPP>());  // every lane of the group has read dy
+                  if (lane == 0) d[y0 + jj] = dy + tt * axy;  // eq. (6)
+                  any_rot = true;
+                  above_tol |= gabs * gabs > tol2 * dx * dy;
+                  dx = fmax(dx - tt * axy, 0.0);
+                }
+              }
+            }
+            if (ss != T(0)) {
+#pragma unroll
+              for (int h = 0; h < R; ++h) {
+                const int r = lane + h * TPP;
+                if (r < nrows) {
+                  T yv = y[r];
+                  rotate_pair(xr[h], yv, ss, tau);
+                  y[r] = yv;
+                }
+              }
+            }
+          }
+          __syncthreads();  // y and its norm pass to the next owner
+        }
+        if (b > 0) {
+#pragma unroll
+          for (int h = 0; h < R; ++h) {
+            const int r = lane + h * TPP;
+            if (r < nrows) xs[r] = xr[h];
+          }
+          if (lane == 0) d[x] = dx;  // the next level may pair x as a partner
+        }
+        __syncthreads();
+      }
+    }
+    const int any_block = __syncthreads_or(any_rot), above_block = __syncthreads_or(above_tol);
+    if (tid == 0) {
+      if (any_block) s_any = 1;
+      if (above_block) s_rot = 1;
+    }
+    __syncthreads();
+  };
   // Cross tasks with kRegRows > 0: group g (one per column of the first
   // block) keeps its column x in registers for all W steps, so a step reads
   // and writes only the partner column y in shared memory (2.5 instead of 5
   // accesses per row), and the rotation is computed by every lane of the
   // group at once: one barrier per step instead of three. The partner of x in
   // step s is column (g + s) mod W of the second block: one group per column.
-  const int nrows = p + vr;
-  const bool regs = kRegRows > 0 && !intra && G >= w0 && nrows <= kRegRows * TPP;
   auto cross_steps_in_registers = [&] {
     constexpr int R = kRegRows > 0 ? kRegRows : 1;
     const bool owner = g < w0;
@@ -318,8 +423,11 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
     }
     exact_norms();  // once per sweep
     __syncthreads();
-    if (regs) cross_steps_in_registers();
-    else for (int step = 0; step < nsteps; ++step) {
+    if (regs) {
+      if constexpr (kPair) cross_steps_in_registers();
+      else levels_in_registers();
+    } else
+      for (int step = 0; step < nsteps; ++step) {
       // A step in three barrier-separated phases; phase 2 computes each
       // rotation once per pair, not redundantly in every lane of its group.
       // 1. each group: the pair's inner product
@@ -502,37 +610,85 @@ void launch_one(const EngineArgs<T>& args, const int32_t* whole_tasks, const Pai
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Block pairs, register bucket B: the cross steps in registers where that
-// costs no block per SM. Measured on the H100 (benchmarks/RESULTS.md): faster
-// where shared memory already allows one block per SM (1024² float32 504 ->
-// 437 ms), slower where the registers took a third of the blocks away (512²
-// float32, 3 -> 2 blocks per SM: 323 -> 353 ms).
+// Whether a register-step kernel keeps at least as many blocks per SM as the
+// shared-memory one (a block per SM lost costs more than the registers save).
+// Cached by kernel, device and shape: the occupancy query is host time.
+bool registers_keep_occupancy(const void* with_regs, int threads_regs, const void* without, int threads,
+                              size_t smem) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, int, int, size_t>, bool> cache;
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(with_regs, device, threads_regs, threads, smem);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    int n_regs = 0, n_smem = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_regs, with_regs, threads_regs, smem));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_smem, without, threads, smem));
+    it = cache.emplace(key, n_regs >= n_smem && n_regs > 0).first;
+  }
+  return it->second;
+}
+
+// Block pairs, register bucket B: the register steps where that costs no
+// block per SM. Measured on the H100 (benchmarks/RESULTS.md): faster where
+// shared memory already allows one block per SM (1024² float32 504 -> 437 ms),
+// slower where the registers took a third of the blocks away (512² float32,
+// 3 -> 2 blocks per SM: 323 -> 353 ms).
 template <typename T, bool kWithV, int B>
 void launch_pair_bucket(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
                         cudaStream_t stream) {
-  static std::mutex mu;
-  static std::map<std::tuple<int, int, size_t>, bool> use_regs;  // by (device, threads, smem)
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  bool regs;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    const auto key = std::make_tuple(device, cfg.threads, cfg.smem);
-    auto it = use_regs.find(key);
-    if (it == use_regs.end()) {
-      auto with_regs = svd_smem_kernel<T, 32, true, kWithV, B>;
-      auto without = svd_smem_kernel<T, 32, true, kWithV, 0>;
-      allow_dynamic_smem(with_regs, cfg.smem);
-      allow_dynamic_smem(without, cfg.smem);
-      int n_regs = 0, n_smem = 0;
-      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_regs, with_regs, cfg.threads, cfg.smem));
-      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_smem, without, cfg.threads, cfg.smem));
-      it = use_regs.emplace(key, n_regs >= n_smem && n_regs > 0).first;
-    }
-    regs = it->second;
-  }
-  if (regs) launch_one<T, 32, true, kWithV, B>(args, nullptr, tasks, ntasks, cfg.threads, cfg.smem, stream);
-  else launch_one<T, 32, true, kWithV>(args, nullptr, tasks, ntasks, cfg.threads, cfg.smem, stream);
+  auto with_regs = svd_smem_kernel<T, 32, true, kWithV, B>;
+  auto without = svd_smem_kernel<T, 32, true, kWithV, 0>;
+  allow_dynamic_smem(with_regs, cfg.smem);
+  allow_dynamic_smem(without, cfg.smem);
+  if (registers_keep_occupancy(reinterpret_cast<const void*>(with_regs), cfg.threads,
+                               reinterpret_cast<const void*>(without), cfg.threads, cfg.smem))
+    launch_one<T, 32, true, kWithV, B>(args, nullptr, tasks, ntasks, cfg.threads, cfg.smem, stream);
+  else
+    launch_one<T, 32, true, kWithV>(args, nullptr, tasks, ntasks, cfg.threads, cfg.smem, stream);
+}
+
+// Whole matrices with the register steps. JSVD_WHOLE_REGS (experiments): 0
+// never, 2 wherever a lane's rows fit the registers, otherwise (the default)
+// only where that costs no block per SM.
+int whole_registers_mode() {
+  static const int mode = [] {
+    const char* v = std::getenv("JSVD_WHOLE_REGS");
+    return v ? std::atoi(v) : 1;
+  }();
+  return mode;
+}
+
+// Launches whole matrices with the register steps in bucket B (rows per lane)
+// and returns true, or returns false (nothing launched) where they do not fit
+// or would cost occupancy. The block is widened to the ordering's most owners
+// at a level (halving_order.h), up to 1024 threads.
+template <typename T, int TPP, bool kWithV, int B>
+bool launch_whole_bucket(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
+                         cudaStream_t stream) {
+  const int64_t words = B * static_cast<int64_t>(sizeof(T)) / 4;
+  const int threads = std::max(32, std::min(cfg.reg_groups, 1024 / TPP) * TPP);
+  if (cfg.rows > static_cast<int64_t>(B) * TPP || threads > reg_block_limit(words)) return false;
+  auto with_regs = svd_smem_kernel<T, TPP, false, kWithV, B>;
+  auto without = svd_smem_kernel<T, TPP, false, kWithV, 0>;
+  allow_dynamic_smem(with_regs, cfg.smem);
+  allow_dynamic_smem(without, cfg.smem);
+  if (whole_registers_mode() != 2 &&
+      !registers_keep_occupancy(reinterpret_cast<const void*>(with_regs), threads,
+                                reinterpret_cast<const void*>(without), cfg.threads, cfg.smem))
+    return false;
+  launch_one<T, TPP, false, kWithV, B>(args, tasks, nullptr, ntasks, threads, cfg.smem, stream);
+  return true;
+}
+
+template <typename T, int TPP, bool kWithV>
+bool launch_whole_registers(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
+                            cudaStream_t stream) {
+  if (whole_registers_mode() == 0) return false;
+  return launch_whole_bucket<T, TPP, kWithV, 8>(args, tasks, ntasks, cfg, stream) ||
+         launch_whole_bucket<T, TPP, kWithV, 16>(args, tasks, ntasks, cfg, stream);
 }
 
 // Block pairs with a warp per rotation: the smallest register bucket that
@@ -561,10 +717,16 @@ void launch_tpp(const EngineArgs<T>& args, const int32_t* whole_tasks, const Pai
   switch (cfg.tpp) {
     case 4: return launch_one<T, 4, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
     case 8: return launch_one<T, 8, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
-    case 16: return launch_one<T, 16, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
+    case 16:
+      if constexpr (!kPair) {
+        if (launch_whole_registers<T, 16, kWithV>(args, whole_tasks, ntasks, cfg, stream)) return;
+      }
+      return launch_one<T, 16, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
     default:
       if constexpr (kPair) {
         if (register_steps_enabled()) return launch_pair_warp<T, kWithV>(args, pair_tasks, ntasks, cfg, stream);
+      } else {
+        if (launch_whole_registers<T, 32, kWithV>(args, whole_tasks, ntasks, cfg, stream)) return;
       }
       return launch_one<T, 32, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
   }
@@ -574,24 +736,22 @@ void launch_tpp(const EngineArgs<T>& args, const int32_t* whole_tasks, const Pai
 
 size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem) {
   const int64_t npairs = c;  // as max_pairs in the kernel
-  return static_cast<size_t>(c + npairs) * sizeof(double) + static_cast<size_t>(c * ((p + vrows) | 1) + 2 * npairs) * elem +
+  const int64_t ld = column_stride(static_cast<int>(p + vrows), lanes_per_rotation(p, c));  // as in the kernel
+  return static_cast<size_t>(c + npairs) * sizeof(double) + static_cast<size_t>(c * ld + 2 * npairs) * elem +
          static_cast<size_t>(c) * sizeof(int) + 16;
 }
 
 SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem) {
   SmemLaunch cfg;
   const int64_t pairs = (c + 1) / 2;
-  // α·warp per rotation (W-cycle §IV-B): about four rows per lane. Narrower
-  // groups for short columns mean smaller blocks, so more matrices share an
-  // SM and hide each other's step latency.
-  int tpp = 32;
-  while (tpp > 4 && tpp * 4 > p) tpp /= 2;
-  while (tpp > 4 && pairs * tpp > 1024) tpp /= 2;       // every pair of a step in flight if possible
+  const int tpp = lanes_per_rotation(p, c);
   cfg.tpp = tpp;
   const int64_t groups = std::min<int64_t>(pairs, 1024 / tpp);
   cfg.threads = static_cast<int>(std::max<int64_t>(groups * tpp, 32));
   cfg.smem = svd_smem_bytes(p, vrows, c, elem);
   cfg.rows = p + vrows;
+  const HalvingOrder order{static_cast<int>(c), static_cast<int>((c + 1) / 2)};
+  cfg.reg_groups = order.max_slots(order.levels());
   return cfg;
 }
 

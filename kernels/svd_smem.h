@@ -19,11 +19,33 @@ JSVD_HOST_DEVICE constexpr bool pair_carries_rotation(size_t elem) { return elem
 // Rows carried under each column of a pair of c columns of a matrix with q columns.
 inline int64_t pair_vrows(int64_t q, int64_t c, size_t elem) { return pair_carries_rotation(elem) ? c : q; }
 
+// Lanes per rotation (α·32, W-cycle §IV-B) for c columns of p rows: about four
+// rows per lane. Narrower groups for short columns mean smaller blocks, so
+// more matrices share an SM and hide each other's step latency.
+inline int lanes_per_rotation(int64_t p, int64_t c) {
+  const int64_t pairs = (c + 1) / 2;
+  int tpp = 32;
+  while (tpp > 4 && tpp * 4 > p) tpp /= 2;
+  while (tpp > 4 && pairs * tpp > 1024) tpp /= 2;  // every pair of a step in flight if possible
+  return tpp;
+}
+
+// Stride between the columns in shared memory (rows held per column, padded).
+// A warp's 32 / tpp lane groups each read rows [0, tpp) of a different column
+// at once; a stride of tpp mod 32 puts consecutive columns on disjoint banks
+// (the register steps give neighbouring groups neighbouring partners), where
+// an odd stride made almost every such access a two-way bank conflict. A
+// warp per column needs no padding beyond an odd stride.
+JSVD_HOST_DEVICE inline int column_stride(int rows, int tpp) {
+  return tpp >= 32 ? (rows | 1) : rows + (tpp - rows % 32 + 32) % 32;
+}
+
 struct SmemLaunch {
   int tpp = 32;       // lanes per rotation (α·32)
   int threads = 32;   // block size
   size_t smem = 0;    // dynamic shared memory, bytes
   int64_t rows = 0;   // rows held per column (A's and V's or J's)
+  int reg_groups = 0; // whole matrices: lane groups the register steps use (halving_order.h)
 };
 
 // Shared memory needed to hold c columns of p rows of A and vrows rows of V
