@@ -136,6 +136,7 @@ int main() {
   check(plan_matrix(1024, 1024, 4, true, 10, h100).width == 8, "10 x 1024x1024 float32: 2 x 8 (16 would not fit)");
   check(plan_matrix(256, 256, 4, true, 200, h100).width == 16, "200 x 256x256 float32: 2 x 16 (3 blocks per SM)");
   check(plan_matrix(600, 600, 4, true, 1, h100).width == 8, "1 x 600x600 float32: 2 x 8 (37 tasks a step, not 18)");
+  check(plan_matrix(512, 512, 8, true, 100, h100).width == 8, "100 x 512x512 float64: 2 x 8 (3 blocks per SM)");
   check(plan_matrix(1024, 1024, 8, true, 10, h100).level == Level::kPairSvd,
         "10 x 1024x1024 float64: block pairs (carrying their rotation: V's rows would not fit)");
   check(plan_matrix(2048, 16, 8, true, 2, h100).level == Level::kGramEvd, "2 x 2048x16 float64: Gram EVD");

@@ -81,12 +81,13 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   auto pair_bytes = [&](int64_t w) { return svd_smem_bytes(rows, pair_vr(w), 2 * w, elem); };
   int64_t chosen = 0;
   // Prefer pairs small enough for two blocks per SM (one block of a
-  // latency-bound kernel leaves the SM idle between steps), but not below 16
-  // columns a block for it once a step fills every SM: 8-column blocks double
-  // the steps of a sweep, and 100x512x512 float32 ran 225 ms at w = 8 (3
-  // blocks per SM) against 208 at w = 16 (1 block per SM) on the H100
-  // (benchmarks/RESULTS.md). A few large matrices still narrow to 8 for the
-  // tasks.
+  // latency-bound kernel leaves the SM idle between steps), but in float32
+  // not below 16 columns a block for it once a step fills every SM: 8-column
+  // blocks double the steps of a sweep, and the H100 ran 100x512x512 float32
+  // in 225 ms at w = 8 (3 blocks per SM) against 208 at w = 16 (1 block per
+  // SM, cross steps in registers); float64 (no register steps at that width)
+  // went the other way, 368 -> 383 ms (benchmarks/RESULTS.md). A few large
+  // matrices still narrow to 8 for the tasks.
   for (int64_t w : {64, 32, 16, 8}) {
     w = std::min(w, half);
     const size_t bytes = pair_bytes(w);
@@ -94,7 +95,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     chosen = w;
     const int64_t tasks_per_step = batch * (cols / (2 * w));
     if (tasks_per_step >= 2 * static_cast<int64_t>(lim.sm_count) && bytes <= lim.smem_per_block / 2) break;
-    if (w <= 16 && tasks_per_step >= lim.sm_count) break;
+    if (elem == sizeof(float) && w <= 16 && tasks_per_step >= lim.sm_count) break;
   }
   // Tuning knob for experiments (benchmarks/); not part of the API. Read once:
   // plan_matrix runs for every matrix of a variable-size batch.
