@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -136,6 +137,7 @@ const char* level_name(Level level) {
 std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_t>& cols, size_t elem,
                       bool compute_uv, int device) {
   const DeviceLimits lim = device_limits(device);
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));  // occupancy queries
   std::ostringstream os;
   os << "{\"smem_per_block\": " << lim.smem_per_block << ", \"sm_count\": " << lim.sm_count
      << ", \"inner_sweeps\": " << inner_sweeps() << ", \"matrices\": [";
@@ -154,9 +156,17 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
       os << "{\"level\": 1, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << q
          << ", \"lanes_per_matrix\": " << mp.warp_lanes << ", \"rows_per_lane\": " << mp.warp_rows << "}";
     } else if (mp.level == Level::kWholeSmem) {
+      // The launcher's own choice of steps (it depends on the kernels' registers).
+      SmemLaunch cfg;
+      cfg.tpp = mp.tpp;
+      cfg.threads = mp.threads;
+      cfg.smem = mp.smem;
+      cfg.rows = mp.rows;
+      cfg.reg_groups = mp.reg_groups;
+      const int reg_threads = whole_register_threads(cfg, elem, compute_uv);
       os << "{\"level\": 1, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << q
-         << ", \"lanes_per_rotation\": " << mp.tpp << ", \"threads\": " << mp.threads << ", \"smem\": " << mp.smem
-         << "}";
+         << ", \"lanes_per_rotation\": " << mp.tpp << ", \"steps\": \"" << (reg_threads ? "registers" : "shared")
+         << "\", \"threads\": " << (reg_threads ? reg_threads : mp.threads) << ", \"smem\": " << mp.smem << "}";
     } else {
       const int64_t nb = (q + mp.width - 1) / mp.width;
       os << "{\"level\": 1, \"kernel\": \"block_pairs\", \"width\": " << mp.width << ", \"blocks\": " << nb

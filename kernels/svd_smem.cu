@@ -661,16 +661,15 @@ int whole_registers_mode() {
   return mode;
 }
 
-// Launches whole matrices with the register steps in bucket B (rows per lane)
-// and returns true, or returns false (nothing launched) where they do not fit
-// or would cost occupancy. The block is widened to the ordering's most owners
-// at a level (halving_order.h), up to 1024 threads.
+// Whether whole matrices of this launch take the register steps in bucket B
+// (rows per lane): they must fit, and cost no block per SM. The block is
+// widened to the ordering's most owners at a level (halving_order.h), up to
+// 1024 threads: its size, or 0 for no.
 template <typename T, int TPP, bool kWithV, int B>
-bool launch_whole_bucket(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
-                         cudaStream_t stream) {
+int whole_bucket_threads(const SmemLaunch& cfg) {
   const int64_t words = B * static_cast<int64_t>(sizeof(T)) / 4;
   const int threads = std::max(32, std::min(cfg.reg_groups, 1024 / TPP) * TPP);
-  if (cfg.rows > static_cast<int64_t>(B) * TPP || threads > reg_block_limit(words)) return false;
+  if (cfg.rows > static_cast<int64_t>(B) * TPP || threads > reg_block_limit(words)) return 0;
   auto with_regs = svd_smem_kernel<T, TPP, false, kWithV, B>;
   auto without = svd_smem_kernel<T, TPP, false, kWithV, 0>;
   allow_dynamic_smem(with_regs, cfg.smem);
@@ -678,17 +677,38 @@ bool launch_whole_bucket(const EngineArgs<T>& args, const int32_t* tasks, int nt
   if (whole_registers_mode() != 2 &&
       !registers_keep_occupancy(reinterpret_cast<const void*>(with_regs), threads,
                                 reinterpret_cast<const void*>(without), cfg.threads, cfg.smem))
-    return false;
-  launch_one<T, TPP, false, kWithV, B>(args, tasks, nullptr, ntasks, threads, cfg.smem, stream);
-  return true;
+    return 0;
+  return threads;
 }
 
+// The register steps' bucket for this launch (0: none) and its block size.
+template <typename T, int TPP, bool kWithV>
+int whole_register_bucket(const SmemLaunch& cfg, int& threads) {
+  if (whole_registers_mode() == 0) return 0;
+  if ((threads = whole_bucket_threads<T, TPP, kWithV, 8>(cfg))) return 8;
+  if ((threads = whole_bucket_threads<T, TPP, kWithV, 16>(cfg))) return 16;
+  return 0;
+}
+
+// Whole matrices with the register steps where whole_register_bucket says so;
+// false (nothing launched) where not.
 template <typename T, int TPP, bool kWithV>
 bool launch_whole_registers(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
                             cudaStream_t stream) {
-  if (whole_registers_mode() == 0) return false;
-  return launch_whole_bucket<T, TPP, kWithV, 8>(args, tasks, ntasks, cfg, stream) ||
-         launch_whole_bucket<T, TPP, kWithV, 16>(args, tasks, ntasks, cfg, stream);
+  int threads = 0;
+  switch (whole_register_bucket<T, TPP, kWithV>(cfg, threads)) {
+    case 8: launch_one<T, TPP, false, kWithV, 8>(args, tasks, nullptr, ntasks, threads, cfg.smem, stream); return true;
+    case 16: launch_one<T, TPP, false, kWithV, 16>(args, tasks, nullptr, ntasks, threads, cfg.smem, stream); return true;
+    default: return false;
+  }
+}
+
+template <typename T, bool kWithV>
+int whole_register_threads_t(const SmemLaunch& cfg) {
+  int threads = 0;
+  if (cfg.tpp == 16) whole_register_bucket<T, 16, kWithV>(cfg, threads);
+  if (cfg.tpp == 32) whole_register_bucket<T, 32, kWithV>(cfg, threads);
+  return threads;
 }
 
 // Block pairs with a warp per rotation: the smallest register bucket that
@@ -753,6 +773,12 @@ SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem) {
   const HalvingOrder order{static_cast<int>(c), static_cast<int>((c + 1) / 2)};
   cfg.reg_groups = order.max_slots(order.levels());
   return cfg;
+}
+
+int whole_register_threads(const SmemLaunch& cfg, size_t elem, bool with_v) {
+  if (elem == sizeof(float))
+    return with_v ? whole_register_threads_t<float, true>(cfg) : whole_register_threads_t<float, false>(cfg);
+  return with_v ? whole_register_threads_t<double, true>(cfg) : whole_register_threads_t<double, false>(cfg);
 }
 
 template <typename T, bool kPair>

@@ -55,6 +55,11 @@ size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem);
 // Block shape for c columns of p rows (plus vrows rows of V).
 SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem);
 
+// Whole matrices of a launch with this config: the block size of the
+// register steps (svd_smem.cu), or 0 where they take the shared-memory steps.
+// Queries the current device (occupancy).
+int whole_register_threads(const SmemLaunch& cfg, size_t elem, bool with_v);
+
 // Whole matrices: tasks[t] is the matrix index of block t. Writes U (first q
 // columns; zero columns where S has no direction), S, V, info, rank.
 template <typename T>

@@ -172,11 +172,30 @@ def test_whole_level_partial_warp(m, n, dtype):
     (17 pairs of 8 or 16 lanes): the copies in and out of shared memory go a
     warp per column, whole warps only, and must still cover every element."""
     lv = torch_jsvd.plan([(m, n)], dtype=dtype, device="cuda")["matrices"][0]["levels"][-1]
-    assert lv["kernel"] == "whole_svd_smem" and lv["threads"] % 32 != 0, lv
+    assert lv["kernel"] == "whole_svd_smem" and lv["steps"] == "shared" and lv["threads"] % 32 != 0, lv
     A = torch.randn(3, m, n, dtype=dtype, device="cuda")
     for X in (A, A.mT):
         for full in (False, True):
             _check(X, full_matrices=full)
+
+
+@pytest.mark.parametrize("m,n,dtype", [(128, 128, torch.float32), (130, 70, torch.float32), (64, 64, torch.float64),
+                                       (300, 40, torch.float32)])
+def test_whole_level_register_steps(m, n, dtype):
+    """Whole matrices whose lane groups keep one column of each pair in
+    registers (the recursive-halving order, kernels/halving_order.h): the plan
+    says so, and the results hold in both orientations, with and without
+    vectors, including column counts that are not powers of two."""
+    lv = torch_jsvd.plan([(m, n)] * 8, dtype=dtype, device="cuda")["matrices"][0]["levels"][-1]
+    assert lv["kernel"] == "whole_svd_smem" and lv["steps"] == "registers", lv
+    A = torch.randn(8, m, n, dtype=dtype, device="cuda")
+    A[1] *= 1e-3  # graded batch: convergence is per matrix
+    for X in (A, A.mT):
+        for full in (False, True):
+            _check(X, full_matrices=full)
+        S = torch_jsvd.svdvals(X)
+        ref = torch.linalg.svdvals(X.double())
+        assert ((S.double() - ref).abs().amax(-1) <= bound(m, n, dtype) * ref[..., 0]).all()
 
 
 @pytest.mark.parametrize("full_matrices", [False, True])

@@ -12,7 +12,9 @@ def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True):
     orientation) and its levels: ``whole_svd_warp`` (at most 32 columns: the
     whole matrix and V in the registers of a group of lanes, with
     ``lanes_per_matrix`` and ``rows_per_lane``), ``whole_svd_smem`` (the whole
-    matrix and V in shared memory, one block), or ``block_pairs`` of a width w whose rotations
+    matrix and V in shared memory, one block; ``steps`` says whether each lane
+    group keeps one column of its pairs in registers, ``registers``, or reads
+    both from shared memory, ``shared``), or ``block_pairs`` of a width w whose rotations
     come from ``pair_svd_smem`` (the SVD of a 2w-column pair in shared memory)
     or ``gram_evd_smem`` (the EVD of the pair's Gram matrix in shared memory),
     with the kernel's block size and shared memory. The device's real shared
