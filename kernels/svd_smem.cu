@@ -345,6 +345,11 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
   // accesses per row), and the rotation is computed by every lane of the
   // group at once: one barrier per step instead of three. The partner of x in
   // step s is column (g + s) mod W of the second block: one group per column.
+  // Its step is the same as levels_in_registers' (above), written out twice
+  // on purpose: one shared lambda changed the pair kernels' register
+  // allocation (ptxas: spills in the 64-row bucket, 1024² float32 slower), as
+  // a shared rotation-decision helper did before (benchmarks/RESULTS.md).
+  // Keep the two steps in step by hand.
   auto cross_steps_in_registers = [&] {
     constexpr int R = kRegRows > 0 ? kRegRows : 1;
     const bool owner = g < w0;
