@@ -1,5 +1,5 @@
 // Recursive-halving ordering of the pairs of a sweep, for kernels that keep one
-// column of each pair in registers (svd_smem.cu, register steps).
+// column of each pair in registers (svd_smem_kernel.cuh, register steps).
 //
 // Level 0 splits the c columns at m0 and pairs every column of [0, m0) with
 // every column of [m0, c): owner o of the first half keeps its column x in

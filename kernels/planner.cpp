@@ -74,7 +74,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // Blocked: the widest block-column pair whose SVD fits in shared memory,
   // narrowed while one round-robin step of the batch would leave SMs idle.
   // A float64 pair carries its 2w x 2w rotation under its columns, a float32
-  // pair V's rows (svd_smem.cu). Pairs narrower than 8 columns (unless the
+  // pair V's rows (svd_smem_kernel.cuh). Pairs narrower than 8 columns (unless the
   // matrix itself is that narrow) waste the block on a tall sliver: the Gram
   // EVD serves those better.
   const int64_t half = (cols + 1) / 2;

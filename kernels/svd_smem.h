@@ -1,4 +1,4 @@
-// Launchers of the shared-memory one-sided Jacobi kernel (svd_smem.cu).
+// Launchers of the shared-memory one-sided Jacobi kernel (svd_smem.cu; the kernel is in svd_smem_kernel.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,7 +13,7 @@ namespace jsvd {
 namespace cuda {
 
 // Pair mode carries the pair's 2w x 2w rotation under its columns for float64,
-// V's rows for float32 (svd_smem.cu says why).
+// V's rows for float32 (svd_smem_kernel.cuh says why).
 JSVD_HOST_DEVICE constexpr bool pair_carries_rotation(size_t elem) { return elem == sizeof(double); }
 
 // Rows carried under each column of a pair of c columns of a matrix with q columns.

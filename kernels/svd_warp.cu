@@ -180,13 +180,13 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
       }
       const Acc g = reduce_scatter<NC>(x, li);
       T s = 0, tau = 0;  // s = 0: no rotation
-      if (!done && dT > tiny2 && dB > tiny2) {  // the decision of svd_smem.cu's phase 2, written out
+      if (!done && dT > tiny2 && dB > tiny2) {  // the decision of svd_smem_kernel.cuh's phase 2, written out
         const Acc g2 = g * g;
         if (g2 > apply2 * dT * dB) {
           // The angle in the data's precision; dB - dT in double, where it may cancel.
           const StepRotation<T> rot = step_rotation(static_cast<T>(dB - dT), static_cast<T>(g));
           const T t = rot.t;
-          if (t != T(0)) {  // an angle below T's range is no rotation (as in svd_smem.cu)
+          if (t != T(0)) {  // an angle below T's range is no rotation (as in svd_smem_kernel.cuh)
             rotated |= g2 > tol2 * dT * dB;
             s = rot.s;
             tau = rot.tau;

@@ -1,0 +1,580 @@
+// One-sided Jacobi SVD of a matrix, or of a block-column pair, held entirely in
+// shared memory (W-cycle paper §IV-B).
+//
+// One thread block per task. Its columns are orthogonalised by round-robin
+// steps; each rotation is handled by a group of TPP lanes (TPP = α·32,
+// α ∈ {1, ½, ¼, ⅛}), which splits the rows among its lanes. Squared column
+// norms are carried from rotation to rotation by eq. (6) and recomputed exactly
+// at the start of every sweep, so they cannot drift; only x^T y is a fresh
+// inner product per rotation.
+//
+// Whole mode: the task is a whole matrix (rows >= cols); the block iterates to
+// convergence and writes U, S, V sorted by descending S.
+// Pair mode: the task is the pair [A_i A_j] of a blocked matrix (W-cycle
+// Observation 1: its SVD yields the rotation J_ij = V_ij); the block rotates the
+// pair's columns in place and reports whether the pair was already orthogonal.
+// A pair's tasks after the first of a sweep do only the cross pairs; where the
+// registers allow (kRegRows), a warp keeps one column of A_i in registers for
+// all of them (cross_steps_in_registers). Whole matrices where the registers
+// allow: each lane group keeps one column of its pairs in registers, pairing
+// the columns in the recursive-halving order (levels_in_registers,
+// halving_order.h).
+//
+// V is accumulated by applying every rotation to a second set of rows under
+// each column: each column in shared memory is [a_l; v_l], and inner products
+// run over A's p rows only. Whole mode: those rows are V itself (q of them).
+// Pair mode, float32: the pair's q rows of V. Pair mode, float64: the pair's
+// 2w x 2w rotation J_ij, started at I, and after the sweep
+// [V_i V_j] <- [V_i V_j] J_ij in one small GEMM (§IV-B's update). J halves a
+// square float64 pair's shared memory, and so its round-robin steps, each a
+// pass over A and V in global memory: 100x512x512 float64 went from 183 to 126
+// ms on the H100. Float32 keeps V's rows: with J, V's orthogonality at 512²
+// was 2.5x worse (1.3e-4 against 5.3e-5) and small batches were slower
+// (benchmarks/RESULTS.md).
+//
+// Included by svd_smem.cu (the launchers) only: the kernel's instantiations
+// live there.
+#pragma once
+
+#include <cuda_pipeline.h>
+
+#include "halving_order.h"
+#include "jacobi_device.cuh"
+#include "svd_smem.h"
+
+namespace jsvd {
+namespace cuda {
+namespace {
+
+
+template <typename T>
+__device__ T block_max(T v, T* red /* >= 32 */) {
+  for (int off = 16; off > 0; off /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, off));
+  const int w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  if ((threadIdx.x & 31) == 0) red[w] = v;
+  __syncthreads();
+  T m = 0;
+  for (int i = 0; i < nw; ++i) m = fmax(m, red[i]);
+  __syncthreads();
+  return m;
+}
+
+// f(l, r) for every column l < ncols and row r < len: a warp per column, its
+// lanes over the rows (coalesced, and no integer division per element, which
+// took most of the copy's instructions). Only whole warps take part, as the
+// block size need not be a multiple of 32 (it is at least 32).
+template <typename F>
+__device__ __forceinline__ void for_each_column(int ncols, int len, F f) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+  if (warp >= nwarps) return;
+  for (int l = warp; l < ncols; l += nwarps) {
+#pragma unroll 4
+    for (int r = lane; r < len; r += 32) f(l, r);
+  }
+}
+
+// One element global -> shared without passing through registers (cp.async);
+// complete after __pipeline_commit() and __pipeline_wait_prior(0).
+template <typename T>
+__device__ __forceinline__ void copy_async(T* dst_smem, const T* src) {
+  __pipeline_memcpy_async(dst_smem, src, sizeof(T));
+}
+
+// The largest block whose lanes can each hold `words` 32-bit registers of a
+// pair column (cross steps held in registers, below), at most 128 words.
+constexpr int reg_block_limit(int64_t words) { return words > 32 ? 256 : words > 16 ? 512 : 1024; }
+constexpr int64_t kMaxRegWords = 128;
+
+template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0>
+__global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
+    svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks, const PairTask* pair_tasks) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ int s_rot;  // a rotation above tol in this sweep
+  __shared__ int s_any;  // any rotation in this sweep
+  // Inner products and norms accumulate in double (for float32 they are then
+  // exact at float32's scale).
+  using Acc = double;
+  __shared__ int s_rank;
+  __shared__ T s_red[32];
+
+  int k, c0, c1, w0, w1;
+  bool intra = true;  // whole mode: every pair
+  if (kPair) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // Launched as a programmatic dependent of the previous step
+    // (launch_one): wait for it to complete and its writes to be
+    // visible, then let the next step's blocks be scheduled already.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+    const PairTask pt = pair_tasks[blockIdx.x];
+    k = pt.k;
+    c0 = pt.c0;
+    c1 = pt.c1;
+    w0 = pt.w0w1 & 0xffff;
+    w1 = (pt.w0w1 >> 16) & kPairWidthMask;
+    intra = (pt.w0w1 & kPairIntra) != 0;
+    if (args.state[k].converged) return;
+  } else {
+    k = list_at(whole_tasks, blockIdx.x);
+  }
+  const MatrixDesc md = matrix_desc(args, k);
+  const int p = md.p;
+  if (!kPair) {
+    c0 = 0;
+    w0 = md.q;
+    c1 = md.q;
+    w1 = 0;
+  }
+  const int c = w0 + w1;                      // columns held by this block
+  // V (whole mode, and float32 pairs) or J (float64 pairs) rows under each column
+  constexpr bool kCarryJ = kPair && kWithV && pair_carries_rotation(sizeof(T));
+  const int vr = kWithV ? (kCarryJ ? c : md.q) : 0;
+  const int ld = column_stride(p + vr, TPP);  // (svd_smem.h: bank conflicts)
+  auto gcol = [&](int l) { return l < w0 ? c0 + l : c1 + (l - w0); };
+
+  // Shared memory: d, pg (double) | As | ps, ptau (T) | rank (int)
+  const int max_pairs = c;  // >= (c + 1) / 2 round-robin pairs and >= w0 cross pairs
+  double* d = reinterpret_cast<double*>(smem_raw);
+  double* pg = d + c;  // per pair of the current step: x^T y
+  T* As = reinterpret_cast<T*>(pg + max_pairs);
+  T* ps = As + static_cast<size_t>(c) * ld;  // per pair: sin (0: no rotation) and tau
+  T* ptau = ps + max_pairs;
+  int* rank_s = reinterpret_cast<int*>(ptau + max_pairs);
+
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int g = tid / TPP, lane = tid % TPP, G = nt / TPP;
+  const T* Ag = args.A + md.a_off;
+
+  int local_bad = 0;
+  T local_max = 0;
+  if constexpr (kPair) {
+    // Asynchronous copies (cp.async): no register staging, and as many reads
+    // in flight as the block issues. A pair of a large matrix has one block of
+    // 8 warps per SM, where synchronous loads left the copy latency-bound.
+    for_each_column(c, p, [&](int l, int r) { copy_async(As + l * ld + r, Ag + static_cast<int64_t>(gcol(l)) * p + r); });
+    if constexpr (kWithV && !kCarryJ) {
+      const T* Vg = args.Vw + md.v_off;
+      for_each_column(c, vr, [&](int l, int r) {
+        copy_async(As + l * ld + p + r, Vg + static_cast<int64_t>(gcol(l)) * vr + r);
+      });
+    }
+    __pipeline_commit();
+  } else {
+    for_each_column(c, p, [&](int l, int r) {
+      const T v = Ag[static_cast<int64_t>(gcol(l)) * p + r];
+      As[l * ld + r] = v;
+      local_bad |= !isfinite(v);
+      local_max = fmax(local_max, fabs(v));
+    });
+  }
+  if constexpr (kWithV && (!kPair || kCarryJ)) {  // V (whole mode) or J (float64 pairs) starts at I
+    for_each_column(c, vr, [&](int l, int r) { As[l * ld + p + r] = (r == l) ? T(1) : T(0); });
+  }
+  if constexpr (kPair) __pipeline_wait_prior(0);
+
+  double scale = 1.0;
+  if (!kPair) {
+    // Non-finite input: NaN outputs, info = -2. Otherwise divide by max|a| so
+    // that squared norms neither overflow nor underflow (pair mode: the
+    // blocked prologue did this once for the whole matrix).
+    if (__syncthreads_or(local_bad)) {
+      write_non_finite(args, md, k, tid, nt);
+      return;
+    }
+    const T amax = block_max(local_max, s_red);
+    if (amax > T(0)) {
+      scale = static_cast<double>(amax);
+      const T inv = T(1) / amax;
+      for_each_column(c, p, [&](int l, int r) { As[l * ld + r] *= inv; });
+    }
+  }
+  __syncthreads();
+
+  const StepTolerances tols = step_tolerances<T>(args.tol, p);  // (jacobi_device.cuh)
+  const double tol2 = tols.tol2, apply2 = tols.apply2;
+  const double tiny2 = negligible_norm2<T>();
+  // Pairs of a step. Whole matrices, and a block pair's first task of a sweep
+  // (intra): the round-robin over all c columns. Other block pairs: only the
+  // w0 x w1 cross pairs, in max(w0, w1) steps (column k of the first block
+  // meets column (k + s) mod W of the second); the pairs inside each block
+  // were handled by this sweep's intra task, so redoing them would only
+  // double the rotations.
+  const int e = c + (c & 1);
+  const int W = w0 > w1 ? w0 : w1;
+  const int nsteps = intra ? e - 1 : W;
+  const int npairs = intra ? e / 2 : w0;
+  auto step_pair = [&](int step, int pk, int& i, int& j) -> bool {
+    if (intra) {
+      round_robin_pair(e, step, pk, i, j);
+      return j < c;  // else the dummy slot of an odd column count
+    }
+    i = pk;
+    j = (pk + step) % W;
+    if (j >= w1) return false;
+    j += w0;
+    return true;
+  };
+  // d <- the exact squared norms of the columns (of A's rows only).
+  auto exact_norms = [&] {
+    for (int l = g; l < c; l += G) {
+      const T* x = As + l * ld;
+      Acc acc = 0;
+      for (int r = lane; r < p; r += TPP) acc += Acc(x[r]) * Acc(x[r]);
+      acc = group_sum<TPP>(acc);
+      if (lane == 0) d[l] = static_cast<double>(acc);
+    }
+  };
+  // Register steps (kRegRows > 0): the recursive-halving ordering
+  // (halving_order.h). At each level a group owns one column x of every pair
+  // it does and keeps x in registers for all of the level's steps, so a step
+  // reads and writes only the partner y in shared memory (2 instead of 5
+  // accesses per row, plus A's rows once for x^T y in the phased steps), and
+  // the rotation is computed by every lane of the group at once: one barrier
+  // per step instead of three, and no step waits on a single thread. A block
+  // pair's cross task (not intra) is level 0 alone: [A_i A_j]'s cross pairs.
+  const int nrows = p + vr;
+  const HalvingOrder order{c, w1 > 0 ? w0 : (c + 1) / 2};
+  const int nlevels = order.levels();
+  // Block pairs: only their cross tasks, in cross_steps_in_registers (below).
+  // Their first (intra) task of a sweep in registers, by the halving order,
+  // was slower on the H100 (10x1024² float32 275 -> 297 ms, register
+  // pressure; 200x256² took a sweep more), and sharing this lambda changed
+  // the cross tasks' register allocation (ptxas: spills at 1024²).
+  const bool regs = kRegRows > 0 && nrows <= kRegRows * TPP && !(kPair && (intra || G < w0));
+  auto levels_in_registers = [&] {
+    constexpr int R = kRegRows > 0 ? kRegRows : 1;
+    bool any_rot = false, above_tol = false;  // this group's rotations (flags set once, below)
+    for (int L = 0; L < nlevels; ++L) {
+      const int A = order.owners(L), nslots = order.slots(L), W = order.steps(L);
+      for (int base = 0; base < nslots; base += G) {  // more owners than groups: in passes
+        // This group's column x, and its partners: columns y0 + (o + s) mod Ws below y0 + b.
+        int x = 0, y0 = 0, b = 0, Ws = 1, o = 0;
+        const int slot = base + g;
+        if (slot < nslots) {
+          const int t = slot / A;
+          o = slot - t * A;
+          int lo, mid, hi;
+          order.segment(L, t, lo, mid, hi);
+          if (o < mid - lo && hi > mid) {
+            x = lo + o;
+            y0 = mid;
+            b = hi - mid;
+            Ws = max(mid - lo, b);
+          }
+        }
+        T* xs = As + x * ld;
+        T xr[R];
+#pragma unroll
+        for (int h = 0; h < R; ++h) {
+          const int r = lane + h * TPP;
+          xr[h] = (b > 0 && r < nrows) ? xs[r] : T(0);
+        }
+        double dx = b > 0 ? d[x] : 0.0;
+        int jj = o;  // (o + step) mod Ws
+        for (int step = 0; step < W; ++step, jj = (jj + 1 == Ws) ? 0 : jj + 1) {
+          if (step < Ws && jj < b) {
+            T* y = As + (y0 + jj) * ld;
+            const double dy = d[y0 + jj];
+            T ss = T(0), tau = T(0);
+            if (dx > tiny2 && dy > tiny2) {
+              Acc axy = 0;
+#pragma unroll
+              for (int h = 0; h < R; ++h) {
+                const int r = lane + h * TPP;
+                if (r < p) axy += Acc(xr[h] * y[r]);
+              }
+              axy = group_sum<TPP>(axy);
+              const double gabs = fabs(axy);
+              if (gabs * gabs > apply2 * dx * dy) {  // as in phase 2 of the shared-memory steps, below
+                const T diff = static_cast<T>(dy - dx), gt = static_cast<T>(axy);
+                const StepRotation<T> rot = step_rotation(diff, gt);  // as in phase 2, below
+                if (rot.t != T(0)) {
+                  ss = rot.s;
+                  tau = rot.tau;
+                  const double tt = static_cast<double>(rot.t);
+                  __syncwarp(group_mask<TPP>());  // every lane of the group has read dy
+                  if (lane == 0) d[y0 + jj] = dy + tt * axy;  // eq. (6)
+                  any_rot = true;
+                  above_tol |= gabs * gabs > tol2 * dx * dy;
+                  dx = fmax(dx - tt * axy, 0.0);
+                }
+              }
+            }
+            if (ss != T(0)) {
+#pragma unroll
+              for (int h = 0; h < R; ++h) {
+                const int r = lane + h * TPP;
+                if (r < nrows) {
+                  T yv = y[r];
+                  rotate_pair(xr[h], yv, ss, tau);
+                  y[r] = yv;
+                }
+              }
+            }
+          }
+          __syncthreads();  // y and its norm pass to the next owner
+        }
+        if (b > 0) {
+#pragma unroll
+          for (int h = 0; h < R; ++h) {
+            const int r = lane + h * TPP;
+            if (r < nrows) xs[r] = xr[h];
+          }
+          if (lane == 0) d[x] = dx;  // the next level may pair x as a partner
+        }
+        __syncthreads();
+      }
+    }
+    const int any_block = __syncthreads_or(any_rot), above_block = __syncthreads_or(above_tol);
+    if (tid == 0) {
+      if (any_block) s_any = 1;
+      if (above_block) s_rot = 1;
+    }
+    __syncthreads();
+  };
+  // Cross tasks with kRegRows > 0: group g (one per column of the first
+  // block) keeps its column x in registers for all W steps, so a step reads
+  // and writes only the partner column y in shared memory (2.5 instead of 5
+  // accesses per row), and the rotation is computed by every lane of the
+  // group at once: one barrier per step instead of three. The partner of x in
+  // step s is column (g + s) mod W of the second block: one group per column.
+  // Its step is the same as levels_in_registers' (above), written out twice
+  // on purpose: one shared lambda changed the pair kernels' register
+  // allocation (ptxas: spills in the 64-row bucket, 1024² float32 slower), as
+  // a shared rotation-decision helper did before (benchmarks/RESULTS.md).
+  // Keep the two steps in step by hand.
+  auto cross_steps_in_registers = [&] {
+    constexpr int R = kRegRows > 0 ? kRegRows : 1;
+    const bool owner = g < w0;
+    T* xs = As + (owner ? g : 0) * ld;
+    T xr[R];
+#pragma unroll
+    for (int h = 0; h < R; ++h) {
+      const int r = lane + h * TPP;
+      xr[h] = (owner && r < nrows) ? xs[r] : T(0);
+    }
+    double dx = owner ? d[g] : 0.0;
+    bool any_rot = false, above_tol = false;  // this group's rotations (flags set once, below)
+    for (int step = 0; step < W; ++step) {
+      const int jj = owner ? (g + step) % W : w1;
+      if (jj < w1) {
+        T* y = As + (w0 + jj) * ld;
+        const double dy = d[w0 + jj];
+        T ss = T(0), tau = T(0);
+        if (dx > tiny2 && dy > tiny2) {
+          Acc axy = 0;
+#pragma unroll
+          for (int h = 0; h < R; ++h) {
+            const int r = lane + h * TPP;
+            if (r < p) axy += Acc(xr[h] * y[r]);
+          }
+          axy = group_sum<TPP>(axy);
+          const double gabs = fabs(axy);
+          if (gabs * gabs > apply2 * dx * dy) {  // as in phase 2 of the shared-memory steps, below
+            const StepRotation<T> rot = step_rotation(static_cast<T>(dy - dx), static_cast<T>(axy));
+            if (rot.t != T(0)) {
+              ss = rot.s;
+              tau = rot.tau;
+              const double t = static_cast<double>(rot.t);
+              __syncwarp();  // every lane has read dy
+              if (lane == 0) d[w0 + jj] = dy + t * axy;  // eq. (6)
+              any_rot = true;
+              above_tol |= gabs * gabs > tol2 * dx * dy;
+              dx = fmax(dx - t * axy, 0.0);
+            }
+          }
+        }
+        if (ss != T(0)) {
+#pragma unroll
+          for (int h = 0; h < R; ++h) {
+            const int r = lane + h * TPP;
+            if (r < nrows) {
+              T yv = y[r];
+              rotate_pair(xr[h], yv, ss, tau);
+              y[r] = yv;
+            }
+          }
+        }
+      }
+      __syncthreads();  // y and its norm pass to the next group
+    }
+    if (owner) {
+#pragma unroll
+      for (int h = 0; h < R; ++h) {
+        const int r = lane + h * TPP;
+        if (r < nrows) xs[r] = xr[h];
+      }
+    }
+    const int any_block = __syncthreads_or(any_rot), above_block = __syncthreads_or(above_tol);
+    if (tid == 0) {
+      if (any_block) s_any = 1;
+      if (above_block) s_rot = 1;
+    }
+    __syncthreads();
+  };
+  int sweeps = 0;
+  bool converged = false, first_rotated = false, applied = false;
+  for (int sweep = 1; sweep <= args.max_sweeps; ++sweep) {
+    if (tid == 0) {
+      s_rot = 0;
+      s_any = 0;
+    }
+    exact_norms();  // once per sweep
+    __syncthreads();
+    if (regs) {
+      if constexpr (kPair) cross_steps_in_registers();
+      else levels_in_registers();
+    } else
+      for (int step = 0; step < nsteps; ++step) {
+      // A step in three barrier-separated phases; phase 2 computes each
+      // rotation once per pair, not redundantly in every lane of its group.
+      // 1. each group: the pair's inner product
+      for (int pk = g; pk < npairs; pk += G) {
+        int i, j;
+        if (!step_pair(step, pk, i, j)) continue;
+        if (d[i] <= tiny2 || d[j] <= tiny2) continue;  // a (negligible) zero column is orthogonal to all
+        const T* x = As + i * ld;
+        const T* y = As + j * ld;
+        // Float32: each product rounded once, then summed in double. Its
+        // rounding (<= 2^-24 |x_r y_r|, random in sign) stays far below the
+        // eps test, and one conversion per row instead of two relieves the
+        // XU pipe, the busiest in ncu at 100x512x512 (47% of issue).
+        Acc axy = 0;
+        for (int r = lane; r < p; r += TPP) axy += Acc(x[r] * y[r]);
+        axy = group_sum<TPP>(axy);
+        if (lane == 0) pg[pk] = axy;
+      }
+      __syncthreads();
+      // 2. one thread per pair: the rotation, and the norms it leaves (eq. (6)).
+      // The same decision is written out in cross_steps_in_registers and in
+      // svd_warp.cu: one shared helper cost float64 3-6% on the H100 (register
+      // allocation; benchmarks/RESULTS.md), so keep the three in step by hand.
+      for (int pk = tid; pk < npairs; pk += nt) {
+        int i, j;
+        ps[pk] = T(0);
+        if (!step_pair(step, pk, i, j) || d[i] <= tiny2 || d[j] <= tiny2) continue;
+        const double gg = pg[pk];
+        const double di = d[i], dj = d[j];  // carried by eq. (6), exact at each sweep's start
+        const double gabs = fabs(gg);
+        // |g| > tol sqrt(di dj), squared: no square roots on the critical path
+        if (!(gabs * gabs > apply2 * di * dj)) continue;
+        // The angle in the data's precision (the difference dj - di in double,
+        // where it may cancel), so float32 pays no double divisions.
+        // The fast float32 rotation (jacobi_device.cuh), also for block pairs,
+        // whose V takes many more rotations: against the exact formulas, V's
+        // orthogonality at 512², 1024² and 1536² was unchanged on the H100 and
+        // 256²-512² ran 5% faster (benchmarks/RESULTS.md).
+        const T diff = static_cast<T>(dj - di), gt = static_cast<T>(gg);
+        const StepRotation<T> rot = step_rotation(diff, gt);
+        const T t = rot.t;
+        if (t == T(0)) continue;  // an angle below T's range: no rotation, and none to wait for
+        ps[pk] = rot.s;
+        ptau[pk] = rot.tau;
+        d[i] = fmax(di - static_cast<double>(t) * gg, 0.0);  // eq. (6), cancellation-free form
+        d[j] = dj + static_cast<double>(t) * gg;
+        s_any = 1;
+        if (gabs * gabs > tol2 * di * dj) s_rot = 1;
+      }
+      __syncthreads();
+      // 3. each group: apply its pair's rotation to the A rows and the V rows
+      for (int pk = g; pk < npairs; pk += G) {
+        const T ss = ps[pk];
+        if (ss == T(0)) continue;
+        int i, j;
+        step_pair(step, pk, i, j);
+        T* x = As + i * ld;
+        T* y = As + j * ld;
+        const T tau = ptau[pk];
+        for (int r = lane; r < ld; r += TPP) rotate_pair(x[r], y[r], ss, tau);
+      }
+      __syncthreads();
+    }
+    sweeps = sweep;
+    const bool rot = s_rot != 0;
+    applied |= s_any != 0;
+    if (sweep == 1) first_rotated = rot;
+    __syncthreads();  // all have read s_rot before it is reset
+    if (!rot) {
+      converged = true;
+      break;
+    }
+  }
+
+  if constexpr (kPair) {
+    // Write the rotated pair (and its V columns) back.
+    if (!applied) return;  // nothing moved
+    if (tid == 0 && first_rotated) args.state[k].rotated = 1;
+    T* Ab = args.A + md.a_off;
+    for_each_column(c, p, [&](int l, int r) { Ab[static_cast<int64_t>(gcol(l)) * p + r] = As[l * ld + r]; });
+    if constexpr (kWithV && !kCarryJ) {
+      T* Vg = args.Vw + md.v_off;
+      for_each_column(c, vr,
+                      [&](int l, int r) { Vg[static_cast<int64_t>(gcol(l)) * vr + r] = As[l * ld + p + r]; });
+    }
+    if constexpr (kCarryJ) {
+      // [V_i V_j] <- [V_i V_j] J. A's rows in shared memory are free now:
+      // they stage V's rows (p >= q: one pass for the engine's tall matrices).
+      __syncthreads();
+      T* Vg = args.Vw + md.v_off;
+      const int q = md.q;
+      constexpr int kJ = 4;  // output columns per thread: each staged V entry is read once per kJ FMAs
+      const int jgroups = (c + kJ - 1) / kJ;
+      for (int r0 = 0; r0 < q; r0 += p) {
+        const int rows = min(p, q - r0);
+        for_each_column(c, rows,
+                        [&](int l, int r) { copy_async(As + l * ld + r, Vg + static_cast<int64_t>(gcol(l)) * q + r0 + r); });
+        __pipeline_commit();
+        __pipeline_wait_prior(0);
+        __syncthreads();
+        for (int idx = tid; idx < jgroups * rows; idx += nt) {
+          const int jg = idx / rows, r = idx - jg * rows;  // lanes of a warp share jg: J reads broadcast
+          T acc[kJ];
+#pragma unroll
+          for (int u = 0; u < kJ; ++u) acc[u] = T(0);
+          for (int l = 0; l < c; ++l) {
+            const T x = As[l * ld + r];
+#pragma unroll
+            for (int u = 0; u < kJ; ++u) {
+              const int j = jg * kJ + u;
+              if (j < c) acc[u] += x * As[j * ld + p + l];  // J[l][j]
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < kJ; ++u) {
+            const int j = jg * kJ + u;
+            if (j < c) Vg[static_cast<int64_t>(gcol(j)) * q + r0 + r] = acc[u];
+          }
+        }
+        __syncthreads();
+      }
+    }
+    return;
+  }
+
+  if constexpr (!kPair) {  // (the pair instantiations returned above)
+    // Whole mode: finalise. Exact norms, descending order by rank counting.
+    exact_norms();
+    if (tid == 0) s_rank = 0;
+    __syncthreads();
+    write_descending_s(d, c, scale, args.S + md.s_off, rank_s, &s_rank, args.info + k, args.rank + k,
+                       converged ? sweeps : -1);
+    const double tiny = static_cast<double>(tiny_norm<T>());
+    if (!args.U) return;
+    T* Ug = args.U + md.u_off;
+    for (int l = tid; l < c; l += nt) {  // 1 / ||a_l||, once per column (in the free pair slots)
+      const double nrm = sqrt(d[l]);
+      ps[l] = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // zero columns are completed later
+    }
+    __syncthreads();
+    for_each_column(c, p, [&](int l, int r) { Ug[static_cast<int64_t>(rank_s[l]) * p + r] = As[l * ld + r] * ps[l]; });
+    if constexpr (kWithV) {
+      T* Vg = args.V + md.v_off;
+      for_each_column(c, c, [&](int l, int r) { Vg[rank_s[l] * c + r] = As[l * ld + p + r]; });
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace jsvd
