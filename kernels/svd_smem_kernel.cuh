@@ -239,9 +239,52 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
   // Block pairs: only their cross tasks, in cross_steps_in_registers (below).
   // Their first (intra) task of a sweep in registers, by the halving order,
   // was slower on the H100 (10x1024² float32 275 -> 297 ms, register
-  // pressure; 200x256² took a sweep more), and sharing this lambda changed
-  // the cross tasks' register allocation (ptxas: spills at 1024²).
+  // pressure; 200x256² took a sweep more).
   const bool regs = kRegRows > 0 && nrows <= kRegRows * TPP && !(kPair && (intra || G < w0));
+  // One register step (levels_in_registers, cross_steps_in_registers): the
+  // group's column x (its rows xr in registers, squared norm dx) against
+  // column y in shared memory, whose squared norm is *dy_slot: x^T y, the
+  // rotation decision of phase 2 of the shared-memory steps (below), eq. (6),
+  // and the rotation of x and y; the caller's barrier then passes y on.
+  auto register_step = [&](auto& xr, T* y, double* dy_slot, double& dx, bool& any_rot, bool& above_tol) {
+    constexpr int R = kRegRows > 0 ? kRegRows : 1;
+    const double dy = *dy_slot;
+    T ss = T(0), tau = T(0);
+    if (dx > tiny2 && dy > tiny2) {
+      Acc axy = 0;
+#pragma unroll
+      for (int h = 0; h < R; ++h) {
+        const int r = lane + h * TPP;
+        if (r < p) axy += Acc(xr[h] * y[r]);
+      }
+      axy = group_sum<TPP>(axy);
+      const double gabs = fabs(axy);
+      if (gabs * gabs > apply2 * dx * dy) {
+        const StepRotation<T> rot = step_rotation(static_cast<T>(dy - dx), static_cast<T>(axy));
+        if (rot.t != T(0)) {
+          ss = rot.s;
+          tau = rot.tau;
+          const double t = static_cast<double>(rot.t);
+          __syncwarp(group_mask<TPP>());  // every lane of the group has read dy
+          if (lane == 0) *dy_slot = dy + t * axy;  // eq. (6)
+          any_rot = true;
+          above_tol |= gabs * gabs > tol2 * dx * dy;
+          dx = fmax(dx - t * axy, 0.0);
+        }
+      }
+    }
+    if (ss != T(0)) {
+#pragma unroll
+      for (int h = 0; h < R; ++h) {
+        const int r = lane + h * TPP;
+        if (r < nrows) {
+          T yv = y[r];
+          rotate_pair(xr[h], yv, ss, tau);
+          y[r] = yv;
+        }
+      }
+    }
+  };
   auto levels_in_registers = [&] {
     constexpr int R = kRegRows > 0 ? kRegRows : 1;
     bool any_rot = false, above_tol = false;  // this group's rotations (flags set once, below)
@@ -273,46 +316,7 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
         double dx = b > 0 ? d[x] : 0.0;
         int jj = o;  // (o + step) mod Ws
         for (int step = 0; step < W; ++step, jj = (jj + 1 == Ws) ? 0 : jj + 1) {
-          if (step < Ws && jj < b) {
-            T* y = As + (y0 + jj) * ld;
-            const double dy = d[y0 + jj];
-            T ss = T(0), tau = T(0);
-            if (dx > tiny2 && dy > tiny2) {
-              Acc axy = 0;
-#pragma unroll
-              for (int h = 0; h < R; ++h) {
-                const int r = lane + h * TPP;
-                if (r < p) axy += Acc(xr[h] * y[r]);
-              }
-              axy = group_sum<TPP>(axy);
-              const double gabs = fabs(axy);
-              if (gabs * gabs > apply2 * dx * dy) {  // as in phase 2 of the shared-memory steps, below
-                const T diff = static_cast<T>(dy - dx), gt = static_cast<T>(axy);
-                const StepRotation<T> rot = step_rotation(diff, gt);  // as in phase 2, below
-                if (rot.t != T(0)) {
-                  ss = rot.s;
-                  tau = rot.tau;
-                  const double tt = static_cast<double>(rot.t);
-                  __syncwarp(group_mask<TPP>());  // every lane of the group has read dy
-                  if (lane == 0) d[y0 + jj] = dy + tt * axy;  // eq. (6)
-                  any_rot = true;
-                  above_tol |= gabs * gabs > tol2 * dx * dy;
-                  dx = fmax(dx - tt * axy, 0.0);
-                }
-              }
-            }
-            if (ss != T(0)) {
-#pragma unroll
-              for (int h = 0; h < R; ++h) {
-                const int r = lane + h * TPP;
-                if (r < nrows) {
-                  T yv = y[r];
-                  rotate_pair(xr[h], yv, ss, tau);
-                  y[r] = yv;
-                }
-              }
-            }
-          }
+          if (step < Ws && jj < b) register_step(xr, As + (y0 + jj) * ld, d + y0 + jj, dx, any_rot, above_tol);
           __syncthreads();  // y and its norm pass to the next owner
         }
         if (b > 0) {
@@ -339,11 +343,9 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
   // accesses per row), and the rotation is computed by every lane of the
   // group at once: one barrier per step instead of three. The partner of x in
   // step s is column (g + s) mod W of the second block: one group per column.
-  // Its step is the same as levels_in_registers' (above), written out twice
-  // on purpose: one shared lambda changed the pair kernels' register
-  // allocation (ptxas: spills in the 64-row bucket, 1024² float32 slower), as
-  // a shared rotation-decision helper did before (benchmarks/RESULTS.md).
-  // Keep the two steps in step by hand.
+  // Its step is register_step, as in levels_in_registers; its own loop, not
+  // levels_in_registers' with one level, because that changed the pair
+  // kernels' register allocation (ptxas: spills in the 64-row bucket).
   auto cross_steps_in_registers = [&] {
     constexpr int R = kRegRows > 0 ? kRegRows : 1;
     const bool owner = g < w0;
@@ -358,45 +360,7 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
     bool any_rot = false, above_tol = false;  // this group's rotations (flags set once, below)
     for (int step = 0; step < W; ++step) {
       const int jj = owner ? (g + step) % W : w1;
-      if (jj < w1) {
-        T* y = As + (w0 + jj) * ld;
-        const double dy = d[w0 + jj];
-        T ss = T(0), tau = T(0);
-        if (dx > tiny2 && dy > tiny2) {
-          Acc axy = 0;
-#pragma unroll
-          for (int h = 0; h < R; ++h) {
-            const int r = lane + h * TPP;
-            if (r < p) axy += Acc(xr[h] * y[r]);
-          }
-          axy = group_sum<TPP>(axy);
-          const double gabs = fabs(axy);
-          if (gabs * gabs > apply2 * dx * dy) {  // as in phase 2 of the shared-memory steps, below
-            const StepRotation<T> rot = step_rotation(static_cast<T>(dy - dx), static_cast<T>(axy));
-            if (rot.t != T(0)) {
-              ss = rot.s;
-              tau = rot.tau;
-              const double t = static_cast<double>(rot.t);
-              __syncwarp();  // every lane has read dy
-              if (lane == 0) d[w0 + jj] = dy + t * axy;  // eq. (6)
-              any_rot = true;
-              above_tol |= gabs * gabs > tol2 * dx * dy;
-              dx = fmax(dx - t * axy, 0.0);
-            }
-          }
-        }
-        if (ss != T(0)) {
-#pragma unroll
-          for (int h = 0; h < R; ++h) {
-            const int r = lane + h * TPP;
-            if (r < nrows) {
-              T yv = y[r];
-              rotate_pair(xr[h], yv, ss, tau);
-              y[r] = yv;
-            }
-          }
-        }
-      }
+      if (jj < w1) register_step(xr, As + (w0 + jj) * ld, d + w0 + jj, dx, any_rot, above_tol);
       __syncthreads();  // y and its norm pass to the next group
     }
     if (owner) {
@@ -447,9 +411,9 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
       }
       __syncthreads();
       // 2. one thread per pair: the rotation, and the norms it leaves (eq. (6)).
-      // The same decision is written out in cross_steps_in_registers and in
-      // svd_warp.cu: one shared helper cost float64 3-6% on the H100 (register
-      // allocation; benchmarks/RESULTS.md), so keep the three in step by hand.
+      // The same decision is written out in register_step and in svd_warp.cu:
+      // one shared helper cost float64 3-6% on the H100 (register allocation;
+      // benchmarks/RESULTS.md), so keep the three in step by hand.
       for (int pk = tid; pk < npairs; pk += nt) {
         int i, j;
         ps[pk] = T(0);

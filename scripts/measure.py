@@ -2,7 +2,8 @@
 
 usage: measure.py 100x512x512:float32 [10x1024x1024:float64 ...] [--reps 3] [--seed 0]
 Prints one line per case: median ms (CUDA events, after a warm-up call), max relative reconstruction
-error, ‖UᵀU − I‖_F and ‖VᵀV − I‖_F (max over the batch), sweeps.
+error, ‖UᵀU − I‖_F and ‖VᵀV − I‖_F (max over the batch), sweeps. A case ending in ":values" times the
+singular values alone (compute_uv=False) and reports their error against float64 torch.linalg.svdvals.
 """
 import argparse, json
 
@@ -18,7 +19,8 @@ def orth(Q):
 
 
 def measure(case, reps=3, seed=0):
-    shape, dt = case.split(":")
+    shape, dt, *mode = case.split(":")
+    values = mode == ["values"]
     b, m, n = (int(v) for v in shape.split("x"))
     dtype = getattr(torch, dt)
     A = torch.randn(b, m, n, device="cuda", dtype=dtype, generator=torch.Generator(device="cuda").manual_seed(seed))
@@ -26,19 +28,26 @@ def measure(case, reps=3, seed=0):
     times = []
     for _ in range(reps + 1):
         ev0.record()
-        U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False)
+        U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False, compute_uv=not values)
         ev1.record()
         torch.cuda.synchronize()
         times.append(ev0.elapsed_time(ev1))
     times = sorted(times[1:])
     Ad = A.double()
+    plan = torch_jsvd.plan([(m, n)] * b, dtype=dtype, device="cuda", compute_uv=not values)["matrices"][0]["levels"]
+    if values:
+        ref = torch.linalg.svdvals(Ad)
+        err = ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max().item()
+        return {"case": case, "ms": times[len(times) // 2], "recon": err, "orth_u": 0.0, "orth_v": 0.0,
+                "sweeps": int(info.max().item()), "plan": plan}
     rec = ((U.double() * S.double()[..., None, :]) @ Vh.double() - Ad).norm(dim=(-2, -1)) / Ad.norm(dim=(-2, -1))
-    plan = torch_jsvd.plan([(m, n)] * b, dtype=dtype, device="cuda")["matrices"][0]["levels"]
     return {"case": case, "ms": times[len(times) // 2], "recon": rec.max().item(), "orth_u": orth(U),
             "orth_v": orth(Vh.mT), "sweeps": int(info.max().item()), "plan": plan}
 
 
 def line(d):
+    if d["case"].endswith(":values"):
+        return f"{d['case']:24s} {d['ms']:9.2f} ms  s_err {d['recon']:.1e}  sweeps {d['sweeps']}"
     return (f"{d['case']:24s} {d['ms']:9.2f} ms  recon {d['recon']:.1e}  orthU {d['orth_u']:.1e}  "
             f"orthV {d['orth_v']:.1e}  sweeps {d['sweeps']}")
 
