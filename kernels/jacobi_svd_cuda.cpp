@@ -101,12 +101,14 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
       continue;
     }
     if (mp.level == Level::kWholeSmem) {
-      WholeGroup& g = whole[{mp.tpp, mp.threads}];
-      g.cfg.tpp = mp.tpp;
-      g.cfg.threads = mp.threads;
-      g.cfg.smem = std::max(g.cfg.smem, mp.smem);
-      g.cfg.rows = std::max(g.cfg.rows, mp.rows);
-      g.cfg.reg_groups = std::max(g.cfg.reg_groups, mp.reg_groups);
+      // Matrices of one block shape share a launch sized for the largest.
+      const SmemLaunch& l = mp.launch;
+      WholeGroup& g = whole[{l.tpp, l.threads}];
+      g.cfg.tpp = l.tpp;
+      g.cfg.threads = l.threads;
+      g.cfg.smem = std::max(g.cfg.smem, l.smem);
+      g.cfg.rows = std::max(g.cfg.rows, l.rows);
+      g.cfg.reg_groups = std::max(g.cfg.reg_groups, l.reg_groups);
       if (uni) break;
       g.mats.push_back(static_cast<int32_t>(k));
       continue;

@@ -6,7 +6,6 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <mutex>
 #include <sstream>
 
@@ -37,8 +36,7 @@ DeviceLimits device_limits(int device) {
 int inner_sweeps() {
   // Tuning knob for experiments (benchmarks/); not part of the API.
   static const int n = [] {
-    const char* s = std::getenv("JSVD_INNER_SWEEPS");
-    const int v = s ? std::atoi(s) : 0;
+    const int v = knob_int("JSVD_INNER_SWEEPS", 0);
     return v > 0 ? v : 1;  // measured fastest and most accurate (benchmarks/RESULTS.md)
   }();
   return n;
@@ -62,13 +60,8 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // directly, no Gram matrix, no global traffic between sweeps).
   const int64_t vrows = compute_uv ? cols : 0;  // V rides along under A's columns
   if (svd_smem_bytes(rows, vrows, cols, elem) <= lim.smem_per_block) {
-    const SmemLaunch cfg = svd_smem_config(rows, vrows, cols, elem);
     mp.level = Level::kWholeSmem;
-    mp.tpp = cfg.tpp;
-    mp.threads = cfg.threads;
-    mp.smem = cfg.smem;
-    mp.rows = cfg.rows;
-    mp.reg_groups = cfg.reg_groups;
+    mp.launch = svd_smem_config(rows, vrows, cols, elem);
     return mp;
   }
   // Blocked: the widest block-column pair whose SVD fits in shared memory,
@@ -100,28 +93,22 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   }
   // Tuning knob for experiments (benchmarks/); not part of the API. Read once:
   // plan_matrix runs for every matrix of a variable-size batch.
-  static const int64_t forced_width = [] {
-    const char* env = std::getenv("JSVD_PAIR_WIDTH");
-    return env ? static_cast<int64_t>(std::atoi(env)) : int64_t(0);
-  }();
+  static const int64_t forced_width = knob_int("JSVD_PAIR_WIDTH", 0);
   if (forced_width > 0) {
     const int64_t w = std::min<int64_t>(forced_width, half);
     if (pair_bytes(w) <= lim.smem_per_block) chosen = w;
   }
   if (chosen > 0) {
-    const SmemLaunch cfg = svd_smem_config(rows, pair_vr(chosen), 2 * chosen, elem);
     mp.level = Level::kPairSvd;
     mp.width = chosen;
-    mp.tpp = cfg.tpp;
-    mp.threads = cfg.threads;
-    mp.smem = cfg.smem;
+    mp.launch = svd_smem_config(rows, pair_vr(chosen), 2 * chosen, elem);
     return mp;
   }
   // Too tall for any pair: rotations from the Gram matrix's EVD.
   mp.level = Level::kGramEvd;
   mp.width = std::min<int64_t>(kGramMaxCols / 2, half);
-  mp.threads = 256;
-  mp.smem = gram_evd_smem_bytes(2 * mp.width, elem);
+  mp.launch.threads = 256;
+  mp.launch.smem = gram_evd_smem_bytes(2 * mp.width, elem);
   return mp;
 }
 
@@ -157,23 +144,18 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
          << ", \"lanes_per_matrix\": " << mp.warp_lanes << ", \"rows_per_lane\": " << mp.warp_rows << "}";
     } else if (mp.level == Level::kWholeSmem) {
       // The launcher's own choice of steps (it depends on the kernels' registers).
-      SmemLaunch cfg;
-      cfg.tpp = mp.tpp;
-      cfg.threads = mp.threads;
-      cfg.smem = mp.smem;
-      cfg.rows = mp.rows;
-      cfg.reg_groups = mp.reg_groups;
+      const SmemLaunch& cfg = mp.launch;
       const int reg_threads = whole_register_threads(cfg, elem, compute_uv);
       os << "{\"level\": 1, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << q
-         << ", \"lanes_per_rotation\": " << mp.tpp << ", \"steps\": \"" << (reg_threads ? "registers" : "shared")
-         << "\", \"threads\": " << (reg_threads ? reg_threads : mp.threads) << ", \"smem\": " << mp.smem << "}";
+         << ", \"lanes_per_rotation\": " << cfg.tpp << ", \"steps\": \"" << (reg_threads ? "registers" : "shared")
+         << "\", \"threads\": " << (reg_threads ? reg_threads : cfg.threads) << ", \"smem\": " << cfg.smem << "}";
     } else {
       const int64_t nb = (q + mp.width - 1) / mp.width;
       os << "{\"level\": 1, \"kernel\": \"block_pairs\", \"width\": " << mp.width << ", \"blocks\": " << nb
          << ", \"steps_per_sweep\": " << (nb + (nb & 1) - 1) << "}, {\"level\": 2, \"kernel\": \""
-         << level_name(mp.level) << "\", \"width\": " << 2 * mp.width << ", \"threads\": " << mp.threads
-         << ", \"smem\": " << mp.smem;
-      if (mp.level == Level::kPairSvd) os << ", \"lanes_per_rotation\": " << mp.tpp;
+         << level_name(mp.level) << "\", \"width\": " << 2 * mp.width << ", \"threads\": " << mp.launch.threads
+         << ", \"smem\": " << mp.launch.smem;
+      if (mp.level == Level::kPairSvd) os << ", \"lanes_per_rotation\": " << mp.launch.tpp;
       os << "}";
     }
     os << "]}";

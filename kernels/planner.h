@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "svd_smem.h"
+
 namespace jsvd {
 namespace cuda {
 
@@ -27,11 +29,7 @@ DeviceLimits device_limits(int device);
 struct MatrixPlan {
   Level level = Level::kWholeSmem;
   int64_t width = 0;   // block width w of the blocked levels (0 for whole)
-  int tpp = 0;         // lanes per rotation in the shared-memory SVD kernel
-  int threads = 0;     // its block size
-  size_t smem = 0;     // its dynamic shared memory
-  int64_t rows = 0;    // rows it holds per column (A's and V's)
-  int reg_groups = 0;  // kWholeSmem: lane groups of its register steps (SmemLaunch)
+  SmemLaunch launch;   // shared-memory levels: the kernel's launch (Gram EVD: threads and smem only)
   int warp_lanes = 0;  // kWholeWarp: lanes per matrix (the padded column count)
   int warp_rows = 0;   // kWholeWarp: rows of A per lane
 };

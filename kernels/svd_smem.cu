@@ -103,10 +103,7 @@ void launch_pair_bucket(const EngineArgs<T>& args, const PairTask* tasks, int nt
 // never, 2 wherever a lane's rows fit the registers, otherwise (the default)
 // only where that costs no block per SM.
 int whole_registers_mode() {
-  static const int mode = [] {
-    const char* v = std::getenv("JSVD_WHOLE_REGS");
-    return v ? std::atoi(v) : 1;
-  }();
+  static const int mode = knob_int("JSVD_WHOLE_REGS", 1);
   return mode;
 }
 

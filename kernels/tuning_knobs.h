@@ -13,5 +13,11 @@ inline bool knob_on(const char* name) {
   return !(v && v[0] == '0');
 }
 
+// An integer switch: the value of `name`, or `fallback` where it is not set.
+inline int knob_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
 }  // namespace cuda
 }  // namespace jsvd
