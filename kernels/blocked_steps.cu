@@ -8,6 +8,8 @@
 
 #include <c10/cuda/CUDAException.h>
 
+#include <algorithm>
+
 namespace jsvd {
 namespace cuda {
 namespace {
@@ -34,41 +36,81 @@ __device__ T block_reduce_sum(T v, T* red) {
   return s;
 }
 
-// One block per matrix: reject non-finite input, divide by max|a|, V = I.
+// The per-matrix passes over A, V and U are spread over the whole GPU: a warp
+// per column, kPassCols columns per block, blocks (matrix, column group). One
+// block per matrix used to do them, which left a 1x1536x1536 float32 call with
+// one busy SM for about 9 of its 110 ms (H100, scripts/sweep_profile.py: its
+// first sweep cost 17 ms, the next ones 7.7).
+constexpr int kPassThreads = 256;
+constexpr int kPassCols = kPassThreads / 32;
+
+// f(c) for each of this warp's columns c < q.
+template <typename F>
+__device__ __forceinline__ void for_warp_columns(int q, F f) {
+  const int warp = threadIdx.x >> 5;
+  for (int c = blockIdx.y * kPassCols + warp; c < q; c += gridDim.y * kPassCols) f(c);
+}
+
+dim3 pass_grid(int n, int64_t max_q) {
+  const int64_t groups = std::min<int64_t>((max_q + kPassCols - 1) / kPassCols, 65535);
+  return dim3(static_cast<unsigned>(n), static_cast<unsigned>(groups));
+}
+
+// Prologue, pass 1: max|a| and the non-finite check of each matrix, folded
+// into its zeroed state by atomics: scale takes max|a| (the bits of
+// non-negative doubles order as unsigned integers), converged the flag.
 template <typename T>
-__global__ void prologue_kernel(EngineArgs<T> args, const int32_t* mats) {
+__global__ void __launch_bounds__(kPassThreads) amax_kernel(EngineArgs<T> args, const int32_t* mats) {
   __shared__ T red[32];
   const int k = list_at(mats, blockIdx.x);
   const MatrixDesc md = matrix_desc(args, k);
-  T* A = args.A + md.a_off;
-  const int64_t n = static_cast<int64_t>(md.p) * md.q;
+  const int lane = threadIdx.x & 31;
   int bad = 0;
   T amax = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const T v = A[i];
-    bad |= !isfinite(v);
-    amax = fmax(amax, fabs(v));
-  }
+  for_warp_columns(md.q, [&](int c) {
+    const T* x = args.A + md.a_off + static_cast<int64_t>(c) * md.p;
+#pragma unroll 4
+    for (int r = lane; r < md.p; r += 32) {
+      const T v = x[r];
+      bad |= !isfinite(v);
+      amax = fmax(amax, fabs(v));  // fmax drops NaN: amax stays a number
+    }
+  });
   bad = __syncthreads_or(bad);
   amax = block_reduce_max(amax, red);
-  if (!bad && amax > T(0)) {
-    const T inv = T(1) / amax;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) A[i] *= inv;
+  if (threadIdx.x == 0) {
+    MatrixState& st = args.state[k];
+    atomicMax(reinterpret_cast<unsigned long long*>(&st.scale),
+              static_cast<unsigned long long>(__double_as_longlong(static_cast<double>(amax))));
+    if (bad) atomicOr(&st.converged, 1);
+  }
+}
+
+// Prologue, pass 2: divide by max|a| (not a non-finite or zero matrix), V
+// workspace = I, info.
+template <typename T>
+__global__ void __launch_bounds__(kPassThreads) scale_kernel(EngineArgs<T> args, const int32_t* mats) {
+  const int k = list_at(mats, blockIdx.x);
+  const MatrixDesc md = matrix_desc(args, k);
+  const int lane = threadIdx.x & 31;
+  const double amax = args.state[k].scale;
+  const bool bad = args.state[k].converged != 0;
+  if (!bad && amax > 0) {
+    const T inv = T(1) / static_cast<T>(amax);
+    for_warp_columns(md.q, [&](int c) {
+      T* x = args.A + md.a_off + static_cast<int64_t>(c) * md.p;
+#pragma unroll 4
+      for (int r = lane; r < md.p; r += 32) x[r] *= inv;
+    });
   }
   if (args.U) {
-    T* V = args.Vw + md.v_off;
-    for (int64_t i = threadIdx.x; i < static_cast<int64_t>(md.q) * md.q; i += blockDim.x)
-      V[i] = (i / md.q == i % md.q) ? T(1) : T(0);
+    for_warp_columns(md.q, [&](int c) {
+      T* v = args.Vw + md.v_off + static_cast<int64_t>(c) * md.q;
+#pragma unroll 4
+      for (int r = lane; r < md.q; r += 32) v[r] = r == c ? T(1) : T(0);
+    });
   }
-  if (threadIdx.x == 0) {
-    MatrixState st;
-    st.scale = amax > T(0) ? static_cast<double>(amax) : 1.0;
-    st.rotated = 0;
-    st.sweeps = 0;
-    st.converged = bad;
-    args.state[k] = st;
-    args.info[k] = bad ? -2 : 0;
-  }
+  if (blockIdx.y == 0 && threadIdx.x == 0) args.info[k] = bad ? -2 : 0;
 }
 
 // One thread per matrix: a sweep that rotated nothing means convergence.
@@ -84,47 +126,68 @@ __global__ void end_sweep_kernel(MatrixState* state, const int32_t* mats, int n,
   st.rotated = 0;
 }
 
-// One block per matrix: S = column norms (descending), U = normalised columns,
-// V = the workspace's columns in the same order. Dynamic smem: q doubles + q ints.
+// Finalisation, pass 1: the exact squared norm of every column.
 template <typename T>
-__global__ void finalize_kernel(EngineArgs<T> args, const int32_t* mats) {
+__global__ void __launch_bounds__(kPassThreads)
+    column_norms_kernel(EngineArgs<T> args, const int32_t* mats, double* norms) {
+  const int k = list_at(mats, blockIdx.x);
+  const MatrixDesc md = matrix_desc(args, k);
+  const int lane = threadIdx.x & 31;
+  for_warp_columns(md.q, [&](int c) {
+    const T* x = args.A + md.a_off + static_cast<int64_t>(c) * md.p;
+    double acc = 0;
+#pragma unroll 4
+    for (int r = lane; r < md.p; r += 32) acc += double(x[r]) * double(x[r]);
+    acc = group_sum<32>(acc);
+    if (lane == 0) norms[md.s_off + c] = acc;
+  });
+}
+
+// Finalisation, pass 2, one block per matrix: S descending, each column's
+// position in it (order), info and rank. Dynamic smem: q doubles.
+template <typename T>
+__global__ void order_kernel(EngineArgs<T> args, const int32_t* mats, const double* norms, int32_t* order) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int s_rank;
   const int k = list_at(mats, blockIdx.x);
   const MatrixDesc md = matrix_desc(args, k);
-  const int p = md.p, q = md.q;
-  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
   if (args.info[k] == -2) {  // the prologue found NaN or Inf
-    write_non_finite(args, md, k, tid, nt);
+    write_non_finite(args, md, k, threadIdx.x, blockDim.x);
     return;
   }
   double* d = reinterpret_cast<double*>(smem_raw);
-  int* order = reinterpret_cast<int*>(d + q);
-  const T* A = args.A + md.a_off;
-  for (int l = warp; l < q; l += nw) {
-    const T* x = A + static_cast<int64_t>(l) * p;
-    double acc = 0;
-    for (int r = lane; r < p; r += 32) acc += double(x[r]) * double(x[r]);
-    acc = group_sum<32>(acc);
-    if (lane == 0) d[l] = acc;
-  }
-  if (tid == 0) s_rank = 0;
+  for (int l = threadIdx.x; l < md.q; l += blockDim.x) d[l] = norms[md.s_off + l];
+  if (threadIdx.x == 0) s_rank = 0;
   __syncthreads();
   const MatrixState st = args.state[k];
-  write_descending_s(d, q, st.scale, args.S + md.s_off, order, &s_rank, args.info + k, args.rank + k,
+  const double scale = st.scale > 0 ? st.scale : 1.0;  // a zero matrix was not scaled
+  write_descending_s(d, md.q, scale, args.S + md.s_off, order + md.s_off, &s_rank, args.info + k, args.rank + k,
                      st.converged ? st.sweeps : -1);
+}
+
+// Finalisation, pass 3: U = the normalised columns and V = the workspace's
+// columns, each at its place in S's order.
+template <typename T>
+__global__ void __launch_bounds__(kPassThreads)
+    scatter_kernel(EngineArgs<T> args, const int32_t* mats, const double* norms, const int32_t* order) {
+  const int k = list_at(mats, blockIdx.x);
+  const MatrixDesc md = matrix_desc(args, k);
+  if (args.info[k] == -2) return;  // order_kernel wrote NaN
+  const int lane = threadIdx.x & 31, p = md.p, q = md.q;
   const double tiny = static_cast<double>(tiny_norm<T>());
-  if (!args.U) return;
-  for (int l = warp; l < q; l += nw) {
-    const double nrm = sqrt(d[l]);
+  for_warp_columns(q, [&](int l) {
+    const double nrm = sqrt(norms[md.s_off + l]);
     const T inv = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // completed later
-    const T* x = A + static_cast<int64_t>(l) * p;
-    T* u = args.U + md.u_off + static_cast<int64_t>(order[l]) * p;
+    const int o = order[md.s_off + l];
+    const T* x = args.A + md.a_off + static_cast<int64_t>(l) * p;
+    T* u = args.U + md.u_off + static_cast<int64_t>(o) * p;
+#pragma unroll 4
     for (int r = lane; r < p; r += 32) u[r] = x[r] * inv;
     const T* vw = args.Vw + md.v_off + static_cast<int64_t>(l) * q;
-    T* v = args.V + md.v_off + static_cast<int64_t>(order[l]) * q;
+    T* v = args.V + md.v_off + static_cast<int64_t>(o) * q;
+#pragma unroll 4
     for (int r = lane; r < q; r += 32) v[r] = vw[r];
-  }
+  });
 }
 
 // One block per matrix: fill U's columns rank .. ncols-1 (which carry no
@@ -210,9 +273,12 @@ __global__ void complete_kernel(EngineArgs<T> args, const int32_t* mats, int ful
 }  // namespace
 
 template <typename T>
-void launch_prologue(const EngineArgs<T>& args, const int32_t* mats, int n, cudaStream_t stream) {
+void launch_prologue(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_q, cudaStream_t stream) {
   if (n == 0) return;
-  prologue_kernel<T><<<n, 256, 0, stream>>>(args, mats);
+  const dim3 grid = pass_grid(n, max_q);
+  amax_kernel<T><<<grid, kPassThreads, 0, stream>>>(args, mats);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  scale_kernel<T><<<grid, kPassThreads, 0, stream>>>(args, mats);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -223,13 +289,21 @@ void launch_end_sweep(MatrixState* state, const int32_t* mats, int n, int32_t* a
 }
 
 template <typename T>
-void launch_finalize(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_q, cudaStream_t stream) {
+void launch_finalize(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_q, double* norms,
+                     int32_t* order, cudaStream_t stream) {
   if (n == 0) return;
-  const size_t smem = static_cast<size_t>(max_q) * (sizeof(double) + sizeof(int));
-  auto kernel = finalize_kernel<T>;
-  allow_dynamic_smem(kernel, smem);
-  kernel<<<n, 256, smem, stream>>>(args, mats);
+  const dim3 grid = pass_grid(n, max_q);
+  column_norms_kernel<T><<<grid, kPassThreads, 0, stream>>>(args, mats, norms);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const size_t smem = static_cast<size_t>(max_q) * sizeof(double);
+  auto kernel = order_kernel<T>;
+  allow_dynamic_smem(kernel, smem);
+  kernel<<<n, 256, smem, stream>>>(args, mats, norms, order);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (args.U) {
+    scatter_kernel<T><<<grid, kPassThreads, 0, stream>>>(args, mats, norms, order);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
 }
 
 template <typename T>
@@ -243,10 +317,12 @@ void launch_complete(const EngineArgs<T>& args, const int32_t* mats, int n, int6
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template void launch_prologue<float>(const EngineArgs<float>&, const int32_t*, int, cudaStream_t);
-template void launch_prologue<double>(const EngineArgs<double>&, const int32_t*, int, cudaStream_t);
-template void launch_finalize<float>(const EngineArgs<float>&, const int32_t*, int, int64_t, cudaStream_t);
-template void launch_finalize<double>(const EngineArgs<double>&, const int32_t*, int, int64_t, cudaStream_t);
+template void launch_prologue<float>(const EngineArgs<float>&, const int32_t*, int, int64_t, cudaStream_t);
+template void launch_prologue<double>(const EngineArgs<double>&, const int32_t*, int, int64_t, cudaStream_t);
+template void launch_finalize<float>(const EngineArgs<float>&, const int32_t*, int, int64_t, double*, int32_t*,
+                                     cudaStream_t);
+template void launch_finalize<double>(const EngineArgs<double>&, const int32_t*, int, int64_t, double*, int32_t*,
+                                      cudaStream_t);
 template void launch_complete<float>(const EngineArgs<float>&, const int32_t*, int, int64_t, int64_t, bool, cudaStream_t);
 template void launch_complete<double>(const EngineArgs<double>&, const int32_t*, int, int64_t, int64_t, bool, cudaStream_t);
 

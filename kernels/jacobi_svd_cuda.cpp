@@ -211,7 +211,8 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   if (!blocked.mats.empty()) {
     const int32_t* bl = list_ptr(blocked);
     const int nbl = list_len(blocked);
-    launch_prologue(args, bl, nbl, stream);
+    state.zero_();  // the prologue accumulates max|a| in it
+    launch_prologue(args, bl, nbl, blocked_q, stream);
     EngineArgs<T> inner = args;
     inner.max_sweeps = inner_sweeps();
     const int64_t pc = std::max<int64_t>(pair_c, 2);
@@ -236,7 +237,9 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
         launch_end_sweep(args.state, bl, nbl, nullptr, stream);
       }
     }
-    launch_finalize(args, bl, nbl, blocked_q, stream);
+    const at::Tensor norms = at::empty({b.s_numel}, opts.dtype(at::kDouble));
+    const at::Tensor order = at::empty({b.s_numel}, opts.dtype(at::kInt));
+    launch_finalize(args, bl, nbl, blocked_q, norms.data_ptr<double>(), order.data_ptr<int32_t>(), stream);
   }
 
   if (uv) launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, opt.full_matrices, stream);

@@ -71,6 +71,9 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // matrix itself is that narrow) waste the block on a tall sliver: the Gram
   // EVD serves those better.
   const int64_t half = (cols + 1) / 2;
+  // Tuning knob for experiments (benchmarks/); not part of the API:
+  // JSVD_GRAM=1 sends every blocked matrix to the Gram EVD level.
+  static const bool force_gram = knob_int("JSVD_GRAM", 0) > 0;
   auto pair_vr = [&](int64_t w) { return compute_uv ? pair_vrows(cols, 2 * w, elem) : int64_t(0); };
   auto pair_bytes = [&](int64_t w) { return svd_smem_bytes(rows, pair_vr(w), 2 * w, elem); };
   int64_t chosen = 0;
@@ -98,7 +101,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     const int64_t w = std::min<int64_t>(forced_width, half);
     if (pair_bytes(w) <= lim.smem_per_block) chosen = w;
   }
-  if (chosen > 0) {
+  if (chosen > 0 && !force_gram) {
     mp.level = Level::kPairSvd;
     mp.width = chosen;
     mp.launch = svd_smem_config(rows, pair_vr(chosen), 2 * chosen, elem);
