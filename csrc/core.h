@@ -101,9 +101,20 @@ struct CoreResult {
   at::Tensor U, S, V, info;
 };
 
-// Engines. A: 1-D contiguous float or double buffer holding the packed batch on
-// the engine's device; the engine may overwrite it (the op layer passes a
-// private copy). All work is queued on the current stream (CUDA).
+// Engines. A: either the 1-D contiguous float or double buffer holding the
+// packed batch on the engine's device, which the engine may overwrite (the op
+// layer passes a private copy); or, for a uniform batch, a 3-D (B, q, p) view
+// of the caller's tensor in the compute dtype (element (k, j, i) is matrix k's
+// (i, j)), which an engine may read in place where it never writes its input,
+// and otherwise packs with packed_input. All work is queued on the current
+// stream (CUDA).
+inline at::Tensor packed_input(const at::Tensor& A) {
+  if (A.dim() == 1) return A;
+  at::Tensor packed = at::empty(A.sizes(), A.options());  // contiguous (B, q, p): column-major p x q matrices
+  packed.copy_(A);
+  return packed.view({-1});
+}
+
 CoreResult jacobi_svd_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt);
 #ifdef JSVD_WITH_CUDA
 CoreResult jacobi_svd_cuda(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt);

@@ -87,6 +87,19 @@ void check_info(const Tensor& info, const char* op, const SvdOptions& opt) {
   TORCH_CHECK(worst >= 0, op, ": engine returned an unknown info code ", worst);
 }
 
+// t (batch..., r, c) as a (B, r, c) view, or undefined where the batch
+// dimensions do not merge into one stride.
+Tensor batch_as_3d(const Tensor& t, int64_t B) {
+  int64_t bs = 0, next = -1;  // the merged stride; the stride the next outer dimension must have
+  for (int64_t i = t.dim() - 3; i >= 0; --i) {
+    if (t.size(i) == 1) continue;
+    if (next >= 0 && t.stride(i) != next) return Tensor();
+    if (next < 0) bs = t.stride(i);
+    next = t.stride(i) * t.size(i);
+  }
+  return t.as_strided({B, t.size(-2), t.size(-1)}, {bs, t.stride(-2), t.stride(-1)});
+}
+
 std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool full_matrices, bool compute_uv,
                                                          std::optional<double> tol,
                                                          std::optional<int64_t> max_sweeps, EngineFn engine,
@@ -112,17 +125,23 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
   }
 
   // The engine wants tall matrices p x q (p >= q) column-major. Column-major W
-  // is row-major W^T, so a tall A is packed as A.mT and a wide A (W = A^T) as A
-  // itself. One copy does the packing, any input strides and the dtype cast,
-  // and gives the engine the private buffer it may overwrite.
+  // is row-major W^T, so a tall A goes in as A.mT and a wide A (W = A^T) as A
+  // itself: a (B, q, p) view when the batch dimensions merge and the dtype is
+  // the compute dtype (the engine packs it where it needs its own copy, see
+  // core.h); otherwise one copy here does the packing, the strides and the cast.
   const bool tall = m >= n;
   const int64_t p = tall ? m : n, q = k;
   const auto cdt = compute_dtype(A.scalar_type());
-  Tensor packed = at::empty(with_tail(batch, {q, p}), opts.dtype(cdt));
-  packed.copy_(tall ? A.mT() : A);
+  const Tensor W = tall ? A.mT() : A;
+  Tensor input = A.scalar_type() == cdt ? batch_as_3d(W, B) : Tensor();
+  if (!input.defined()) {
+    input = at::empty(with_tail(batch, {q, p}), opts.dtype(cdt));
+    input.copy_(W);
+    input = input.view({-1});
+  }
 
   const PackedBatch pb = PackedBatch::make(std::vector<int64_t>(B, p), std::vector<int64_t>(B, q), full_matrices);
-  const CoreResult r = engine(packed.view({-1}), pb, opt);
+  const CoreResult r = engine(input, pb, opt);
 
   Tensor S = r.S.view(with_tail(batch, {k}));
   Tensor info = r.info.view(batch);

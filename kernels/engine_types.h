@@ -34,7 +34,8 @@ struct MatrixState {
 // Everything a kernel needs, by value.
 template <typename T>
 struct EngineArgs {
-  T* A;                     // packed input, overwritten
+  T* A;                     // packed input, overwritten; or the caller's tensor (a_cs > 0), read only
+  int64_t a_rs = 1, a_cs = 0;  // a_cs > 0: element (i, j) of a matrix at i * a_rs + j * a_cs (uniform batch, warp level)
   T* U;                     // packed U (nullptr: no vectors)
   T* S;                     // packed S
   T* V;                     // packed V output

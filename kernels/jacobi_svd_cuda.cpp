@@ -185,6 +185,10 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
 
   EngineArgs<T> args;
   args.A = A.data_ptr<T>();
+  if (A.dim() == 3) {  // the caller's tensor, read in place (jacobi_svd_cuda)
+    args.a_rs = A.stride(2);
+    args.a_cs = A.stride(1);
+  }
   args.U = uv ? r.U.data_ptr<T>() : nullptr;
   args.S = r.S.data_ptr<T>();
   args.V = uv ? r.V.data_ptr<T>() : nullptr;
@@ -193,7 +197,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   args.rank = rank.data_ptr<int32_t>();
   args.state = reinterpret_cast<MatrixState*>(state.data_ptr<uint8_t>());
   args.desc = uni ? nullptr : reinterpret_cast<const MatrixDesc*>(base + desc_off);
-  args.uni = MatrixDesc{b.a_numel / N, b.u_numel / N, b.s_numel / N, b.v_numel / N, static_cast<int32_t>(b.rows[0]),
+  args.uni = MatrixDesc{A.dim() == 3 ? A.stride(0) : b.a_numel / N, b.u_numel / N, b.s_numel / N, b.v_numel / N, static_cast<int32_t>(b.rows[0]),
                         static_cast<int32_t>(b.cols[0]), static_cast<int32_t>(b.ucols[0]), 0};
   args.tol = opt.tol;
   const int64_t max_sweeps = resolve_max_sweeps(opt);
@@ -248,10 +252,20 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
 
 }  // namespace
 
-CoreResult jacobi_svd_cuda(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt) {
-  TORCH_CHECK(A.is_cuda() && A.dim() == 1 && A.is_contiguous() && A.numel() == batch.a_numel,
-              "jsvd internal: jacobi_svd_cuda expects the packed 1-D CUDA buffer");
-  const c10::cuda::CUDAGuard guard(A.device());
+CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {
+  const c10::cuda::CUDAGuard guard(input.device());
+  // Only the warp level never writes its input, so only a uniform batch that
+  // it takes whole is read in place: for small matrices the packing copy is a
+  // good part of a call's host time (benchmarks/RESULTS.md, 500x16x16).
+  at::Tensor A = input;
+  if (A.dim() == 3) {
+    const int64_t p = A.size(2), q = A.size(1);
+    const MatrixPlan mp = plan_matrix(p, q, A.element_size(), opt.compute_uv, A.size(0),
+                                      device_limits(A.get_device()));
+    if (!batch.uniform || mp.level != Level::kWholeWarp) A = packed_input(A);
+  }
+  TORCH_CHECK(A.is_cuda() && (A.dim() == 3 || (A.dim() == 1 && A.is_contiguous())) && A.numel() == batch.a_numel,
+              "jsvd internal: jacobi_svd_cuda expects the packed 1-D CUDA buffer or a 3-D view");
   // A host read inside a CUDA graph capture would invalidate it with an opaque
   // CUDA error; say what to use instead (svd_ex never reads on the host).
   TORCH_CHECK(!opt.may_sync || c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None,

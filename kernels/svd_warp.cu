@@ -107,12 +107,14 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
   bool bad = false;
   T amax = 0;
   const T* Ag = args.A + md.a_off;
+  // packed (column-major) or the caller's tensor read in place (a_cs > 0)
+  const int64_t rs = args.a_cs > 0 ? args.a_rs : 1, cs = args.a_cs > 0 ? args.a_cs : p;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int row = r * NC + li;
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
-      const T x = (row < p && c < q) ? Ag[static_cast<int64_t>(c) * p + row] : T(0);
+      const T x = (row < p && c < q) ? Ag[c * cs + row * rs] : T(0);
       bad |= !isfinite(x);
       amax = fmax(amax, fabs(x));
       a[r][c] = x;

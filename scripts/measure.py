@@ -1,4 +1,4 @@
-"""Time and accuracy of torch_jsvd.svd_ex on random matrices (the diagnostic scripts' one measurement).
+"""Time of torch_jsvd.svd (svdvals for ':values') and accuracy of svd_ex on random matrices (the diagnostic scripts' one measurement).
 
 usage: measure.py 100x512x512:float32 [10x1024x1024:float64 ...] [--reps 3] [--seed 0]
 Prints one line per case: median ms (CUDA events, after a warm-up call), max relative reconstruction
@@ -25,14 +25,18 @@ def measure(case, reps=3, seed=0):
     dtype = getattr(torch, dt)
     A = torch.randn(b, m, n, device="cuda", dtype=dtype, generator=torch.Generator(device="cuda").manual_seed(seed))
     ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    # Timed: svd / svdvals, as bench_gpu.py (they stop sweeping at convergence; svd_ex, which never
+    # synchronises, queues all max_sweeps sweeps, whose launches cost time after convergence).
+    call = (lambda: torch_jsvd.svdvals(A)) if values else (lambda: torch_jsvd.svd(A, full_matrices=False))
     times = []
     for _ in range(reps + 1):
         ev0.record()
-        U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False, compute_uv=not values)
+        call()
         ev1.record()
         torch.cuda.synchronize()
         times.append(ev0.elapsed_time(ev1))
     times = sorted(times[1:])
+    U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False, compute_uv=not values)
     Ad = A.double()
     plan = torch_jsvd.plan([(m, n)] * b, dtype=dtype, device="cuda", compute_uv=not values)["matrices"][0]["levels"]
     if values:

@@ -15,6 +15,8 @@ dev = "cuda"
 cases = [
     ("warp f32", torch.randn(3, 16, 16, device=dev)),
     ("warp f64", torch.randn(5, 32, 24, dtype=torch.float64, device=dev)),
+    ("warp f32 in place, transposed", torch.randn(3, 20, 12, device=dev).mT),  # read with the caller's strides
+    ("warp f32 in place, expanded", torch.randn(1, 16, 16, device=dev).expand(3, 16, 16)),
     ("whole f32", torch.randn(3, 48, 40, device=dev)),
     ("whole f64 wide", torch.randn(2, 24, 40, dtype=torch.float64, device=dev)),
     ("whole f32 partial warp", torch.randn(2, 48, 34, device=dev)),  # 136 threads a block

@@ -80,6 +80,18 @@ def test_non_contiguous_inputs(device, layout):
         torch.testing.assert_close(U, Uc, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("shape", [(5, 16, 16), (2, 3, 12, 20), (2, 40, 70), (1, 300, 300)], ids=str)
+def test_input_unchanged(device, shape):
+    """The CUDA warp level reads the caller's tensor in place (no packing copy);
+    every level must leave it as it was."""
+    A = torch.randn(*shape, device=device)
+    A0 = A.clone()
+    torch_jsvd.svd(A)
+    torch_jsvd.svd_ex(A, compute_uv=False)
+    torch_jsvd.svdvals(A)
+    assert torch.equal(A, A0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("shape", [(6, 4), (4, 6), (2, 5, 5)], ids=str)
 def test_half_precision(device, dtype, shape):

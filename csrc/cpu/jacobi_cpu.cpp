@@ -236,7 +236,8 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
 
 }  // namespace
 
-CoreResult jacobi_svd_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt) {
+CoreResult jacobi_svd_cpu(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {
+  const at::Tensor A = packed_input(input);  // the sweeps work in place
   TORCH_CHECK(A.device().is_cpu() && A.dim() == 1 && A.is_contiguous() && A.numel() == batch.a_numel,
               "jsvd internal: jacobi_svd_cpu expects the packed 1-D CPU buffer");
   CoreResult r;
