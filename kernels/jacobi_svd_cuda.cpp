@@ -256,13 +256,18 @@ CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, co
   const c10::cuda::CUDAGuard guard(input.device());
   // Only the warp level never writes its input, so only a uniform batch that
   // it takes whole is read in place: for small matrices the packing copy is a
-  // good part of a call's host time (benchmarks/RESULTS.md, 500x16x16).
+  // good part of a call's host time (benchmarks/RESULTS.md, 500x16x16). A
+  // row-major square or tall input is read transposed there (a lane reads a
+  // row: one cache line per lane and load), which 32-lane matrices in large
+  // batches pay for: 10000x32x32 float32 took 3.8 ms in place against 1.8
+  // packed (H100), while 500x32x32 and every narrower shape were faster in place.
   at::Tensor A = input;
   if (A.dim() == 3) {
     const int64_t p = A.size(2), q = A.size(1);
     const MatrixPlan mp = plan_matrix(p, q, A.element_size(), opt.compute_uv, A.size(0),
                                       device_limits(A.get_device()));
-    if (!batch.uniform || mp.level != Level::kWholeWarp) A = packed_input(A);
+    const bool read_in_place = A.stride(2) == 1 || mp.warp_lanes < 32 || A.numel() <= (int64_t{1} << 20);
+    if (!batch.uniform || mp.level != Level::kWholeWarp || !read_in_place) A = packed_input(A);
   }
   TORCH_CHECK(A.is_cuda() && (A.dim() == 3 || (A.dim() == 1 && A.is_contiguous())) && A.numel() == batch.a_numel,
               "jsvd internal: jacobi_svd_cuda expects the packed 1-D CUDA buffer or a 3-D view");
