@@ -16,9 +16,13 @@ struct MatrixDesc {
 
 // A block-column pair of one matrix: columns [c0, c0 + w0) and [c1, c1 + w1).
 // w0w1 = w0 | (w1 << 16) | kPairIntra when the pairs inside each block are
-// due too (once per sweep for every block).
+// due too (once per sweep for every block). Pair SVD tasks are taken from a
+// queue (svd_smem_kernel.cuh): b0, b1 index the two block columns' counts of
+// tasks done, and the task starts once they reach need0, need1 (the tasks
+// before it in the sweep on those columns; b0 == b1 for a block's lone task).
 struct PairTask {
   int32_t k, c0, c1, w0w1;
+  int32_t b0, b1, need0, need1;
 };
 constexpr int32_t kPairWidthMask = 0x3fff;
 constexpr int32_t kPairIntra = 1 << 30;
@@ -47,6 +51,10 @@ struct EngineArgs {
   MatrixDesc uni;           // uniform batch: the shape, with the per-matrix strides as offsets
   double tol;               // <= 0: sqrt(p) * eps per matrix
   int32_t max_sweeps;       // outer sweeps (whole level) / inner sweeps cap (pair level)
+  // Pair SVD level: the sweep's task queue (PairTask), zeroed before each sweep.
+  int32_t* pair_next = nullptr;  // the next task to take
+  int32_t* pair_done = nullptr;  // per block column: tasks done on it this sweep
+  int32_t pair_ntasks = 0;
 };
 
 // Matrix k's descriptor: from the table, or for a uniform batch computed from

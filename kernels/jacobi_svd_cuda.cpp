@@ -2,9 +2,10 @@
 //
 // Every matrix gets a level from the planner. Whole-matrix levels run in one
 // launch per block shape and finish in it. Blocked matrices share the sweep
-// loop: each round-robin step is one launch over all of their block-column
-// pairs (pair SVD in shared memory, or Gram EVD for pairs too tall), and a
-// tiny kernel does the convergence bookkeeping on the device. No host loop
+// loop: a sweep's pair SVD tasks are one launch, a persistent grid taking them
+// from a queue in round-robin step order (svd_smem_kernel.cuh); Gram EVD
+// tasks (pairs too tall) one launch per round-robin step; and a tiny kernel
+// does the convergence bookkeeping on the device. No host loop
 // over matrices, no launch per matrix, everything on the current stream.
 #include "../csrc/core.h"
 
@@ -79,6 +80,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   MatList blocked;
   std::vector<std::vector<PairTask>> pair_steps, gram_steps;
   int64_t pair_p = 0, pair_q = 0, pair_c = 0, gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
+  int64_t ncolumn_blocks = 0;  // block columns of the blocked matrices (the pair queue's counts)
   MatrixPlan uniform_plan;
   // Tuning knob for experiments (benchmarks/): JSVD_CROSS_ONLY=0 redoes the
   // pairs inside the blocks in every task.
@@ -114,10 +116,12 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
       continue;
     }
     // Blocked: round-robin over nb block columns; step s of every matrix is
-    // launched together.
+    // launched together (Gram EVD), or queued in step order (pair SVD).
     blocked.mats.push_back(static_cast<int32_t>(k));
     blocked_q = std::max(blocked_q, q);
     const int64_t w = mp.width, nb = (q + w - 1) / w, e = nb + (nb & 1);
+    const int32_t cbase = static_cast<int32_t>(ncolumn_blocks);  // this matrix's block columns in the queue's counts
+    ncolumn_blocks += nb;
     auto& steps = mp.level == Level::kPairSvd ? pair_steps : gram_steps;
     if (static_cast<int64_t>(steps.size()) < e - 1) steps.resize(e - 1);
     if (mp.level == Level::kPairSvd) {
@@ -137,7 +141,8 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
           if (s == 0 && mp.level == Level::kPairSvd) {
             const int64_t wi = std::min(w, q - i * w);
             steps[s].push_back(PairTask{static_cast<int32_t>(k), static_cast<int32_t>(i * w),
-                                        static_cast<int32_t>(i * w), static_cast<int32_t>(wi) | kPairIntra});
+                                        static_cast<int32_t>(i * w), static_cast<int32_t>(wi) | kPairIntra,
+                                        cbase + static_cast<int32_t>(i), cbase + static_cast<int32_t>(i), 0, 0});
           }
           continue;
         }
@@ -145,7 +150,26 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
         // step 0 meets every block once: its tasks also do the pairs inside the blocks
         const int32_t intra = (s == 0 || mp.level == Level::kGramEvd || !cross_only) ? kPairIntra : 0;
         steps[s].push_back(PairTask{static_cast<int32_t>(k), static_cast<int32_t>(i * w), static_cast<int32_t>(j * w),
-                                    static_cast<int32_t>(wi | (wj << 16)) | intra});
+                                    static_cast<int32_t>(wi | (wj << 16)) | intra, cbase + static_cast<int32_t>(i),
+                                    cbase + static_cast<int32_t>(j), 0, 0});
+      }
+    }
+  }
+
+  // The pair SVD tasks of a sweep, in step order, each waiting for the tasks
+  // before it on its two block columns (svd_smem_kernel.cuh).
+  std::vector<PairTask> pair_queue;
+  std::vector<std::pair<size_t, int>> pair_step_range;  // each step's first task in pair_queue, and count
+  {
+    std::vector<int32_t> done(ncolumn_blocks, 0);
+    for (const auto& step : pair_steps) {
+      pair_step_range.emplace_back(pair_queue.size(), static_cast<int>(step.size()));
+      for (PairTask t : step) {
+        t.need0 = done[t.b0];
+        t.need1 = done[t.b1];
+        done[t.b0] += 1;
+        if (t.b1 != t.b0) done[t.b1] += 1;
+        pair_queue.push_back(t);
       }
     }
   }
@@ -160,7 +184,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     for (const auto& s : steps) where.emplace_back(st.push(s), static_cast<int>(s.size()));
     return where;
   };
-  const auto pair_where = push_steps(pair_steps);
+  const size_t pair_queue_off = st.push(pair_queue);
   const auto gram_where = push_steps(gram_steps);
   const at::Tensor staged = st.upload(A.device());
   const uint8_t* base = staged.defined() ? staged.data_ptr<uint8_t>() : nullptr;
@@ -223,16 +247,32 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     const SmemLaunch pair_cfg = svd_smem_config(std::max<int64_t>(pair_p, 1), uv ? pair_vrows(pair_q, pc, es) : 0, pc, es);
     at::Tensor active;
     if (opt.may_sync) active = at::empty({1}, opts.dtype(at::kInt));
-    const size_t nsteps = std::max(pair_where.size(), gram_where.size());
+    // Block pairs: one queued launch a sweep (svd_smem_kernel.cuh). Against one
+    // launch per round-robin step, same build, H100: 200x256² float32 43.4 ->
+    // 39.4 ms, 100x512² 191.8 -> 179.2, 10x1024² 259.3 -> 227.0, 1x1536² 104.0
+    // -> 94.1, 200x128² float64 17.7 -> 14.7, 100x512² float64 372 -> 342.
+    // JSVD_PAIR_QUEUE=0 launches step by step (experiments).
+    static const bool queue_on = knob_on("JSVD_PAIR_QUEUE");
+    const bool queued = !pair_queue.empty() && queue_on;
+    // The queue's state: the next task, then the block columns' counts.
+    at::Tensor queue;
+    const int64_t queue_ints = 1 + ncolumn_blocks;
+    if (queued) {
+      queue = at::empty({queue_ints}, opts.dtype(at::kInt));
+      inner.pair_next = queue.data_ptr<int32_t>();
+      inner.pair_done = inner.pair_next + 1;
+      inner.pair_ntasks = static_cast<int32_t>(pair_queue.size());
+    }
     for (int64_t sweep = 1; sweep <= max_sweeps; ++sweep) {
-      for (size_t s = 0; s < nsteps; ++s) {
-        if (s < pair_where.size())
-          launch_svd_pair(inner, reinterpret_cast<const PairTask*>(base + pair_where[s].first), pair_where[s].second,
-                          pair_cfg, uv, stream);
-        if (s < gram_where.size())
-          launch_gram_evd(inner, reinterpret_cast<const PairTask*>(base + gram_where[s].first), gram_where[s].second,
-                          gram_c, stream);
+      const PairTask* queue_tasks = reinterpret_cast<const PairTask*>(base + pair_queue_off);
+      if (queued) {
+        C10_CUDA_CHECK(cudaMemsetAsync(inner.pair_next, 0, queue_ints * sizeof(int32_t), stream));
+        launch_svd_pair(inner, queue_tasks, static_cast<int>(pair_queue.size()), pair_cfg, uv, stream);
+      } else {
+        for (const auto& r : pair_step_range) launch_svd_pair(inner, queue_tasks + r.first, r.second, pair_cfg, uv, stream);
       }
+      for (const auto& g : gram_where)
+        launch_gram_evd(inner, reinterpret_cast<const PairTask*>(base + g.first), g.second, gram_c, stream);
       if (opt.may_sync) {
         active.zero_();
         launch_end_sweep(args.state, bl, nbl, active.data_ptr<int32_t>(), stream);

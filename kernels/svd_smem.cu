@@ -1,11 +1,12 @@
 // Launchers of the shared-memory one-sided Jacobi kernel (svd_smem_kernel.cuh):
 // block shape and shared memory, the choice between its shared-memory and
-// register steps, and programmatic dependent launches of block-pair steps.
+// register steps.
 #include "svd_smem.h"
 
 #include "svd_smem_kernel.cuh"
 #include "tuning_knobs.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -24,37 +25,21 @@ bool register_steps_enabled() {
   return on;
 }
 
-// Block pairs are launched as programmatic dependents of the launch before
-// them (Hopper and later; the kernel waits for it first thing), so that a
-// round-robin step's blocks are scheduled while the previous step drains
-// instead of after it: a 1x1536x1536 sweep is 191 launches.
-// JSVD_PDL=0 launches them plainly (experiments).
+// Block-pair steps launched one by one are programmatic dependents of the
+// launch before them (Hopper and later; the kernel waits for it first
+// thing), so that a round-robin step's blocks are scheduled while the previous
+// step drains instead of after it. JSVD_PDL=0 launches them plainly.
 bool dependent_launch(int device) {
   static const bool on = knob_on("JSVD_PDL");
   return on && at::cuda::getDeviceProperties(device)->major >= 9;  // (PyTorch caches the properties)
 }
 
+// One block per task (a whole matrix, or a block pair of the sweep's queue).
 template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0>
 void launch_one(const EngineArgs<T>& args, const int32_t* whole_tasks, const PairTask* pair_tasks, int ntasks,
                 int threads, size_t smem, cudaStream_t stream) {
   auto kernel = svd_smem_kernel<T, TPP, kPair, kWithV, kRegRows>;
   allow_dynamic_smem(kernel, smem);
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  if (kPair && dependent_launch(device)) {
-    cudaLaunchConfig_t lc = {};
-    lc.gridDim = dim3(ntasks);
-    lc.blockDim = dim3(threads);
-    lc.dynamicSmemBytes = smem;
-    lc.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    lc.attrs = attr;
-    lc.numAttrs = 1;
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&lc, kernel, args, whole_tasks, pair_tasks));
-    return;
-  }
   kernel<<<ntasks, threads, smem, stream>>>(args, whole_tasks, pair_tasks);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -80,23 +65,25 @@ bool registers_keep_occupancy(const void* with_regs, int threads_regs, const voi
   return it->second;
 }
 
+// The kernel of a block-pair launch. Its signature, for every instantiation.
+template <typename T>
+using PairKernel = void (*)(EngineArgs<T>, const int32_t*, const PairTask*);
+
 // Block pairs, register bucket B: the register steps where that costs no
 // block per SM. Measured on the H100 (benchmarks/RESULTS.md): faster where
 // shared memory already allows one block per SM (1024² float32 504 -> 437 ms),
 // slower where the registers took a third of the blocks away (512² float32,
 // 3 -> 2 blocks per SM: 323 -> 353 ms).
 template <typename T, bool kWithV, int B>
-void launch_pair_bucket(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
-                        cudaStream_t stream) {
+PairKernel<T> pair_bucket_kernel(const SmemLaunch& cfg) {
   auto with_regs = svd_smem_kernel<T, 32, true, kWithV, B>;
   auto without = svd_smem_kernel<T, 32, true, kWithV, 0>;
   allow_dynamic_smem(with_regs, cfg.smem);
   allow_dynamic_smem(without, cfg.smem);
   if (registers_keep_occupancy(reinterpret_cast<const void*>(with_regs), cfg.threads,
                                reinterpret_cast<const void*>(without), cfg.threads, cfg.smem))
-    launch_one<T, 32, true, kWithV, B>(args, nullptr, tasks, ntasks, cfg.threads, cfg.smem, stream);
-  else
-    launch_one<T, 32, true, kWithV>(args, nullptr, tasks, ntasks, cfg.threads, cfg.smem, stream);
+    return with_regs;
+  return without;
 }
 
 // Whole matrices with the register steps. JSVD_WHOLE_REGS (experiments): 0
@@ -161,20 +148,38 @@ int whole_register_threads_t(const SmemLaunch& cfg) {
 // holds a lane's rows of a column at this block size, or the shared-memory
 // steps (kRegRows = 0) when none does.
 template <typename T, bool kWithV>
-void launch_pair_warp(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
-                      cudaStream_t stream) {
+PairKernel<T> pair_warp_kernel(const SmemLaunch& cfg) {
   const int64_t need = (cfg.rows + 31) / 32;
   auto fits = [&](int rows) {
     const int64_t words = rows * static_cast<int64_t>(sizeof(T)) / 4;
     return need <= rows && words <= kMaxRegWords && cfg.threads <= reg_block_limit(words);
   };
-  if (fits(16)) return launch_pair_bucket<T, kWithV, 16>(args, tasks, ntasks, cfg, stream);
-  if (fits(32)) return launch_pair_bucket<T, kWithV, 32>(args, tasks, ntasks, cfg, stream);
-  if (fits(64)) return launch_pair_bucket<T, kWithV, 64>(args, tasks, ntasks, cfg, stream);
+  if (fits(16)) return pair_bucket_kernel<T, kWithV, 16>(cfg);
+  if (fits(32)) return pair_bucket_kernel<T, kWithV, 32>(cfg);
+  if (fits(64)) return pair_bucket_kernel<T, kWithV, 64>(cfg);
   if constexpr (sizeof(T) == 4) {  // 96 float64 rows would not fit a lane's registers
-    if (fits(96)) return launch_pair_bucket<T, kWithV, 96>(args, tasks, ntasks, cfg, stream);
+    if (fits(96)) return pair_bucket_kernel<T, kWithV, 96>(cfg);
   }
-  launch_one<T, 32, true, kWithV>(args, nullptr, tasks, ntasks, cfg.threads, cfg.smem, stream);
+  return svd_smem_kernel<T, 32, true, kWithV>;
+}
+
+// The kernel that block pairs of this shape are launched with.
+template <typename T, bool kWithV>
+PairKernel<T> pair_kernel(const SmemLaunch& cfg) {
+  PairKernel<T> k;
+  switch (cfg.tpp) {
+    case 4: k = svd_smem_kernel<T, 4, true, kWithV>; break;
+    case 8: k = svd_smem_kernel<T, 8, true, kWithV>; break;
+    case 16: k = svd_smem_kernel<T, 16, true, kWithV>; break;
+    default: k = register_steps_enabled() ? pair_warp_kernel<T, kWithV>(cfg) : svd_smem_kernel<T, 32, true, kWithV>;
+  }
+  allow_dynamic_smem(k, cfg.smem);
+  return k;
+}
+
+template <typename T>
+PairKernel<T> pair_kernel(const SmemLaunch& cfg, bool with_v) {
+  return with_v ? pair_kernel<T, true>(cfg) : pair_kernel<T, false>(cfg);
 }
 
 template <typename T, bool kPair, bool kWithV>
@@ -184,16 +189,10 @@ void launch_tpp(const EngineArgs<T>& args, const int32_t* whole_tasks, const Pai
     case 4: return launch_one<T, 4, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
     case 8: return launch_one<T, 8, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
     case 16:
-      if constexpr (!kPair) {
-        if (launch_whole_registers<T, 16, kWithV>(args, whole_tasks, ntasks, cfg, stream)) return;
-      }
+      if (launch_whole_registers<T, 16, kWithV>(args, whole_tasks, ntasks, cfg, stream)) return;
       return launch_one<T, 16, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
     default:
-      if constexpr (kPair) {
-        if (register_steps_enabled()) return launch_pair_warp<T, kWithV>(args, pair_tasks, ntasks, cfg, stream);
-      } else {
-        if (launch_whole_registers<T, 32, kWithV>(args, whole_tasks, ntasks, cfg, stream)) return;
-      }
+      if (launch_whole_registers<T, 32, kWithV>(args, whole_tasks, ntasks, cfg, stream)) return;
       return launch_one<T, 32, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
   }
 }
@@ -244,7 +243,23 @@ void launch_svd_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntask
 template <typename T>
 void launch_svd_pair(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
                      bool with_v, cudaStream_t stream) {
-  launch_mode<T, true>(args, nullptr, tasks, ntasks, cfg, with_v, stream);
+  if (ntasks == 0) return;
+  const PairKernel<T> kernel = pair_kernel<T>(cfg, with_v);
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = dim3(ntasks);
+  lc.blockDim = dim3(cfg.threads);
+  lc.dynamicSmemBytes = cfg.smem;
+  lc.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (!args.pair_next && dependent_launch(device)) {  // one round-robin step: a dependent of the one before
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = attr;
+    lc.numAttrs = 1;
+  }
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&lc, kernel, args, static_cast<const int32_t*>(nullptr), tasks));
 }
 
 template void launch_svd_whole<float>(const EngineArgs<float>&, const int32_t*, int, const SmemLaunch&, bool, cudaStream_t);

@@ -10,6 +10,14 @@
 //
 // Whole mode: the task is a whole matrix (rows >= cols); the block iterates to
 // convergence and writes U, S, V sorted by descending S.
+// Pair mode, queued (args.pair_next set; the engine's default): one launch
+// takes the tasks of a whole sweep, every round-robin step in step order. A
+// block takes the next task from the queue, not by its block index, and waits
+// only for the earlier tasks on the task's two block columns (args.pair_done
+// counts the tasks done on each), not for the whole previous step, so a
+// step's last blocks no longer leave SMs idle. A task waits only on tasks that
+// running blocks took before it, so the queue cannot deadlock, whatever order
+// the blocks are scheduled in. Otherwise: one launch per round-robin step.
 // Pair mode: the task is the pair [A_i A_j] of a blocked matrix (W-cycle
 // Observation 1: its SVD yields the rotation J_ij = V_ij); the block rotates the
 // pair's columns in place and reports whether the pair was already orthogonal.
@@ -59,6 +67,35 @@ __device__ T block_max(T v, T* red /* >= 32 */) {
   return m;
 }
 
+// Spins until *count >= need (device-scope acquire: what the tasks that
+// counted wrote before their release is visible afterwards).
+__device__ __forceinline__ void wait_count(const int32_t* count, int32_t need) {
+  for (;;) {
+    int32_t v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
+    if (v >= need) return;
+    __nanosleep(128);
+  }
+}
+
+// A queued block-pair task's completion (svd_smem_kernel): on leaving the
+// kernel, by whatever return, the block's writes are released and the task
+// counted on its two block columns. Every return of the kernel is taken by
+// the whole block, so the barrier is safe.
+struct TaskDone {
+  int32_t* counts;  // nullptr: not queued
+  int32_t b0, b1;   // the task's block columns
+  __device__ __forceinline__ ~TaskDone() {
+    if (!counts) return;
+    __syncthreads();  // every thread's global writes of the task are issued
+    if (threadIdx.x == 0) {
+      __threadfence();  // release: those writes before the counts
+      atomicAdd(counts + b0, 1);
+      if (b1 != b0) atomicAdd(counts + b1, 1);
+    }
+  }
+};
+
 // f(l, r) for every column l < ncols and row r < len: a warp per column, its
 // lanes over the rows (coalesced, and no integer division per element, which
 // took most of the copy's instructions). Only whole warps take part, as the
@@ -99,15 +136,35 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
 
   int k, c0, c1, w0, w1;
   bool intra = true;  // whole mode: every pair
+  __shared__ int s_task;
+  const bool queued = kPair && args.pair_next != nullptr;
   if (kPair) {
+    if (queued) {
+      // The next task of the sweep's queue, once the tasks before it on its
+      // two block columns are done.
+      if (threadIdx.x == 0) {
+        const int t = atomicAdd(args.pair_next, 1);
+        const PairTask pt = pair_tasks[t];
+        wait_count(args.pair_done + pt.b0, pt.need0);
+        wait_count(args.pair_done + pt.b1, pt.need1);
+        s_task = t;
+      }
+      __syncthreads();  // (wait_count's acquire extends to the block's later reads)
+    } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    // Launched as a programmatic dependent of the previous step
-    // (launch_one): wait for it to complete and its writes to be
-    // visible, then let the next step's blocks be scheduled already.
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;");
+      // One round-robin step, launched as a programmatic dependent of the
+      // previous one (launch_svd_pair): wait for it to complete and its
+      // writes to be visible, then let the next step's blocks be scheduled.
+      asm volatile("griddepcontrol.wait;" ::: "memory");
+      asm volatile("griddepcontrol.launch_dependents;");
 #endif
-    const PairTask pt = pair_tasks[blockIdx.x];
+    }
+  }
+  // Queued: counts the task done on its block columns at every return below.
+  const TaskDone done{queued ? args.pair_done : nullptr, queued ? pair_tasks[s_task].b0 : 0,
+                      queued ? pair_tasks[s_task].b1 : 0};
+  if (kPair) {
+    const PairTask pt = pair_tasks[queued ? s_task : blockIdx.x];
     k = pt.k;
     c0 = pt.c0;
     c1 = pt.c1;
