@@ -34,13 +34,13 @@ bool dependent_launch(int device) {
   return on && at::cuda::getDeviceProperties(device)->major >= 9;  // (PyTorch caches the properties)
 }
 
-// One block per task (a whole matrix, or a block pair of the sweep's queue).
-template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0>
-void launch_one(const EngineArgs<T>& args, const int32_t* whole_tasks, const PairTask* pair_tasks, int ntasks,
-                int threads, size_t smem, cudaStream_t stream) {
-  auto kernel = svd_smem_kernel<T, TPP, kPair, kWithV, kRegRows>;
+// Whole matrices: one block per listed matrix.
+template <typename T, int TPP, bool kWithV, int kRegRows = 0>
+void launch_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, int threads, size_t smem,
+                  cudaStream_t stream) {
+  auto kernel = svd_smem_kernel<T, TPP, false, kWithV, kRegRows>;
   allow_dynamic_smem(kernel, smem);
-  kernel<<<ntasks, threads, smem, stream>>>(args, whole_tasks, pair_tasks);
+  kernel<<<ntasks, threads, smem, stream>>>(args, tasks, nullptr);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -130,8 +130,8 @@ bool launch_whole_registers(const EngineArgs<T>& args, const int32_t* tasks, int
                             cudaStream_t stream) {
   int threads = 0;
   switch (whole_register_bucket<T, TPP, kWithV>(cfg, threads)) {
-    case 8: launch_one<T, TPP, false, kWithV, 8>(args, tasks, nullptr, ntasks, threads, cfg.smem, stream); return true;
-    case 16: launch_one<T, TPP, false, kWithV, 16>(args, tasks, nullptr, ntasks, threads, cfg.smem, stream); return true;
+    case 8: launch_whole<T, TPP, kWithV, 8>(args, tasks, ntasks, threads, cfg.smem, stream); return true;
+    case 16: launch_whole<T, TPP, kWithV, 16>(args, tasks, ntasks, threads, cfg.smem, stream); return true;
     default: return false;
   }
 }
@@ -182,18 +182,18 @@ PairKernel<T> pair_kernel(const SmemLaunch& cfg, bool with_v) {
   return with_v ? pair_kernel<T, true>(cfg) : pair_kernel<T, false>(cfg);
 }
 
-template <typename T, bool kPair, bool kWithV>
-void launch_tpp(const EngineArgs<T>& args, const int32_t* whole_tasks, const PairTask* pair_tasks, int ntasks,
-                const SmemLaunch& cfg, cudaStream_t stream) {
+template <typename T, bool kWithV>
+void launch_tpp(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
+                cudaStream_t stream) {
   switch (cfg.tpp) {
-    case 4: return launch_one<T, 4, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
-    case 8: return launch_one<T, 8, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
+    case 4: return launch_whole<T, 4, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
+    case 8: return launch_whole<T, 8, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
     case 16:
-      if (launch_whole_registers<T, 16, kWithV>(args, whole_tasks, ntasks, cfg, stream)) return;
-      return launch_one<T, 16, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
+      if (launch_whole_registers<T, 16, kWithV>(args, tasks, ntasks, cfg, stream)) return;
+      return launch_whole<T, 16, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
     default:
-      if (launch_whole_registers<T, 32, kWithV>(args, whole_tasks, ntasks, cfg, stream)) return;
-      return launch_one<T, 32, kPair, kWithV>(args, whole_tasks, pair_tasks, ntasks, cfg.threads, cfg.smem, stream);
+      if (launch_whole_registers<T, 32, kWithV>(args, tasks, ntasks, cfg, stream)) return;
+      return launch_whole<T, 32, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
   }
 }
 
@@ -226,18 +226,12 @@ int whole_register_threads(const SmemLaunch& cfg, size_t elem, bool with_v) {
   return with_v ? whole_register_threads_t<double, true>(cfg) : whole_register_threads_t<double, false>(cfg);
 }
 
-template <typename T, bool kPair>
-void launch_mode(const EngineArgs<T>& args, const int32_t* whole_tasks, const PairTask* pair_tasks, int ntasks,
-                 const SmemLaunch& cfg, bool with_v, cudaStream_t stream) {
-  if (ntasks == 0) return;
-  if (with_v) launch_tpp<T, kPair, true>(args, whole_tasks, pair_tasks, ntasks, cfg, stream);
-  else launch_tpp<T, kPair, false>(args, whole_tasks, pair_tasks, ntasks, cfg, stream);
-}
-
 template <typename T>
 void launch_svd_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
                       bool with_v, cudaStream_t stream) {
-  launch_mode<T, false>(args, tasks, nullptr, ntasks, cfg, with_v, stream);
+  if (ntasks == 0) return;
+  if (with_v) launch_tpp<T, true>(args, tasks, ntasks, cfg, stream);
+  else launch_tpp<T, false>(args, tasks, ntasks, cfg, stream);
 }
 
 template <typename T>
