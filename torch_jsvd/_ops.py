@@ -64,9 +64,10 @@ def svd_ex(A: Tensor, full_matrices: bool = True, *, compute_uv: bool = True, to
     Without a host read it cannot stop early: on CUDA, matrices too large for
     one block's shared memory (the blocked level, e.g. 256x256 float32) get all
     max_sweeps sweeps (default 64) queued, and those after convergence still
-    cost their launches (1x1536x1536 float32 on an H100: 143 ms, against 102 ms
-    for svd, which stops). Where that matters, pass a max_sweeps near the
-    expected count (15-20 sweeps at such sizes); info tells whether it sufficed.
+    cost time: their launches find every matrix converged and return, block by
+    block (benchmarks/RESULTS.md has a measurement). Where that matters, pass a
+    max_sweeps near the expected count (15-20 sweeps at such sizes); info tells
+    whether it sufficed.
     """
     U, S, Vh, info = torch.ops.jsvd.svd_ex.default(A, full_matrices, compute_uv, tol, max_sweeps)
     return SVDExResult(U, S, Vh, info)
