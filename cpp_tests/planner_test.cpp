@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "../kernels/halving_order.h"
+#include "../kernels/pair_tasks.h"
 #include "../kernels/planner.h"
 #include "../kernels/round_robin.h"
 #include "../kernels/svd_warp.h"
@@ -77,6 +78,59 @@ bool halving_covers_all_pairs(int c, int m0, int G) {
 
 }  // namespace
 
+// One sweep of block-pair tasks for matrices of q columns in blocks of w
+// (pair SVD level, intra pairs at step 0 only), queued in step order: every
+// column pair of every matrix is rotated exactly once; no block column is in
+// two tasks of one step; and each task waits for exactly the tasks queued
+// before it on its block columns (so only on earlier tasks: no deadlock).
+bool pair_queue_is_sound(const std::vector<int64_t>& qs, int64_t w) {
+  std::vector<std::vector<PairTask>> steps;
+  int32_t ncols = 0;
+  for (size_t k = 0; k < qs.size(); ++k) {
+    append_pair_tasks(steps, static_cast<int32_t>(k), qs[k], w, ncols, false, true);
+    ncols += static_cast<int32_t>((qs[k] + w - 1) / w);
+  }
+  std::vector<std::pair<size_t, int>> range;
+  const std::vector<PairTask> queue = queue_in_step_order(steps, ncols, range);
+  for (const auto& r : range) {
+    std::set<int32_t> used;  // block columns of this step
+    for (int t = 0; t < r.second; ++t) {
+      const PairTask& pt = queue[r.first + t];
+      if (!used.insert(pt.b0).second) return false;
+      if (pt.b1 != pt.b0 && !used.insert(pt.b1).second) return false;
+    }
+  }
+  // coverage, per matrix: count[k][a * q + b] for columns a < b
+  std::vector<std::vector<int>> count(qs.size());
+  for (size_t k = 0; k < qs.size(); ++k) count[k].assign(qs[k] * qs[k], 0);
+  for (size_t t = 0; t < queue.size(); ++t) {
+    const PairTask& pt = queue[t];
+    const int64_t q = qs[pt.k];
+    const int w0 = pt.w0w1 & 0xffff, w1 = (pt.w0w1 >> 16) & kPairWidthMask;
+    const bool intra = (pt.w0w1 & kPairIntra) != 0;
+    std::vector<int> cols;
+    for (int l = 0; l < w0; ++l) cols.push_back(pt.c0 + l);
+    for (int l = 0; l < w1; ++l) cols.push_back(pt.c1 + l);
+    for (size_t x = 0; x < cols.size(); ++x)
+      for (size_t y = x + 1; y < cols.size(); ++y) {
+        const bool cross = (x < static_cast<size_t>(w0)) != (y < static_cast<size_t>(w0));
+        if (cross || intra) ++count[pt.k][std::min(cols[x], cols[y]) * q + std::max(cols[x], cols[y])];
+      }
+    // the counts it waits for: the tasks before it on its block columns
+    int32_t n0 = 0, n1 = 0;
+    for (size_t u = 0; u < t; ++u) {
+      n0 += queue[u].b0 == pt.b0 || queue[u].b1 == pt.b0;
+      n1 += queue[u].b0 == pt.b1 || queue[u].b1 == pt.b1;
+    }
+    if (pt.need0 != n0 || pt.need1 != n1) return false;
+  }
+  for (size_t k = 0; k < qs.size(); ++k)
+    for (int64_t a = 0; a < qs[k]; ++a)
+      for (int64_t b = a + 1; b < qs[k]; ++b)
+        if (count[k][a * qs[k] + b] != 1) return false;
+  return true;
+}
+
 int main() {
   std::printf("recursive-halving ordering (register steps)\n");
   bool halving_ok = true;
@@ -94,6 +148,11 @@ int main() {
   for (int L = 0; L < 7; ++L) steps128 += h128.steps(L);
   for (int L = 0; L < h32.levels(); ++L) steps32 += h32.steps(L);
   check(steps128 == 127 && steps32 == 31, "powers of two: c - 1 steps per sweep, as round robin");
+
+  std::printf("block-pair tasks and their queue\n");
+  check(pair_queue_is_sound({8 * 16}, 16), "8 blocks of 16: every pair once, waits = earlier tasks");
+  check(pair_queue_is_sound({5 * 16, 3 * 16 + 5}, 16), "odd block counts, a partial block, two matrices");
+  check(pair_queue_is_sound({37, 64, 100, 7}, 8), "four matrices of 1 to 13 blocks of 8");
 
   std::printf("circle method on register slots\n");
   for (int P : {2, 4, 8, 16}) {

@@ -22,8 +22,8 @@
 #include "device_upload.h"
 #include "engine_types.h"
 #include "gram_evd_smem.h"
+#include "pair_tasks.h"
 #include "planner.h"
-#include "round_robin.h"
 #include "tuning_knobs.h"
 #include "svd_smem.h"
 #include "svd_warp.h"
@@ -119,60 +119,24 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     // launched together (Gram EVD), or queued in step order (pair SVD).
     blocked.mats.push_back(static_cast<int32_t>(k));
     blocked_q = std::max(blocked_q, q);
-    const int64_t w = mp.width, nb = (q + w - 1) / w, e = nb + (nb & 1);
-    const int32_t cbase = static_cast<int32_t>(ncolumn_blocks);  // this matrix's block columns in the queue's counts
-    ncolumn_blocks += nb;
-    auto& steps = mp.level == Level::kPairSvd ? pair_steps : gram_steps;
-    if (static_cast<int64_t>(steps.size()) < e - 1) steps.resize(e - 1);
-    if (mp.level == Level::kPairSvd) {
+    const int64_t w = mp.width;
+    const bool pair = mp.level == Level::kPairSvd;
+    if (pair) {
       pair_p = std::max(pair_p, p);
       pair_q = std::max(pair_q, q);
       pair_c = std::max(pair_c, 2 * w);
     } else {
       gram_c = std::max(gram_c, 2 * w);
     }
-    for (int64_t s = 0; s < e - 1; ++s) {
-      for (int64_t pk = 0; pk < e / 2; ++pk) {
-        int ii, jj;
-        round_robin_pair(static_cast<int>(e), static_cast<int>(s), static_cast<int>(pk), ii, jj);
-        const int64_t i = ii, j = jj;
-        if (j >= nb) {
-          // the block that meets the dummy slot (odd nb) still owes its inner pairs at step 0
-          if (s == 0 && mp.level == Level::kPairSvd) {
-            const int64_t wi = std::min(w, q - i * w);
-            steps[s].push_back(PairTask{static_cast<int32_t>(k), static_cast<int32_t>(i * w),
-                                        static_cast<int32_t>(i * w), static_cast<int32_t>(wi) | kPairIntra,
-                                        cbase + static_cast<int32_t>(i), cbase + static_cast<int32_t>(i), 0, 0});
-          }
-          continue;
-        }
-        const int64_t wi = std::min(w, q - i * w), wj = std::min(w, q - j * w);
-        // step 0 meets every block once: its tasks also do the pairs inside the blocks
-        const int32_t intra = (s == 0 || mp.level == Level::kGramEvd || !cross_only) ? kPairIntra : 0;
-        steps[s].push_back(PairTask{static_cast<int32_t>(k), static_cast<int32_t>(i * w), static_cast<int32_t>(j * w),
-                                    static_cast<int32_t>(wi | (wj << 16)) | intra, cbase + static_cast<int32_t>(i),
-                                    cbase + static_cast<int32_t>(j), 0, 0});
-      }
-    }
+    append_pair_tasks(pair ? pair_steps : gram_steps, static_cast<int32_t>(k), q, w,
+                      static_cast<int32_t>(ncolumn_blocks), !pair || !cross_only, pair);
+    ncolumn_blocks += (q + w - 1) / w;
   }
 
   // The pair SVD tasks of a sweep, in step order, each waiting for the tasks
   // before it on its two block columns (svd_smem_kernel.cuh).
-  std::vector<PairTask> pair_queue;
   std::vector<std::pair<size_t, int>> pair_step_range;  // each step's first task in pair_queue, and count
-  {
-    std::vector<int32_t> done(ncolumn_blocks, 0);
-    for (const auto& step : pair_steps) {
-      pair_step_range.emplace_back(pair_queue.size(), static_cast<int>(step.size()));
-      for (PairTask t : step) {
-        t.need0 = done[t.b0];
-        t.need1 = done[t.b1];
-        done[t.b0] += 1;
-        if (t.b1 != t.b0) done[t.b1] += 1;
-        pair_queue.push_back(t);
-      }
-    }
-  }
+  const std::vector<PairTask> pair_queue = queue_in_step_order(pair_steps, ncolumn_blocks, pair_step_range);
 
   Staging st;
   const size_t desc_off = uni ? 0 : st.push(desc);
