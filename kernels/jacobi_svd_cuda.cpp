@@ -225,7 +225,6 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
       queue = at::empty({queue_ints}, opts.dtype(at::kInt));
       inner.pair_next = queue.data_ptr<int32_t>();
       inner.pair_done = inner.pair_next + 1;
-      inner.pair_ntasks = static_cast<int32_t>(pair_queue.size());
     }
     for (int64_t sweep = 1; sweep <= max_sweeps; ++sweep) {
       const PairTask* queue_tasks = reinterpret_cast<const PairTask*>(base + pair_queue_off);

@@ -69,8 +69,8 @@ void launch_svd_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntask
 // Block-column pairs of blocked matrices: rotates A and the V workspace in
 // place (cfg sized with pair_vrows); sets state[k].rotated when the pair was
 // not yet orthogonal. Either the tasks of a whole sweep, in round-robin step
-// order, with their queue in args (pair_next, pair_done zeroed; pair_ntasks =
-// ntasks), or (args.pair_next null) the tasks of one round-robin step.
+// order, with their queue in args (pair_next and pair_done zeroed), one block
+// per task; or (args.pair_next null) the tasks of one round-robin step.
 template <typename T>
 void launch_svd_pair(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
                      bool with_v, cudaStream_t stream);
