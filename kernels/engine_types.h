@@ -29,7 +29,7 @@ constexpr int32_t kPairIntra = 1 << 30;
 
 // Per-matrix state of the blocked levels, on the device.
 struct MatrixState {
-  double scale;      // the matrix was divided by this (its max abs entry) before the sweeps
+  double scale;      // max|a|, by which the matrix was divided before the sweeps (0: a zero matrix, not divided)
   int32_t rotated;   // some pair rotated during the current sweep
   int32_t sweeps;    // sweeps done so far
   int32_t converged; // 1 once a sweep rotated nothing (or the input was non-finite)

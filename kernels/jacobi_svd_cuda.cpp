@@ -2,8 +2,8 @@
 //
 // Every matrix gets a level from the planner. Whole-matrix levels run in one
 // launch per block shape and finish in it. Blocked matrices share the sweep
-// loop: a sweep's pair SVD tasks are one launch, a persistent grid taking them
-// from a queue in round-robin step order (svd_smem_kernel.cuh); Gram EVD
+// loop: a sweep's pair SVD tasks are one launch, a block per task, taken from
+// a queue in round-robin step order (svd_smem_kernel.cuh); Gram EVD
 // tasks (pairs too tall) one launch per round-robin step; and a tiny kernel
 // does the convergence bookkeeping on the device. No host loop
 // over matrices, no launch per matrix, everything on the current stream.
@@ -226,8 +226,8 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
       inner.pair_next = queue.data_ptr<int32_t>();
       inner.pair_done = inner.pair_next + 1;
     }
+    const PairTask* queue_tasks = reinterpret_cast<const PairTask*>(base + pair_queue_off);
     for (int64_t sweep = 1; sweep <= max_sweeps; ++sweep) {
-      const PairTask* queue_tasks = reinterpret_cast<const PairTask*>(base + pair_queue_off);
       if (queued) {
         C10_CUDA_CHECK(cudaMemsetAsync(inner.pair_next, 0, queue_ints * sizeof(int32_t), stream));
         launch_svd_pair(inner, queue_tasks, static_cast<int>(pair_queue.size()), pair_cfg, uv, stream);

@@ -10,14 +10,6 @@
 //
 // Whole mode: the task is a whole matrix (rows >= cols); the block iterates to
 // convergence and writes U, S, V sorted by descending S.
-// Pair mode, queued (args.pair_next set; the engine's default): one launch
-// takes the tasks of a whole sweep, every round-robin step in step order. A
-// block takes the next task from the queue, not by its block index, and waits
-// only for the earlier tasks on the task's two block columns (args.pair_done
-// counts the tasks done on each), not for the whole previous step, so a
-// step's last blocks no longer leave SMs idle. A task waits only on tasks that
-// running blocks took before it, so the queue cannot deadlock, whatever order
-// the blocks are scheduled in. Otherwise: one launch per round-robin step.
 // Pair mode: the task is the pair [A_i A_j] of a blocked matrix (W-cycle
 // Observation 1: its SVD yields the rotation J_ij = V_ij); the block rotates the
 // pair's columns in place and reports whether the pair was already orthogonal.
@@ -27,6 +19,14 @@
 // allow: each lane group keeps one column of its pairs in registers, pairing
 // the columns in the recursive-halving order (levels_in_registers,
 // halving_order.h).
+// Pair mode, queued (args.pair_next set; the engine's default): one launch
+// takes the tasks of a whole sweep, every round-robin step in step order. A
+// block takes the next task from the queue, not by its block index, and waits
+// only for the earlier tasks on the task's two block columns (args.pair_done
+// counts the tasks done on each), not for the whole previous step, so a
+// step's last blocks no longer leave SMs idle. A task waits only on tasks that
+// running blocks took before it, so the queue cannot deadlock, whatever order
+// the blocks are scheduled in. Otherwise: one launch per round-robin step.
 //
 // V is accumulated by applying every rotation to a second set of rows under
 // each column: each column in shared memory is [a_l; v_l], and inner products
