@@ -17,7 +17,8 @@
 // back in its own slot.
 //
 // One step, for the NC/2 pairs of every group at once:
-//  1. each lane: its rows' share of x^T y for every pair (products in double);
+//  1. each lane: its rows' share of x^T y for every pair (float32: products
+//     rounded once, sums in double; float64: in double);
 //  2. a butterfly reduce-scatter over the group leaves pair k's inner product
 //     in lanes 2k and 2k+1;
 //  3. those lanes compute the rotation (Rutishauser, update form) and carry the
@@ -177,8 +178,19 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
 #pragma unroll
       for (int k = 0; k < P; ++k) {
         x[k] = 0;
+        if constexpr (sizeof(T) == sizeof(float)) {
+          // Float32: each product rounded once in float (two rows' products
+          // summed in one FFMA), then summed in double, as in the shared-memory
+          // kernels' steps: one conversion per two rows instead of two per row.
 #pragma unroll
-        for (int r = 0; r < R; ++r) x[k] += Acc(a[r][2 * k]) * Acc(a[r][2 * k + 1]);
+          for (int r = 0; r < R; r += 2) {
+            const float pr = a[r][2 * k] * a[r][2 * k + 1];
+            x[k] += Acc(r + 1 < R ? fmaf(a[r + 1][2 * k], a[r + 1][2 * k + 1], pr) : pr);
+          }
+        } else {
+#pragma unroll
+          for (int r = 0; r < R; ++r) x[k] += Acc(a[r][2 * k]) * Acc(a[r][2 * k + 1]);
+        }
       }
       const Acc g = reduce_scatter<NC>(x, li);
       T s = 0, tau = 0;  // s = 0: no rotation

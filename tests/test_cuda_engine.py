@@ -240,6 +240,19 @@ def test_non_finite_input(shape):
     assert torch.isnan(S[1]).all() and torch.isfinite(S[0]).all()
 
 
+# Register steps (svd_smem_kernel.cuh): square sizes whose rows fill the
+# register bucket take the path without per-row bounds (rows_exact): 128²
+# whole, 256² and 512² pairs with V, 512² svdvals; one row or column less
+# takes the bounded path. Both must agree with float64 matrix by matrix.
+@pytest.mark.parametrize("m,n", [(128, 128), (127, 128), (256, 256), (256, 255), (512, 512), (511, 512)])
+def test_register_steps_exact_and_bounded(m, n):
+    A = torch.randn(2, m, n, device="cuda")
+    _check(A, full_matrices=False)
+    S = torch_jsvd.svdvals(A)
+    ref = torch.linalg.svdvals(A.double())
+    assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float32)
+
+
 @pytest.mark.parametrize("shape", [(3, 300, 300), (3, 1100, 700)])
 def test_blocked_scaling(shape):
     """The blocked levels divide each matrix by its max|a| (found by many blocks
