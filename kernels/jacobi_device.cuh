@@ -94,15 +94,33 @@ __device__ __forceinline__ StepRotation<T> exact_step_rotation(T diff, T g) {
   return {t, rot.s, rot.tau};
 }
 
+// MUFU reciprocal and reciprocal square root with subnormals flushed: the
+// plain intrinsics wrap each in a subnormal guard (a compare and two scalings,
+// ptxas), a tenth of a register step's instructions (SASS, 256² pair kernel).
+// No operand here is subnormal but dy - dx, which then counts as 0: the
+// angle of equal norms, the same to within its rounding.
+__device__ __forceinline__ float rcp_ftz(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float rsqrt_ftz(float x) {
+  float r;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
 __device__ __forceinline__ StepRotation<float> step_rotation(float diff, float g) {
-  const float zeta = __fdividef(diff, 2.0f * g);
+  // |g| >= FLT_MIN where a rotation is computed (its norms exceed
+  // negligible_norm2 and |g| > eps sqrt(dx dy)), so 1 / (2g) is finite.
+  const float zeta = diff * rcp_ftz(2.0f * g);
   const float az = fabsf(zeta);
   const float w0 = 1.0f + az * az;
-  const float ct = az > 1e18f ? 2.0f * az : az + w0 * rsqrtf(w0);  // |zeta| + sqrt(1 + zeta^2)
-  const float t = copysignf(__fdividef(1.0f, ct), zeta);
+  const float ct = az > 1e18f ? 2.0f * az : az + w0 * rsqrt_ftz(w0);  // |zeta| + sqrt(1 + zeta^2)
+  const float t = copysignf(rcp_ftz(ct), zeta);
   const float w = 1.0f + t * t;
-  const float ir = rsqrtf(w);  // 1 / sqrt(1 + t^2) = cos
-  return {t, t * ir, __fdividef(t, 1.0f + w * ir)};
+  const float ir = rsqrt_ftz(w);  // 1 / sqrt(1 + t^2) = cos
+  return {t, t * ir, t * rcp_ftz(1.0f + w * ir)};
 }
 
 __device__ __forceinline__ StepRotation<double> step_rotation(double diff, double g) {
