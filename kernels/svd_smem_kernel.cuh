@@ -295,16 +295,6 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
   const int nrows = p + vr;
   const HalvingOrder order{c, w1 > 0 ? w0 : (c + 1) / 2};
   const int nlevels = order.levels();
-  // Block pairs: only their cross tasks, in cross_steps_in_registers (below).
-  // Their first (intra) task of a sweep in registers, by the halving order,
-  // was slower on the H100 (10x1024² float32 275 -> 297 ms, register
-  // pressure; 200x256² took a sweep more).
-  const bool regs = kRegRows > 0 && nrows <= kRegRows * TPP && !(kPair && (intra || G < w0));
-  // One register step (levels_in_registers, cross_steps_in_registers): the
-  // group's column x (its rows xr in registers, squared norm dx) against
-  // column y in shared memory, whose squared norm is *dy_slot: x^T y, the
-  // rotation decision of phase 2 of the shared-memory steps (below), eq. (6),
-  // and the rotation of x and y; the caller's barrier then passes y on.
   // Rows split exactly (rows_exact): A's rows are the lanes' first kRegA
   // registers and the rest fill all kRegRows, so the steps' loops need no
   // per-row bounds (each cost two integer instructions and predicated the
@@ -314,6 +304,22 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
   // (A's rows alone) of a size that fills the bucket take it.
   constexpr int kRegA = kWithV ? kRegRows / 2 : kRegRows;
   const bool rows_exact = kRegRows > 0 && p == kRegA * TPP && nrows == kRegRows * TPP;
+  // Block pairs: their cross tasks in cross_steps_in_registers (below); their
+  // first (intra) task of a sweep in registers, by the halving order, where
+  // the rows split exactly (same-call A/B on the H100: 200x256² float32 31.1
+  // -> 29.3 ms, 100x512² 135.7 -> 130.1, 1x1536² 64.8 -> 63.6). With bounded
+  // rows it was slower (10x1024² float32 275 -> 297 ms, register pressure).
+  // Float32 with V only: float64 pairs carry J, whose rows rarely split
+  // exactly, and compiling the path into their kernels, or into the svdvals
+  // ones, cost registers and time (200x256² svdvals 36.5 -> 37.7 ms).
+  constexpr bool kIntraRegs = !kPair || (sizeof(T) == sizeof(float) && kWithV);
+  const bool regs =
+      kRegRows > 0 && nrows <= kRegRows * TPP && !(kPair && (G < w0 || (intra && !(kIntraRegs && rows_exact))));
+  // One register step (levels_in_registers, cross_steps_in_registers): the
+  // group's column x (its rows xr in registers, squared norm dx) against
+  // column y in shared memory, whose squared norm is *dy_slot: x^T y, the
+  // rotation decision of phase 2 of the shared-memory steps (below), eq. (6),
+  // and the rotation of x and y; the caller's barrier then passes y on.
   auto register_step = [&](auto& xr, T* y, double* dy_slot, double& dx, bool& any_rot, bool& above_tol,
                            auto exact) {
     constexpr int R = kRegRows > 0 ? kRegRows : 1;
@@ -480,9 +486,9 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
     exact_norms();  // once per sweep
     __syncthreads();
     if (regs) {
-      if constexpr (kPair) cross_steps_in_registers();
+      if (kPair && (!kIntraRegs || !intra)) cross_steps_in_registers();
       else if (rows_exact) levels_in_registers(std::true_type{});
-      else levels_in_registers(std::false_type{});
+      else if constexpr (!kPair) levels_in_registers(std::false_type{});
     } else
       for (int step = 0; step < nsteps; ++step) {
       // A step in three barrier-separated phases; phase 2 computes each
