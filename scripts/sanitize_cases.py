@@ -22,7 +22,9 @@ cases = [
     ("whole f32 partial warp", torch.randn(2, 48, 34, device=dev)),  # 136 threads a block
     ("whole f32 registers", torch.randn(2, 100, 70, device=dev)),  # halving order, 64 lane groups
     ("whole f64 registers", torch.randn(2, 64, 64, dtype=torch.float64, device=dev)),
+    ("whole f32 registers exact", torch.randn(2, 128, 128, device=dev)),  # rows split exactly (rows_exact)
     ("pair f32", torch.randn(1, 300, 150, device=dev)),
+    ("pair f32 exact", torch.randn(1, 256, 256, device=dev)),  # cross and intra tasks in registers, rows_exact
     ("pair f64", torch.randn(1, 200, 100, dtype=torch.float64, device=dev)),
     ("gram f64", torch.randn(1, 2048, 16, dtype=torch.float64, device=dev)),
 ]
