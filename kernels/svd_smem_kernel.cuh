@@ -298,8 +298,9 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
   // Rows split exactly (rows_exact): A's rows are the lanes' first kRegA
   // registers and the rest fill all kRegRows, so the steps' loops need no
   // per-row bounds (each cost two integer instructions and predicated the
-  // row's work: ncu on 200x256² float32 counted ~455 instructions per step,
-  // issue-bound at 77%), and x^T y sums in two chains instead of one.
+  // row's work: ~455 instructions a step in the SASS of the 256² pair kernel,
+  // which ncu found issue-bound, 77% of issue slots), and x^T y sums in two
+  // chains instead of one.
   // Square pairs and whole matrices (V's rows under A's: p = q) and svdvals
   // (A's rows alone) of a size that fills the bucket take it.
   constexpr int kRegA = kWithV ? kRegRows / 2 : kRegRows;
@@ -486,6 +487,7 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
     exact_norms();  // once per sweep
     __syncthreads();
     if (regs) {
+      // (regs excludes the intra tasks that cannot take levels_in_registers)
       if (kPair && (!kIntraRegs || !intra)) cross_steps_in_registers();
       else if (rows_exact) levels_in_registers(std::true_type{});
       else if constexpr (!kPair) levels_in_registers(std::false_type{});
