@@ -51,6 +51,9 @@ inline void append_pair_tasks(std::vector<std::vector<PairTask>>& steps, int32_t
 inline std::vector<PairTask> queue_in_step_order(const std::vector<std::vector<PairTask>>& steps, int64_t ncolumns,
                                                  std::vector<std::pair<size_t, int>>& step_range) {
   std::vector<PairTask> queue;
+  size_t total = 0;
+  for (const auto& step : steps) total += step.size();
+  queue.reserve(total);  // (tens of thousands of tasks: growth copies cost host time a call)
   std::vector<int32_t> done(static_cast<size_t>(ncolumns), 0);
   step_range.clear();
   for (const auto& step : steps) {

@@ -1,5 +1,6 @@
 """Cost of each outer sweep: the time of svd_ex with max_sweeps = k, k = 1, 2, ...; the increments are the
-sweeps' costs (the first includes the prologue and finalisation). Usage: sweep_profile.py 1x1536x1536 [...]"""
+sweeps' costs (the first includes the prologue and finalisation), and how many matrices took each sweep count.
+Usage: sweep_profile.py 1x1536x1536 [...]"""
 import sys
 
 import torch
@@ -29,3 +30,7 @@ for case in sys.argv[1:]:
         row.append(f"{t - prev:.1f}")
         prev = t
     print(f"{case}: {full} sweeps, total {prev:.1f} ms; per sweep ms: {' '.join(row)}", flush=True)
+    # How many matrices took each sweep count: the later sweeps cost in proportion to the matrices still sweeping.
+    info = torch_jsvd.svd_ex(A, full_matrices=False)[3]
+    counts = torch.bincount(info.clamp_min(0).long().flatten()).tolist()
+    print(f"  matrices by sweeps taken: {', '.join(f'{k}: {c}' for k, c in enumerate(counts) if c)}", flush=True)
