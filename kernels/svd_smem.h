@@ -35,9 +35,11 @@ inline int lanes_per_rotation(int64_t p, int64_t c) {
 // at once; a stride of tpp mod 32 puts consecutive columns on disjoint banks
 // (the register steps give neighbouring groups neighbouring partners), where
 // an odd stride made almost every such access a two-way bank conflict. A
-// warp per column needs no padding beyond an odd stride.
+// warp per column reads one column per instruction, conflict-free at any
+// stride: a multiple of 4, so that float32 pairs move in 16-byte pieces
+// (svd_smem_kernel.cuh, pair_quads).
 JSVD_HOST_DEVICE inline int column_stride(int rows, int tpp) {
-  return tpp >= 32 ? (rows | 1) : rows + (tpp - rows % 32 + 32) % 32;
+  return tpp >= 32 ? (rows + 3) & ~3 : rows + (tpp - rows % 32 + 32) % 32;
 }
 
 struct SmemLaunch {
