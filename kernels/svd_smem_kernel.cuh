@@ -101,26 +101,15 @@ struct TaskDone {
 // f(l, r) for every column l < ncols and row r < len: a warp per column, its
 // lanes over the rows (coalesced, and no integer division per element, which
 // took most of the copy's instructions). Only whole warps take part, as the
-// block size need not be a multiple of 32 (it is at least 32).
-template <typename F>
+// block size need not be a multiple of 32 (it is at least 32). kStep = 4:
+// every fourth row (len a multiple of 4), for 16-byte pieces.
+template <int kStep = 1, typename F>
 __device__ __forceinline__ void for_each_column(int ncols, int len, F f) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
   if (warp >= nwarps) return;
   for (int l = warp; l < ncols; l += nwarps) {
-#pragma unroll 4
-    for (int r = lane; r < len; r += 32) f(l, r);
-  }
-}
-
-// f(l, r) for every column l < ncols and every fourth row r < len (len a
-// multiple of 4): for_each_column in 16-byte pieces.
-template <typename F>
-__device__ __forceinline__ void for_each_column_quad(int ncols, int len, F f) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
-  if (warp >= nwarps) return;
-  for (int l = warp; l < ncols; l += nwarps) {
-#pragma unroll 2
-    for (int r = 4 * lane; r < len; r += 128) f(l, r);
+#pragma unroll(kStep == 1 ? 4 : 2)
+    for (int r = kStep * lane; r < len; r += 32 * kStep) f(l, r);
   }
 }
 
@@ -228,12 +217,12 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
     // Float32 columns whose rows, offsets and stride are multiples of 4 move
     // in 16-byte pieces (pair_quads): a quarter of the copy instructions.
     if (pair_quads) {
-      for_each_column_quad(c, p, [&](int l, int r) {
+      for_each_column<4>(c, p, [&](int l, int r) {
         __pipeline_memcpy_async(As + l * ld + r, Ag + static_cast<int64_t>(gcol(l)) * p + r, 16);
       });
       if constexpr (kWithV && !kCarryJ) {
         const T* Vg = args.Vw + md.v_off;
-        for_each_column_quad(c, vr, [&](int l, int r) {
+        for_each_column<4>(c, vr, [&](int l, int r) {
           __pipeline_memcpy_async(As + l * ld + p + r, Vg + static_cast<int64_t>(gcol(l)) * vr + r, 16);
         });
       }
@@ -603,10 +592,10 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
     if constexpr (sizeof(T) == sizeof(float)) {
       if (pair_quads) {
         auto put = [&](T* dst, const T* src) { *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(src); };
-        for_each_column_quad(c, p, [&](int l, int r) { put(Ab + static_cast<int64_t>(gcol(l)) * p + r, As + l * ld + r); });
+        for_each_column<4>(c, p, [&](int l, int r) { put(Ab + static_cast<int64_t>(gcol(l)) * p + r, As + l * ld + r); });
         if constexpr (kWithV && !kCarryJ) {
           T* Vg = args.Vw + md.v_off;
-          for_each_column_quad(c, vr,
+          for_each_column<4>(c, vr,
                                [&](int l, int r) { put(Vg + static_cast<int64_t>(gcol(l)) * vr + r, As + l * ld + p + r); });
         }
         return;
