@@ -87,8 +87,9 @@ bool pair_queue_is_sound(const std::vector<int64_t>& qs, int64_t w) {
   std::vector<std::vector<PairTask>> steps;
   int32_t ncols = 0;
   for (size_t k = 0; k < qs.size(); ++k) {
-    append_pair_tasks(steps, static_cast<int32_t>(k), qs[k], w, ncols, false, true);
-    ncols += static_cast<int32_t>((qs[k] + w - 1) / w);
+    const int32_t nb = append_pair_tasks(steps, static_cast<int32_t>(k), qs[k], w, ncols, false, true);
+    if (nb != (qs[k] + w - 1) / w) return false;  // the block columns it numbered
+    ncols += nb;
   }
   std::vector<std::pair<size_t, int>> range;
   const std::vector<PairTask> queue = queue_in_step_order(steps, ncols, range);

@@ -128,9 +128,8 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     } else {
       gram_c = std::max(gram_c, 2 * w);
     }
-    append_pair_tasks(pair ? pair_steps : gram_steps, static_cast<int32_t>(k), q, w,
-                      static_cast<int32_t>(ncolumn_blocks), !pair || !cross_only, pair);
-    ncolumn_blocks += (q + w - 1) / w;
+    ncolumn_blocks += append_pair_tasks(pair ? pair_steps : gram_steps, static_cast<int32_t>(k), q, w,
+                                        static_cast<int32_t>(ncolumn_blocks), !pair || !cross_only, pair);
   }
 
   // The pair SVD tasks of a sweep, in step order, each waiting for the tasks

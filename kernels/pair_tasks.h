@@ -22,7 +22,9 @@ namespace cuda {
 // the JSVD_CROSS_ONLY=0 experiment) every task does them again; otherwise the
 // tasks of step 0 do (it meets every block once), and with lone_intra the
 // block that meets the dummy slot there gets a task of its own for them.
-inline void append_pair_tasks(std::vector<std::vector<PairTask>>& steps, int32_t k, int64_t q, int64_t w,
+// Returns nb, the block columns numbered (the next matrix's column_base is
+// column_base + nb).
+inline int32_t append_pair_tasks(std::vector<std::vector<PairTask>>& steps, int32_t k, int64_t q, int64_t w,
                               int32_t column_base, bool every_task_intra, bool lone_intra) {
   const int64_t nb = (q + w - 1) / w, e = nb + (nb & 1);
   if (static_cast<int64_t>(steps.size()) < e - 1) steps.resize(e - 1);
@@ -41,6 +43,7 @@ inline void append_pair_tasks(std::vector<std::vector<PairTask>>& steps, int32_t
       steps[s].push_back(PairTask{k, ci, cj, (width(i) | (width(j) << 16)) | intra, bi, bj, 0, 0});
     }
   }
+  return static_cast<int32_t>(nb);
 }
 
 // A sweep's pair SVD tasks in the order the queue hands them out (step by
