@@ -73,6 +73,16 @@ __device__ __forceinline__ void rotate_pair(T& x, T& y, T s, T tau) {
   y = y0 + s * (x0 - tau * y0);
 }
 
+// rotate_pair of (x + a, y + b), less (a, b): a row of E = J - I, whose
+// identity part enters as the shifts a, b (0 or 1) and is never added to E's
+// own entries, which stay exact in relative terms however small they become.
+template <typename T>
+__device__ __forceinline__ void rotate_pair_shifted(T& x, T& y, T s, T tau, T a, T b) {
+  const T x0 = x + a, y0 = y + b;
+  x = x - s * (y0 + tau * x0);
+  y = y + s * (x0 - tau * y0);
+}
+
 // The rotation of a pair whose squared norms differ by `diff` (second minus
 // first) and whose inner product is g: tan t, and (s, tau) for rotate_pair.
 // Every round-robin step waits for it, so for float32 it is built from the

@@ -81,6 +81,10 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   std::vector<std::vector<PairTask>> pair_steps, gram_steps;
   int64_t pair_p = 0, pair_q = 0, pair_c = 0, gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
   int64_t ncolumn_blocks = 0;  // block columns of the blocked matrices (the pair queue's counts)
+  // Block pairs carry E = J - I (SmemLaunch::delta) when every pair matrix's
+  // plan does, at one row count (the kernel's register bucket).
+  bool pair_delta = true;
+  int64_t pair_p_min = -1;
   MatrixPlan uniform_plan;
   // Tuning knob for experiments (benchmarks/): JSVD_CROSS_ONLY=0 redoes the
   // pairs inside the blocks in every task.
@@ -122,6 +126,8 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     const int64_t w = mp.width;
     const bool pair = mp.level == Level::kPairSvd;
     if (pair) {
+      pair_delta = pair_delta && mp.launch.delta;
+      pair_p_min = pair_p_min < 0 ? p : std::min(pair_p_min, p);
       pair_p = std::max(pair_p, p);
       pair_q = std::max(pair_q, q);
       pair_c = std::max(pair_c, 2 * w);
@@ -207,7 +213,10 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     EngineArgs<T> inner = args;
     inner.max_sweeps = inner_sweeps();
     const int64_t pc = std::max<int64_t>(pair_c, 2);
-    const SmemLaunch pair_cfg = svd_smem_config(std::max<int64_t>(pair_p, 1), uv ? pair_vrows(pair_q, pc, es) : 0, pc, es);
+    const bool delta = uv && pair_delta && pair_p_min == pair_p && pc == 32;
+    SmemLaunch pair_cfg =
+        svd_smem_config(std::max<int64_t>(pair_p, 1), uv ? (delta ? pc : pair_vrows(pair_q, pc, es)) : 0, pc, es);
+    pair_cfg.delta = delta;
     at::Tensor active;
     if (opt.may_sync) active = at::empty({1}, opts.dtype(at::kInt));
     // Block pairs: one queued launch a sweep (svd_smem_kernel.cuh). Against one

@@ -104,7 +104,11 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   if (chosen > 0 && !force_gram) {
     mp.level = Level::kPairSvd;
     mp.width = chosen;
-    mp.launch = svd_smem_config(rows, pair_vr(chosen), 2 * chosen, elem);
+    // Float32 pairs of the register buckets' sizes carry E = J - I instead
+    // of V's rows (svd_smem_kernel.cuh): half the shared memory at 512².
+    const bool delta = compute_uv && pair_delta_fits(rows, cols, chosen, elem);
+    mp.launch = svd_smem_config(rows, delta ? 2 * chosen : pair_vr(chosen), 2 * chosen, elem);
+    mp.launch.delta = delta;
     return mp;
   }
   // Too tall for any pair: rotations from the Gram matrix's EVD.
@@ -159,6 +163,10 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
          << level_name(mp.level) << "\", \"width\": " << 2 * mp.width << ", \"threads\": " << mp.launch.threads
          << ", \"smem\": " << mp.launch.smem;
       if (mp.level == Level::kPairSvd) os << ", \"lanes_per_rotation\": " << mp.launch.tpp;
+      // Under each column: V's rows, the pair's rotation J, or E = J - I.
+      if (mp.level == Level::kPairSvd && compute_uv)
+        os << ", \"carries\": \"" << (mp.launch.delta ? "delta" : pair_carries_rotation(elem) ? "rotation" : "v_rows")
+           << "\"";
       os << "}";
     }
     os << "]}";

@@ -163,10 +163,30 @@ PairKernel<T> pair_warp_kernel(const SmemLaunch& cfg) {
   return svd_smem_kernel<T, 32, true, kWithV>;
 }
 
+// Block pairs carrying E (cfg.delta): the register bucket of p + 32 rows.
+// Same-build A/B on the H100 (JSVD_PAIR_DELTA, scripts/ab_knob.sh):
+// 100x512x512 float32 124.5 -> 93.9 ms, V's orthogonality 5.4e-5 -> 2.6e-5;
+// 200x256x256 (bucket 9) 27.2 -> 29.5 ms: at 8 rows of A a lane, E's GEMM
+// costs what V's rotated rows did, and its V staging waits. So 512 rows only.
+template <typename T>
+PairKernel<T> pair_delta_kernel(int64_t rows) {
+  if constexpr (sizeof(T) == sizeof(float)) {
+    if (rows == 17 * 32) return svd_smem_kernel<T, 32, true, true, 17, true>;
+  }
+  return nullptr;
+}
+
 // The kernel that block pairs of this shape are launched with.
 template <typename T, bool kWithV>
 PairKernel<T> pair_kernel(const SmemLaunch& cfg) {
   PairKernel<T> k;
+  if (cfg.delta) {
+    TORCH_CHECK(kWithV && cfg.tpp == 32 && pair_delta_kernel<T>(cfg.rows),
+                "jsvd internal: no block-pair kernel carries E for this shape");
+    k = pair_delta_kernel<T>(cfg.rows);
+    allow_dynamic_smem(k, cfg.smem);
+    return k;
+  }
   switch (cfg.tpp) {
     case 4: k = svd_smem_kernel<T, 4, true, kWithV>; break;
     case 8: k = svd_smem_kernel<T, 8, true, kWithV>; break;
@@ -198,6 +218,12 @@ void launch_tpp(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, con
 }
 
 }  // namespace
+
+bool pair_delta_fits(int64_t p, int64_t q, int64_t w, size_t elem) {
+  static const bool on = knob_on("JSVD_PAIR_DELTA");
+  return on && elem == sizeof(float) && w == 16 && q % 32 == 0 && q <= p &&
+         pair_delta_kernel<float>(p + 2 * w) != nullptr;
+}
 
 size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem) {
   const int64_t npairs = c;  // as max_pairs in the kernel

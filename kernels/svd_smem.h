@@ -48,7 +48,16 @@ struct SmemLaunch {
   size_t smem = 0;    // dynamic shared memory, bytes
   int64_t rows = 0;   // rows held per column (A's and V's or J's)
   int reg_groups = 0; // whole matrices: lane groups the register steps use (halving_order.h)
+  bool delta = false; // block pairs: carry E = J - I under the columns (pair_delta_fits)
 };
+
+// Whether float32 block pairs of width w of a p x q matrix with V carry the
+// pair's E = J - I (2w rows) under their columns instead of V's q rows
+// (svd_smem_kernel.cuh, kDelta): where a warp per rotation splits the rows
+// exactly (p + 2w = 32 x a register bucket, 2w = 32) and every task has 2w
+// columns (q a multiple of 32: no narrow last block, no lone block).
+// JSVD_PAIR_DELTA=0 turns it off (experiments).
+bool pair_delta_fits(int64_t p, int64_t q, int64_t w, size_t elem);
 
 // Shared memory needed to hold c columns of p rows of A and vrows rows of V
 // or J under each (0 when V is not wanted) in bytes.

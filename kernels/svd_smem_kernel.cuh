@@ -38,7 +38,14 @@
 // pass over A and V in global memory: 100x512x512 float64 went from 183 to 126
 // ms on the H100. Float32 keeps V's rows: with J, V's orthogonality at 512²
 // was 2.5x worse (1.3e-4 against 5.3e-5) and small batches were slower
-// (benchmarks/RESULTS.md).
+// (benchmarks/RESULTS.md). Float32 pairs with 512 rows a column (kDelta,
+// pair_delta_fits in svd_smem.h) carry E = J - I instead, started at 0: the
+// identity enters each rotation as a shift (rotate_pair_shifted), E's small
+// late-sweep entries keep their relative precision, and V + V E rounds V's
+// entries once a task instead of once a rotation. Shared memory halves (544
+// rows a column instead of 1024), so two blocks share an SM, and V's update
+// is a GEMM instead of 16 rotated rows a lane a step. Same-build A/B on the
+// H100: 100x512x512 float32 124.5 -> 93.9 ms, ||V^T V - I|| 5.4e-5 -> 2.6e-5.
 //
 // Included by svd_smem.cu (the launchers) only: the kernel's instantiations
 // live there.
@@ -125,8 +132,8 @@ __device__ __forceinline__ void copy_async(T* dst_smem, const T* src) {
 constexpr int reg_block_limit(int64_t words) { return words > 32 ? 256 : words > 16 ? 512 : 1024; }
 constexpr int64_t kMaxRegWords = 128;
 
-template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0>
-__global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
+template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0, bool kDelta = false>
+__global__ void __launch_bounds__(kDelta ? 512 : reg_block_limit(kRegRows * sizeof(T) / 4), kDelta ? 2 : 1)
     svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks, const PairTask* pair_tasks) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int s_rot;  // a rotation above tol in this sweep
@@ -187,12 +194,14 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
     w1 = 0;
   }
   const int c = w0 + w1;                      // columns held by this block
-  // V (whole mode, and float32 pairs) or J (float64 pairs) rows under each column
-  constexpr bool kCarryJ = kPair && kWithV && pair_carries_rotation(sizeof(T));
+  // V (whole mode, and float32 pairs) or J (float64 pairs) or E = J - I
+  // (kDelta) rows under each column
+  constexpr bool kCarryJ = kPair && kWithV && (pair_carries_rotation(sizeof(T)) || kDelta);
   const int vr = kWithV ? (kCarryJ ? c : md.q) : 0;
   const int ld = column_stride(p + vr, TPP);  // (svd_smem.h: bank conflicts)
-  const bool pair_quads = kPair && sizeof(T) == sizeof(float) && !kCarryJ && ((p | vr | ld) & 3) == 0 &&
-                          ((md.a_off | (kWithV ? md.v_off : 0)) & 3) == 0;
+  const bool pair_quads = kPair && sizeof(T) == sizeof(float) && (!kCarryJ || kDelta) &&
+                          ((p | (kCarryJ ? 0 : vr) | ld) & 3) == 0 &&
+                          ((md.a_off | (kWithV && !kCarryJ ? md.v_off : 0)) & 3) == 0;
   auto gcol = [&](int l) { return l < w0 ? c0 + l : c1 + (l - w0); };
 
   // Shared memory: d, pg (double) | As | ps, ptau (T) | rank (int)
@@ -244,8 +253,8 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
       local_max = fmax(local_max, fabs(v));
     });
   }
-  if constexpr (kWithV && (!kPair || kCarryJ)) {  // V (whole mode) or J (float64 pairs) starts at I
-    for_each_column(c, vr, [&](int l, int r) { As[l * ld + p + r] = (r == l) ? T(1) : T(0); });
+  if constexpr (kWithV && (!kPair || kCarryJ)) {  // V (whole mode) or J (float64 pairs) starts at I, E at 0
+    for_each_column(c, vr, [&](int l, int r) { As[l * ld + p + r] = (r == l && !kDelta) ? T(1) : T(0); });
   }
   if constexpr (kPair) __pipeline_wait_prior(0);
 
@@ -320,7 +329,7 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
   // chains instead of one.
   // Square pairs and whole matrices (V's rows under A's: p = q) and svdvals
   // (A's rows alone) of a size that fills the bucket take it.
-  constexpr int kRegA = kWithV ? kRegRows / 2 : kRegRows;
+  constexpr int kRegA = kDelta ? kRegRows - 1 : kWithV ? kRegRows / 2 : kRegRows;
   const bool rows_exact = kRegRows > 0 && p == kRegA * TPP && nrows == kRegRows * TPP;
   // Block pairs: their cross tasks in cross_steps_in_registers (below); their
   // first (intra) task of a sweep in registers, by the halving order, where
@@ -333,13 +342,18 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
   constexpr bool kIntraRegs = !kPair || (sizeof(T) == sizeof(float) && kWithV);
   const bool regs =
       kRegRows > 0 && nrows <= kRegRows * TPP && !(kPair && (G < w0 || (intra && !(kIntraRegs && rows_exact))));
+  // kDelta has only the register steps on exactly split rows, E's shifts
+  // written for them (the launcher takes it only for such tasks:
+  // pair_delta_fits, svd_smem.h).
+  if (kDelta && !(regs && rows_exact)) __trap();
   // One register step (levels_in_registers, cross_steps_in_registers): the
   // group's column x (its rows xr in registers, squared norm dx) against
   // column y in shared memory, whose squared norm is *dy_slot: x^T y, the
   // rotation decision of phase 2 of the shared-memory steps (below), eq. (6),
-  // and the rotation of x and y; the caller's barrier then passes y on.
+  // and the rotation of x and y; the caller's barrier then passes y on. xi,
+  // yi: the two columns' indices in the block (kDelta: E's identity part).
   auto register_step = [&](auto& xr, T* y, double* dy_slot, double& dx, bool& any_rot, bool& above_tol,
-                           auto exact) {
+                           int xi, int yi, auto exact) {
     constexpr int R = kRegRows > 0 ? kRegRows : 1;
     const double dy = *dy_slot;
     T ss = T(0), tau = T(0);
@@ -389,7 +403,14 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
         const int r = lane + h * TPP;
         if (decltype(exact)::value || r < nrows) {
           T yv = y[r];
-          rotate_pair(xr[h], yv, ss, tau);
+          if (kDelta && h == kRegA) {
+            // E's row `lane` (rows split exactly: one per lane): J = I + E is
+            // rotated, and I's ones at (xi, xi) and (yi, yi) enter the update
+            // as shifts, never added to E's small entries.
+            rotate_pair_shifted(xr[h], yv, ss, tau, lane == xi ? T(1) : T(0), lane == yi ? T(1) : T(0));
+          } else {
+            rotate_pair(xr[h], yv, ss, tau);
+          }
           y[r] = yv;
         }
       }
@@ -426,7 +447,8 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
         double dx = b > 0 ? d[x] : 0.0;
         int jj = o;  // (o + step) mod Ws
         for (int step = 0; step < W; ++step, jj = (jj + 1 == Ws) ? 0 : jj + 1) {
-          if (step < Ws && jj < b) register_step(xr, As + (y0 + jj) * ld, d + y0 + jj, dx, any_rot, above_tol, exact);
+          if (step < Ws && jj < b)
+            register_step(xr, As + (y0 + jj) * ld, d + y0 + jj, dx, any_rot, above_tol, x, y0 + jj, exact);
           __syncthreads();  // y and its norm pass to the next owner
         }
         if (b > 0) {
@@ -471,12 +493,15 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
     auto steps = [&](auto exact) {
       int jj = g;  // (g + step) mod W, counted (no integer division per step)
       for (int step = 0; step < W; ++step) {
-        if (owner && jj < w1) register_step(xr, As + (w0 + jj) * ld, d + w0 + jj, dx, any_rot, above_tol, exact);
+        if (owner && jj < w1)
+          register_step(xr, As + (w0 + jj) * ld, d + w0 + jj, dx, any_rot, above_tol, g, w0 + jj, exact);
         __syncthreads();  // y and its norm pass to the next group
         jj = jj + 1 == W ? 0 : jj + 1;
       }
     };
-    if (rows_exact)
+    if constexpr (kDelta)
+      steps(std::true_type{});  // (kDelta: rows split exactly, checked on entry)
+    else if (rows_exact)
       steps(std::true_type{});
     else
       steps(std::false_type{});
@@ -494,6 +519,76 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
     }
     __syncthreads();
   };
+  // kDelta, after A's rows are written out: [V_i V_j] <- [V_i V_j] (I + E)
+  // (§IV-B's update, as a GEMM). V's rows are staged in A's rows (p >= q, the
+  // engine's tall orientation). A warp takes 64 rows (rows lane and lane + 32:
+  // conflict-free reads, coalesced writes) by 8 output columns; E's entries
+  // are read four rows at a time, broadcast to the warp (a column of E is
+  // contiguous). c == 32 here (rows split exactly: p + c = 32 kRegRows).
+  auto update_v_by_delta = [&] {
+    constexpr int kC = 32, kJ = 8;
+    __syncthreads();  // A's rows are all read before V's overwrite them
+    T* Vg = args.Vw + md.v_off;
+    const int q = md.q;
+    const bool vquads = sizeof(T) == sizeof(float) && ((q | md.v_off) & 3) == 0;
+    const int wid = tid >> 5, ln = tid & 31, nwarps = nt >> 5;
+    for (int r0 = 0; r0 < q; r0 += p) {
+      const int rows = min(p, q - r0);
+      if (vquads && (rows & 3) == 0) {
+        for_each_column<4>(kC, rows, [&](int l, int r) {
+          __pipeline_memcpy_async(As + l * ld + r, Vg + static_cast<int64_t>(gcol(l)) * q + r0 + r, 16);
+        });
+      } else {
+        for_each_column(kC, rows,
+                        [&](int l, int r) { copy_async(As + l * ld + r, Vg + static_cast<int64_t>(gcol(l)) * q + r0 + r); });
+      }
+      __pipeline_commit();
+      __pipeline_wait_prior(0);
+      __syncthreads();
+      const int tiles = (rows + 63) / 64;
+      for (int item = wid; item < tiles * (kC / kJ); item += nwarps) {
+        const int jg = item % (kC / kJ), ra = (item / (kC / kJ)) * 64 + ln, rb = ra + 32;
+        const bool va = ra < rows, vb = rb < rows;
+        T acc_a[kJ], acc_b[kJ];
+#pragma unroll
+        for (int u = 0; u < kJ; ++u) acc_a[u] = acc_b[u] = T(0);
+#pragma unroll 1
+        for (int l4 = 0; l4 < kC; l4 += 4) {
+          T xa[4], xb[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            xa[i] = va ? As[(l4 + i) * ld + ra] : T(0);
+            xb[i] = vb ? As[(l4 + i) * ld + rb] : T(0);
+          }
+#pragma unroll
+          for (int u = 0; u < kJ; ++u) {
+            const T* e = As + (jg * kJ + u) * ld + p + l4;  // E[l4 .. l4 + 3][j]
+            T ev[4];
+            if constexpr (sizeof(T) == sizeof(float)) {
+              const float4 e4 = *reinterpret_cast<const float4*>(e);
+              ev[0] = e4.x, ev[1] = e4.y, ev[2] = e4.z, ev[3] = e4.w;
+            } else {
+#pragma unroll
+              for (int i = 0; i < 4; ++i) ev[i] = e[i];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              acc_a[u] = fma(xa[i], ev[i], acc_a[u]);
+              acc_b[u] = fma(xb[i], ev[i], acc_b[u]);
+            }
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kJ; ++u) {  // V (I + E) = V + V E: V's entries round once, at the end
+          T* out = Vg + static_cast<int64_t>(gcol(jg * kJ + u)) * q + r0;
+          const T* vs = As + (jg * kJ + u) * ld;
+          if (va) out[ra] = vs[ra] + acc_a[u];
+          if (vb) out[rb] = vs[rb] + acc_b[u];
+        }
+      }
+      __syncthreads();
+    }
+  };
   int sweeps = 0;
   bool converged = false, first_rotated = false, applied = false;
   for (int sweep = 1; sweep <= args.max_sweeps; ++sweep) {
@@ -508,7 +603,7 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
       if (kPair && (!kIntraRegs || !intra)) cross_steps_in_registers();
       else if (rows_exact) levels_in_registers(std::true_type{});
       else if constexpr (!kPair) levels_in_registers(std::false_type{});
-    } else
+    } else if constexpr (!kDelta)  // (kDelta: the register steps, checked on entry)
       for (int step = 0; step < nsteps; ++step) {
       // A step in three barrier-separated phases; phase 2 computes each
       // rotation once per pair, not redundantly in every lane of its group.
@@ -598,6 +693,7 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
           for_each_column<4>(c, vr,
                                [&](int l, int r) { put(Vg + static_cast<int64_t>(gcol(l)) * vr + r, As + l * ld + p + r); });
         }
+        if constexpr (kDelta) update_v_by_delta();
         return;
       }
     }
@@ -607,7 +703,9 @@ __global__ void __launch_bounds__(reg_block_limit(kRegRows * sizeof(T) / 4))
       for_each_column(c, vr,
                       [&](int l, int r) { Vg[static_cast<int64_t>(gcol(l)) * vr + r] = As[l * ld + p + r]; });
     }
-    if constexpr (kCarryJ) {
+    if constexpr (kDelta) {
+      update_v_by_delta();
+    } else if constexpr (kCarryJ) {
       // [V_i V_j] <- [V_i V_j] J. A's rows in shared memory are free now:
       // they stage V's rows (p >= q: one pass for the engine's tall matrices).
       __syncthreads();

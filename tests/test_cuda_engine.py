@@ -253,6 +253,35 @@ def test_register_steps_exact_and_bounded(m, n):
     assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float32)
 
 
+# Float32 block pairs of 512 rows, 16 columns a block and a multiple
+# of 32 columns carry E = J - I under their columns instead of V's rows
+# (svd_smem_kernel.cuh, kDelta); V is then updated by V + V E. The planner
+# keeps 16-column blocks once a round-robin step fills the SMs (132 on the
+# H100), hence the batch sizes. Tall (q < p) and transposed shapes, a
+# rank-deficient batch, and a list that mixes such pairs with pairs that do
+# not qualify (the launch then carries V's rows for all).
+@pytest.mark.parametrize("shape", [(9, 512, 512), (17, 512, 256), (17, 256, 512)])
+def test_pair_delta(shape):
+    plan = torch_jsvd.plan([shape[1:]] * shape[0], dtype=torch.float32, device="cuda")["matrices"][0]
+    assert plan["levels"][1].get("carries") == "delta", plan
+    A = torch.randn(*shape, device="cuda")
+    _check(A, full_matrices=False)
+    L = torch.randn(shape[0], shape[1], 40, device="cuda") @ torch.randn(40, shape[2], device="cuda")
+    _check(L, full_matrices=True)
+
+
+def test_pair_delta_mixed_list():
+    shapes = [(512, 512)] * 8 + [(512, 464), (512, 512)]
+    plans = torch_jsvd.plan(shapes, dtype=torch.float32, device="cuda")["matrices"]
+    assert [p["levels"][1].get("carries") for p in plans] == ["delta"] * 8 + ["v_rows", "delta"]
+    As = [torch.randn(m, n, device="cuda") for m, n in shapes]
+    U, S, Vh = torch_jsvd.svd_varlen(As, full_matrices=False)
+    for A, u, s, vh in zip(As, U, S, Vh):
+        assert_valid_svd(A, u, s, vh, False)
+        ref = torch.linalg.svdvals(A.double())
+        assert ((s.double() - ref).abs().max() / ref[0]).item() <= bound(*A.shape, torch.float32)
+
+
 @pytest.mark.parametrize("shape", [(3, 300, 300), (3, 1100, 700)])
 def test_blocked_scaling(shape):
     """The blocked levels divide each matrix by its max|a| (found by many blocks
