@@ -26,6 +26,8 @@ cases = [
     ("pair f32", torch.randn(1, 300, 150, device=dev)),
     ("pair f32 exact", torch.randn(1, 256, 256, device=dev)),  # cross and intra tasks in registers, rows_exact
     ("pair f64", torch.randn(1, 200, 100, dtype=torch.float64, device=dev)),
+    # carrying E = J - I (kDelta): 512 rows, 16-column blocks once a step fills the SMs (batch >= 9)
+    ("pair f32 delta", torch.randn(9, 512, 512, device=dev)),
     ("gram f64", torch.randn(1, 2048, 16, dtype=torch.float64, device=dev)),
 ]
 for name, A in cases:
