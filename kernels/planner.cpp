@@ -74,7 +74,12 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // Tuning knob for experiments (benchmarks/); not part of the API:
   // JSVD_GRAM=1 sends every blocked matrix to the Gram EVD level.
   static const bool force_gram = knob_int("JSVD_GRAM", 0) > 0;
-  auto pair_vr = [&](int64_t w) { return compute_uv ? pair_vrows(cols, 2 * w, elem) : int64_t(0); };
+  // (Float32 pairs that carry E = J - I need 2w rows under a column, not q:
+  // pair_delta_fits.)
+  auto pair_vr = [&](int64_t w) {
+    if (!compute_uv) return int64_t(0);
+    return pair_delta_fits(rows, cols, w, elem) ? 2 * w : pair_vrows(cols, 2 * w, elem);
+  };
   auto pair_bytes = [&](int64_t w) { return svd_smem_bytes(rows, pair_vr(w), 2 * w, elem); };
   int64_t chosen = 0;
   // Prefer pairs small enough for two blocks per SM (one block of a
@@ -107,7 +112,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     // Float32 pairs of the register buckets' sizes carry E = J - I instead
     // of V's rows (svd_smem_kernel.cuh): half the shared memory at 512².
     const bool delta = compute_uv && pair_delta_fits(rows, cols, chosen, elem);
-    mp.launch = svd_smem_config(rows, delta ? 2 * chosen : pair_vr(chosen), 2 * chosen, elem);
+    mp.launch = svd_smem_config(rows, pair_vr(chosen), 2 * chosen, elem);
     mp.launch.delta = delta;
     return mp;
   }

@@ -172,6 +172,7 @@ template <typename T>
 PairKernel<T> pair_delta_kernel(int64_t rows) {
   if constexpr (sizeof(T) == sizeof(float)) {
     if (rows == 17 * 32) return svd_smem_kernel<T, 32, true, true, 17, true>;
+    if (rows == 33 * 32) return svd_smem_kernel<T, 32, true, true, 33, true>;
   }
   return nullptr;
 }

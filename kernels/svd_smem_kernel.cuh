@@ -132,12 +132,14 @@ __device__ __forceinline__ void copy_async(T* dst_smem, const T* src) {
 constexpr int reg_block_limit(int64_t words) { return words > 32 ? 256 : words > 16 ? 512 : 1024; }
 constexpr int64_t kMaxRegWords = 128;
 
-// kDelta: two blocks of 512 threads an SM (64 registers). The others name a
+// kDelta: two blocks of 512 threads an SM (64 registers) at 512 rows (1024
+// rows: one block, shared memory allows no more). The others name a
 // minimum of one block, which ptxas allocates differently from naming none:
 // same-call A/B on the H100, 200x256x256 float32 (bucket 16, spills 54 -> 14
 // bytes) 28.5 ms without it, 27.1 with it.
 template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0, bool kDelta = false>
-__global__ void __launch_bounds__(kDelta ? 512 : reg_block_limit(kRegRows * sizeof(T) / 4), kDelta ? 2 : 1)
+__global__ void __launch_bounds__(kDelta ? 512 : reg_block_limit(kRegRows * sizeof(T) / 4),
+                                  kDelta && kRegRows <= 17 ? 2 : 1)
     svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks, const PairTask* pair_tasks) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int s_rot;  // a rotation above tol in this sweep
