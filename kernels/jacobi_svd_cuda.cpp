@@ -10,12 +10,17 @@
 #include "../csrc/core.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "blocked_steps.h"
@@ -63,28 +68,42 @@ struct WholeGroup : MatList {
   SmemLaunch cfg;
 };
 
-template <typename T>
-CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt) {
-  const int64_t N = b.size();
-  const bool uv = opt.compute_uv;
-  const size_t es = sizeof(T);
-  const DeviceLimits lim = device_limits(A.get_device());
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-
-  // Plan every matrix. A uniform batch is planned once, and needs neither
-  // descriptors nor matrix lists on the device (EngineArgs::uni, list_at).
-  const bool uni = b.uniform;
-  std::vector<MatrixDesc> desc(uni ? 0 : N);
+// What a call launches, from the shapes alone: every matrix's plan, grouped
+// into launches, and the task lists and descriptors uploaded in one copy.
+struct Prep {
   std::map<std::pair<int, int>, WholeGroup> whole;  // by (lanes per rotation, threads)
-  std::map<std::pair<int, int>, MatList> warp;  // by (lanes per matrix, rows per lane)
+  std::map<std::pair<int, int>, MatList> warp;      // by (lanes per matrix, rows per lane)
   MatList blocked;
-  std::vector<std::vector<PairTask>> pair_steps, gram_steps;
   int64_t pair_p = 0, pair_q = 0, pair_c = 0, gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
   int64_t ncolumn_blocks = 0;  // block columns of the blocked matrices (the pair queue's counts)
   // Block pairs carry E = J - I (SmemLaunch::delta) when every pair matrix's
   // plan does, at one row count (the kernel's register bucket).
   bool pair_delta = true;
   int64_t pair_p_min = -1;
+  size_t pair_queue_size = 0, pair_queue_off = 0, desc_off = 0;
+  std::vector<std::pair<size_t, int>> pair_step_range;  // each step's first task in the queue, and count
+  std::vector<std::pair<size_t, int>> gram_where;       // each Gram step's tasks in the upload, and count
+  at::Tensor staged;                                    // the upload (undefined: nothing to upload)
+  std::shared_ptr<at::cuda::CUDAEvent> uploaded;        // cached preps: the upload's completion
+};
+
+std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_t es, const DeviceLimits& lim,
+                              const at::Device& device) {
+  // Plan every matrix. A uniform batch is planned once, and needs neither
+  // descriptors nor matrix lists on the device (EngineArgs::uni, list_at).
+  auto prep = std::make_shared<Prep>();
+  Prep& P = *prep;
+  const int64_t N = b.size();
+  const bool uv = opt.compute_uv;
+  const bool uni = b.uniform;
+  std::vector<MatrixDesc> desc(uni ? 0 : N);
+  auto& whole = P.whole;
+  auto& warp = P.warp;
+  MatList& blocked = P.blocked;
+  std::vector<std::vector<PairTask>> pair_steps, gram_steps;
+  int64_t &pair_p = P.pair_p, &pair_q = P.pair_q, &pair_c = P.pair_c, &gram_c = P.gram_c, &blocked_q = P.blocked_q,
+          &max_p = P.max_p, &max_cols = P.max_cols, &ncolumn_blocks = P.ncolumn_blocks, &pair_p_min = P.pair_p_min;
+  bool& pair_delta = P.pair_delta;
   MatrixPlan uniform_plan;
   // Tuning knob for experiments (benchmarks/): JSVD_CROSS_ONLY=0 redoes the
   // pairs inside the blocks in every task.
@@ -140,11 +159,11 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
 
   // The pair SVD tasks of a sweep, in step order, each waiting for the tasks
   // before it on its two block columns (svd_smem_kernel.cuh).
-  std::vector<std::pair<size_t, int>> pair_step_range;  // each step's first task in pair_queue, and count
-  const std::vector<PairTask> pair_queue = queue_in_step_order(pair_steps, ncolumn_blocks, pair_step_range);
+  const std::vector<PairTask> pair_queue = queue_in_step_order(pair_steps, ncolumn_blocks, P.pair_step_range);
+  P.pair_queue_size = pair_queue.size();
 
   Staging st;
-  const size_t desc_off = uni ? 0 : st.push(desc);
+  P.desc_off = uni ? 0 : st.push(desc);
   for (auto& kv : whole) kv.second.off = uni ? 0 : st.push(kv.second.mats);
   for (auto& kv : warp) kv.second.off = uni ? 0 : st.push(kv.second.mats);
   blocked.off = uni ? 0 : st.push(blocked.mats);
@@ -153,9 +172,72 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     for (const auto& s : steps) where.emplace_back(st.push(s), static_cast<int>(s.size()));
     return where;
   };
-  const size_t pair_queue_off = st.push(pair_queue);
-  const auto gram_where = push_steps(gram_steps);
-  const at::Tensor staged = st.upload(A.device());
+  P.pair_queue_off = st.push(pair_queue);
+  P.gram_where = push_steps(gram_steps);
+  P.staged = st.upload(device);
+  return prep;
+}
+
+// A uniform batch's Prep depends only on its shape and options, and building
+// it (tens of thousands of pair tasks at 512², their upload) took 0.9 ms of
+// host time before the first kernel at 200x256² and 3.8 ms at 100x512² (H100
+// host, scripts/call_timeline.py). So it is kept, per device and shape, and
+// later calls wait on the stream for its upload's event instead (a no-op once
+// it has run; the allocator learns of each stream that reads it). Not during
+// a CUDA graph capture, which builds its own.
+std::shared_ptr<const Prep> uniform_prep(const PackedBatch& b, const SvdOptions& opt, size_t es,
+                                         const DeviceLimits& lim, const at::Device& device) {
+  if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None)
+    return prepare(b, opt, es, lim, device);
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, size_t, bool, bool>;
+  static std::mutex mu;
+  static auto* cache = new std::map<Key, std::shared_ptr<const Prep>>();  // (never destroyed: CUDA may be gone at exit)
+  const Key key{device.index(), b.size(), b.rows[0], b.cols[0], es, opt.compute_uv, opt.full_matrices};
+  const at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache->find(key);
+    if (it != cache->end()) {
+      const Prep& hit = *it->second;
+      if (hit.uploaded) {
+        hit.uploaded->block(stream);
+        c10::cuda::CUDACachingAllocator::recordStream(hit.staged.storage().data_ptr(), stream);
+      }
+      return it->second;
+    }
+  }
+  std::shared_ptr<Prep> prep = prepare(b, opt, es, lim, device);
+  if (prep->staged.defined()) {
+    prep->uploaded = std::make_shared<at::cuda::CUDAEvent>();
+    prep->uploaded->record(stream);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache->size() >= 32) cache->clear();  // (a bound: shapes in use are few)
+  cache->emplace(key, prep);
+  return prep;
+}
+
+template <typename T>
+CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt) {
+  const int64_t N = b.size();
+  const bool uv = opt.compute_uv;
+  const size_t es = sizeof(T);
+  const DeviceLimits lim = device_limits(A.get_device());
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+
+  const bool uni = b.uniform;
+  const std::shared_ptr<const Prep> prep =
+      uni ? uniform_prep(b, opt, es, lim, A.device()) : prepare(b, opt, es, lim, A.device());
+  const auto& whole = prep->whole;
+  const auto& warp = prep->warp;
+  const MatList& blocked = prep->blocked;
+  const int64_t pair_p = prep->pair_p, pair_q = prep->pair_q, pair_c = prep->pair_c, gram_c = prep->gram_c,
+                blocked_q = prep->blocked_q, max_p = prep->max_p, max_cols = prep->max_cols,
+                ncolumn_blocks = prep->ncolumn_blocks, pair_p_min = prep->pair_p_min;
+  const bool pair_delta = prep->pair_delta;
+  const auto& pair_step_range = prep->pair_step_range;
+  const auto& gram_where = prep->gram_where;
+  const at::Tensor& staged = prep->staged;
   const uint8_t* base = staged.defined() ? staged.data_ptr<uint8_t>() : nullptr;
   // A list's device pointer and length; nullptr (every matrix) for a uniform batch.
   auto list_ptr = [&](const MatList& l) { return uni ? nullptr : reinterpret_cast<const int32_t*>(base + l.off); };
@@ -189,7 +271,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   args.info = r.info.data_ptr<int32_t>();
   args.rank = rank.data_ptr<int32_t>();
   args.state = reinterpret_cast<MatrixState*>(state.data_ptr<uint8_t>());
-  args.desc = uni ? nullptr : reinterpret_cast<const MatrixDesc*>(base + desc_off);
+  args.desc = uni ? nullptr : reinterpret_cast<const MatrixDesc*>(base + prep->desc_off);
   args.uni = MatrixDesc{A.dim() == 3 ? A.stride(0) : b.a_numel / N, b.u_numel / N, b.s_numel / N, b.v_numel / N, static_cast<int32_t>(b.rows[0]),
                         static_cast<int32_t>(b.cols[0]), static_cast<int32_t>(b.ucols[0]), 0};
   args.tol = opt.tol;
@@ -225,7 +307,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     // -> 94.1, 200x128² float64 17.7 -> 14.7, 100x512² float64 372 -> 342.
     // JSVD_PAIR_QUEUE=0 launches step by step (experiments).
     static const bool queue_on = knob_on("JSVD_PAIR_QUEUE");
-    const bool queued = !pair_queue.empty() && queue_on;
+    const bool queued = prep->pair_queue_size > 0 && queue_on;
     // The queue's state: the next task, then the block columns' counts.
     at::Tensor queue;
     const int64_t queue_ints = 1 + ncolumn_blocks;
@@ -234,11 +316,11 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
       inner.pair_next = queue.data_ptr<int32_t>();
       inner.pair_done = inner.pair_next + 1;
     }
-    const PairTask* queue_tasks = reinterpret_cast<const PairTask*>(base + pair_queue_off);
+    const PairTask* queue_tasks = reinterpret_cast<const PairTask*>(base + prep->pair_queue_off);
     for (int64_t sweep = 1; sweep <= max_sweeps; ++sweep) {
       if (queued) {
         C10_CUDA_CHECK(cudaMemsetAsync(inner.pair_next, 0, queue_ints * sizeof(int32_t), stream));
-        launch_svd_pair(inner, queue_tasks, static_cast<int>(pair_queue.size()), pair_cfg, uv, stream);
+        launch_svd_pair(inner, queue_tasks, static_cast<int>(prep->pair_queue_size), pair_cfg, uv, stream);
       } else {
         for (const auto& r : pair_step_range) launch_svd_pair(inner, queue_tasks + r.first, r.second, pair_cfg, uv, stream);
       }

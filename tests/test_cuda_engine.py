@@ -298,6 +298,25 @@ def test_blocked_scaling(shape):
     assert_valid_svd(A, U, S, Vh, False)
 
 
+def test_uniform_prep_kept_across_calls_and_streams():
+    """A uniform batch's plan and uploaded task queue are kept by shape
+    (jacobi_svd_cuda.cpp, uniform_prep): a later call with the same shape, on
+    another stream, reuses them and must give the same factors."""
+    As = [torch.randn(9, 512, 512, device="cuda"), torch.randn(3, 300, 300, device="cuda"), torch.randn(4, 2048, 16, device="cuda")]
+    first = [torch_jsvd.svd(A, full_matrices=False) for A in As]
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        second = [torch_jsvd.svd(A, full_matrices=False) for A in As]
+        full = torch_jsvd.svd(As[1], full_matrices=True)  # another key: its own queue
+    torch.cuda.current_stream().wait_stream(s)
+    for A, f, g in zip(As, first, second):
+        assert_valid_svd(A, *g, False)
+        for x, y in zip(f, g):
+            torch.testing.assert_close(x, y, rtol=0, atol=1e-5)
+    assert_valid_svd(As[1], *full, True)
+
+
 def test_side_stream():
     A = torch.randn(50, 100, 60, device="cuda")
     B = torch.randn(2, 600, 600, device="cuda")
