@@ -192,9 +192,15 @@ int main() {
   check(plan_matrix(32, 32, 4, true, 10000, h100).level == Level::kWholeWarp, "10000 x 32x32 float32: registers");
   check(plan_matrix(128, 128, 4, true, 200, h100).level == Level::kWholeSmem, "200 x 128x128 float32: whole in shared memory");
   const MatrixPlan p512 = plan_matrix(512, 512, 4, true, 100, h100);
-  check(p512.level == Level::kPairSvd && p512.width == 16, "100 x 512x512 float32: block pairs of 2 x 16 columns");
-  check(plan_matrix(1024, 1024, 4, true, 10, h100).width == 8, "10 x 1024x1024 float32: 2 x 8 (16 would not fit)");
-  check(plan_matrix(256, 256, 4, true, 200, h100).width == 16, "200 x 256x256 float32: 2 x 16 (3 blocks per SM)");
+  check(p512.level == Level::kPairSvd && p512.width == 16 && p512.launch.delta,
+        "100 x 512x512 float32: block pairs of 2 x 16 columns, carrying E = J - I");
+  const MatrixPlan p1024 = plan_matrix(1024, 1024, 4, true, 10, h100);
+  check(p1024.width == 16 && p1024.launch.delta && p1024.launch.rows == 1024 + 32,
+        "10 x 1024x1024 float32: 2 x 16 carrying E (with V's rows 16 would not fit)");
+  check(plan_matrix(1024, 1000, 4, true, 10, h100).width == 8,
+        "10 x 1024x1000 float32: 2 x 8 (no E: 1000 columns leave a narrow block; 16 would not fit)");
+  const MatrixPlan p256 = plan_matrix(256, 256, 4, true, 200, h100);
+  check(p256.width == 16 && !p256.launch.delta, "200 x 256x256 float32: 2 x 16 (3 blocks per SM), V's rows");
   check(plan_matrix(600, 600, 4, true, 1, h100).width == 8, "1 x 600x600 float32: 2 x 8 (37 tasks a step, not 18)");
   check(plan_matrix(512, 512, 8, true, 100, h100).width == 8, "100 x 512x512 float64: 2 x 8 (3 blocks per SM)");
   check(plan_matrix(1024, 1024, 8, true, 10, h100).level == Level::kPairSvd,
