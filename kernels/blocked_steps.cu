@@ -15,17 +15,6 @@ namespace cuda {
 namespace {
 
 template <typename T>
-__device__ T block_reduce_max(T v, T* red) {
-  for (int off = 16; off > 0; off /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, off));
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  T m = 0;
-  for (int i = 0; i < (blockDim.x + 31) / 32; ++i) m = fmax(m, red[i]);
-  __syncthreads();
-  return m;
-}
-
-template <typename T>
 __device__ T block_reduce_sum(T v, T* red) {
   for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
@@ -77,7 +66,7 @@ __global__ void __launch_bounds__(kPassThreads) amax_kernel(EngineArgs<T> args, 
     }
   });
   bad = __syncthreads_or(bad);
-  amax = block_reduce_max(amax, red);
+  amax = block_max(amax, red);
   if (threadIdx.x == 0) {
     MatrixState& st = args.state[k];
     atomicMax(reinterpret_cast<unsigned long long*>(&st.scale),

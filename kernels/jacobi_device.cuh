@@ -36,6 +36,21 @@ __device__ __forceinline__ T group_sum(T v) {
   return v;
 }
 
+// The maximum of v over the block, returned to every thread, through red
+// (shared memory, a slot per warp). Shared by the whole-matrix kernel and the
+// blocked levels' prologue.
+template <typename T>
+__device__ T block_max(T v, T* red /* >= 32 */) {
+  for (int off = 16; off > 0; off /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, off));
+  const int w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  if ((threadIdx.x & 31) == 0) red[w] = v;
+  __syncthreads();
+  T m = 0;
+  for (int i = 0; i < nw; ++i) m = fmax(m, red[i]);
+  __syncthreads();
+  return m;
+}
+
 // Rutishauser's formulas (hierarchically-blocked-jacobi paper (4.3)-(4.6), the
 // trigonometric case) for the rotation [x y] <- [x y] [[c, s], [-s, c]] that
 // makes x^T y = 0, given dxx = x^T x, dyy = y^T y, g = x^T y. Returns tan.

@@ -64,18 +64,6 @@ namespace cuda {
 namespace {
 
 
-template <typename T>
-__device__ T block_max(T v, T* red /* >= 32 */) {
-  for (int off = 16; off > 0; off /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, off));
-  const int w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-  if ((threadIdx.x & 31) == 0) red[w] = v;
-  __syncthreads();
-  T m = 0;
-  for (int i = 0; i < nw; ++i) m = fmax(m, red[i]);
-  __syncthreads();
-  return m;
-}
-
 // Spins until *count >= need (device-scope acquire: what the tasks that
 // counted wrote before their release is visible afterwards).
 __device__ __forceinline__ void wait_count(const int32_t* count, int32_t need) {
@@ -177,6 +165,9 @@ __global__ void __launch_bounds__(kDelta ? 512 : reg_block_limit(kRegRows * size
     }
   }
   // Queued: counts the task done on its block columns at every return below.
+  // (The task is read here and again below: reading it once into one PairTask
+  // changed ptxas's allocation of most pair kernels, the 256² one's spills 14
+  // -> 62 bytes, so it stays.)
   const TaskDone done{queued ? args.pair_done : nullptr, queued ? pair_tasks[s_task].b0 : 0,
                       queued ? pair_tasks[s_task].b1 : 0};
   if (kPair) {
