@@ -114,6 +114,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     const bool delta = compute_uv && pair_delta_fits(rows, cols, chosen, elem);
     mp.launch = svd_smem_config(rows, pair_vr(chosen), 2 * chosen, elem);
     mp.launch.delta = delta;
+    if (delta) mp.launch.threads = delta_threads(mp.launch.rows);
     return mp;
   }
   // Too tall for any pair: rotations from the Gram matrix's EVD.

@@ -126,8 +126,8 @@ constexpr int64_t kMaxRegWords = 128;
 // same-call A/B on the H100, 200x256x256 float32 (bucket 16, spills 54 -> 14
 // bytes) 28.5 ms without it, 27.1 with it.
 template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0, bool kDelta = false>
-__global__ void __launch_bounds__(kDelta ? 512 : reg_block_limit(kRegRows * sizeof(T) / 4),
-                                  kDelta && kRegRows <= 17 ? 2 : 1)
+__global__ void __launch_bounds__(kDelta ? (kRegRows <= 17 ? 256 : 512) : reg_block_limit(kRegRows * sizeof(T) / 4),
+                                  kDelta && kRegRows <= 17 ? 3 : 1)
     svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks, const PairTask* pair_tasks) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int s_rot;  // a rotation above tol in this sweep
@@ -337,12 +337,16 @@ __global__ void __launch_bounds__(kDelta ? 512 : reg_block_limit(kRegRows * size
   // exactly, and compiling the path into their kernels, or into the svdvals
   // ones, cost registers and time (200x256² svdvals 36.5 -> 37.7 ms).
   constexpr bool kIntraRegs = !kPair || (sizeof(T) == sizeof(float) && kWithV);
-  const bool regs =
-      kRegRows > 0 && nrows <= kRegRows * TPP && !(kPair && (G < w0 || (intra && !(kIntraRegs && rows_exact))));
+  // kDelta at 512 rows: a group owns two columns of the first block
+  // (cross_steps_delta; delta_threads in svd_smem.h).
+  constexpr bool kTwoChains = kDelta && kRegRows <= 17;
+  const int owners = kTwoChains ? 2 * G : G;
+  const bool regs = kRegRows > 0 && nrows <= kRegRows * TPP &&
+                    !(kPair && (owners < w0 || (intra && !(kIntraRegs && rows_exact))));
   // kDelta has only the register steps on exactly split rows, E's shifts
   // written for them (the launcher takes it only for such tasks:
   // pair_delta_fits, svd_smem.h).
-  if (kDelta && !(regs && rows_exact)) __trap();
+  if (kDelta && !(regs && rows_exact && (kTwoChains ? 2 * G == w0 : G >= w0))) __trap();
   // One register step (levels_in_registers, cross_steps_in_registers): the
   // group's column x (its rows xr in registers, squared norm dx) against
   // column y in shared memory, whose squared norm is *dy_slot: x^T y, the
@@ -516,6 +520,98 @@ __global__ void __launch_bounds__(kDelta ? 512 : reg_block_limit(kRegRows * size
     }
     __syncthreads();
   };
+  // kDelta's cross tasks: group g owns two columns of the first block, g and
+  // g + G, and each step does both rotations at once (two independent chains
+  // a warp: x^T y, the shuffles, the rotation and the rows interleave), with
+  // half the warps a block, so three blocks share an SM. Column o meets
+  // column (o + s) mod W of the second block in step s, as
+  // cross_steps_in_registers; the arithmetic is register_step's, exact rows.
+  auto cross_steps_delta = [&] {
+    if constexpr (kTwoChains) {
+      constexpr int R = kRegRows, H = kRegA;
+      const int xa = g, xb = g + G;  // (2G == w0 == W == w1: rows split exactly)
+      T ra[R], rb[R];
+#pragma unroll
+      for (int h = 0; h < R; ++h) {
+        ra[h] = As[xa * ld + lane + h * TPP];
+        rb[h] = As[xb * ld + lane + h * TPP];
+      }
+      double dxa = d[xa], dxb = d[xb];
+      bool any_rot = false, above_tol = false;
+      // One rotation's decision, as register_step's: (s, tau), 0 for none.
+      auto decide = [&](double axy, double& dx, double* dy_slot, double dy, T& ss, T& tau) {
+        ss = T(0);
+        tau = T(0);
+        if (!(dx > tiny2 && dy > tiny2)) return;
+        const double gabs = fabs(axy);
+        if (!(gabs * gabs > apply2 * dx * dy)) return;
+        const StepRotation<T> rot = step_rotation(static_cast<T>(dy - dx), static_cast<T>(axy));
+        if (rot.t == T(0)) return;
+        ss = rot.s;
+        tau = rot.tau;
+        const double t = static_cast<double>(rot.t);
+        if (lane == 0) *dy_slot = dy + t * axy;  // eq. (6) (the caller's __syncwarp: dy read by all)
+        any_rot = true;
+        above_tol |= gabs * gabs > tol2 * dx * dy;
+        dx = fmax(dx - t * axy, 0.0);
+      };
+      auto rotate = [&](T (&xr)[R], T* y, T ss, T tau, int xi, int yi) {
+#pragma unroll
+        for (int h = 0; h < H; ++h) {
+          T yv = y[lane + h * TPP];
+          rotate_pair(xr[h], yv, ss, tau);
+          y[lane + h * TPP] = yv;
+        }
+        T yv = y[lane + H * TPP];  // E's row `lane` (register_step)
+        rotate_pair_shifted(xr[H], yv, ss, tau, lane == xi ? T(1) : T(0), lane == yi ? T(1) : T(0));
+        y[lane + H * TPP] = yv;
+      };
+      int ja = xa, jb = xb;  // partners (o + step) mod W, counted
+      for (int step = 0; step < W; ++step) {
+        T* ya = As + (w0 + ja) * ld;
+        T* yb = As + (w0 + jb) * ld;
+        double* sa = d + w0 + ja;
+        double* sb = d + w0 + jb;
+        const double dya = *sa, dyb = *sb;
+        Acc pa[2] = {0, 0}, pb[2] = {0, 0};
+#pragma unroll
+        for (int h = 0; h < H; h += 2) {
+          pa[(h / 2) & 1] += Acc(fmaf(ra[h + 1], ya[lane + (h + 1) * TPP], ra[h] * ya[lane + h * TPP]));
+          pb[(h / 2) & 1] += Acc(fmaf(rb[h + 1], yb[lane + (h + 1) * TPP], rb[h] * yb[lane + h * TPP]));
+        }
+        Acc ga = pa[0] + pa[1], gb = pb[0] + pb[1];
+#pragma unroll
+        for (int off = TPP / 2; off > 0; off /= 2) {
+          ga += __shfl_xor_sync(0xffffffffu, ga, off);
+          gb += __shfl_xor_sync(0xffffffffu, gb, off);
+        }
+        __syncwarp();  // every lane has read dya, dyb before lane 0 updates them
+        T ssa, taua, ssb, taub;
+        decide(ga, dxa, sa, dya, ssa, taua);
+        decide(gb, dxb, sb, dyb, ssb, taub);
+        if (ssa != T(0)) rotate(ra, ya, ssa, taua, xa, w0 + ja);
+        if (ssb != T(0)) rotate(rb, yb, ssb, taub, xb, w0 + jb);
+        __syncthreads();  // y and its norm pass to the next group
+        ja = ja + 1 == W ? 0 : ja + 1;
+        jb = jb + 1 == W ? 0 : jb + 1;
+      }
+#pragma unroll
+      for (int h = 0; h < R; ++h) {
+        As[xa * ld + lane + h * TPP] = ra[h];
+        As[xb * ld + lane + h * TPP] = rb[h];
+      }
+      if (lane == 0) {
+        d[xa] = dxa;
+        d[xb] = dxb;
+      }
+      const int any_block = __syncthreads_or(any_rot), above_block = __syncthreads_or(above_tol);
+      if (tid == 0) {
+        if (any_block) s_any = 1;
+        if (above_block) s_rot = 1;
+      }
+      __syncthreads();
+    }
+  };
   // kDelta, after A's rows are written out: [V_i V_j] <- [V_i V_j] (I + E)
   // (§IV-B's update, as a GEMM). V's rows are staged in A's rows (p >= q, the
   // engine's tall orientation). A warp takes 64 rows (rows lane and lane + 32:
@@ -597,7 +693,8 @@ __global__ void __launch_bounds__(kDelta ? 512 : reg_block_limit(kRegRows * size
     __syncthreads();
     if (regs) {
       // (regs excludes the intra tasks that cannot take levels_in_registers)
-      if (kPair && (!kIntraRegs || !intra)) cross_steps_in_registers();
+      if (kTwoChains && !intra) cross_steps_delta();
+      else if (kPair && (!kIntraRegs || !intra)) cross_steps_in_registers();
       else if (rows_exact) levels_in_registers(std::true_type{});
       else if constexpr (!kPair) levels_in_registers(std::false_type{});
     } else if constexpr (!kDelta)  // (kDelta: the register steps, checked on entry)
