@@ -64,7 +64,9 @@ bool pair_delta_fits(int64_t p, int64_t q, int64_t w, size_t elem);
 // (svd_smem_kernel.cuh, cross_steps_delta; same-call A/B on the H100,
 // 100x512x512 89.4 -> 82.0 ms); at 1024 + 32, one block an SM either way,
 // 16 warps of one column each (the 8-warp block was slower, 87.8 -> 90.0 ms).
-inline int delta_threads(int64_t rows) { return rows == 17 * 32 ? 256 : 512; }
+// The kernel's own choice (kTwoChains) asks delta_two_columns too.
+JSVD_HOST_DEVICE constexpr bool delta_two_columns(int64_t rows) { return rows <= 17 * 32; }
+inline int delta_threads(int64_t rows) { return delta_two_columns(rows) ? 256 : 512; }
 
 // Shared memory needed to hold c columns of p rows of A and vrows rows of V
 // or J under each (0 when V is not wanted) in bytes.

@@ -128,8 +128,9 @@ constexpr int64_t kMaxRegWords = 128;
 // same-call A/B on the H100, 200x256x256 float32 (bucket 16, spills 54 -> 14
 // bytes) 28.5 ms without it, 27.1 with it.
 template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0, bool kDelta = false>
-__global__ void __launch_bounds__(kDelta ? (kRegRows <= 17 ? 256 : 512) : reg_block_limit(kRegRows * sizeof(T) / 4),
-                                  kDelta && kRegRows <= 17 ? 3 : 1)
+__global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 256 : 512)
+                                         : reg_block_limit(kRegRows * sizeof(T) / 4),
+                                  kDelta && delta_two_columns(kRegRows * 32) ? 3 : 1)
     svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks, const PairTask* pair_tasks) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int s_rot;  // a rotation above tol in this sweep
@@ -341,7 +342,7 @@ __global__ void __launch_bounds__(kDelta ? (kRegRows <= 17 ? 256 : 512) : reg_bl
   constexpr bool kIntraRegs = !kPair || (sizeof(T) == sizeof(float) && kWithV);
   // kDelta at 512 rows: a group owns two columns of the first block
   // (cross_steps_delta; delta_threads in svd_smem.h).
-  constexpr bool kTwoChains = kDelta && kRegRows <= 17;
+  constexpr bool kTwoChains = kDelta && delta_two_columns(kRegRows * 32);
   const int owners = kTwoChains ? 2 * G : G;
   const bool regs = kRegRows > 0 && nrows <= kRegRows * TPP &&
                     !(kPair && (owners < w0 || (intra && !(kIntraRegs && rows_exact))));
@@ -419,6 +420,16 @@ __global__ void __launch_bounds__(kDelta ? (kRegRows <= 17 ? 256 : 512) : reg_bl
       }
     }
   };
+  // The register steps' end: the groups' rotation flags (a rotation; one
+  // above tol), or-ed over the block into the sweep's s_any and s_rot.
+  auto publish_flags = [&](bool any_rot, bool above_tol) {
+    const int any_block = __syncthreads_or(any_rot), above_block = __syncthreads_or(above_tol);
+    if (tid == 0) {
+      if (any_block) s_any = 1;
+      if (above_block) s_rot = 1;
+    }
+    __syncthreads();
+  };
   auto levels_in_registers = [&](auto exact) {
     constexpr int R = kRegRows > 0 ? kRegRows : 1;
     bool any_rot = false, above_tol = false;  // this group's rotations (flags set once, below)
@@ -465,12 +476,7 @@ __global__ void __launch_bounds__(kDelta ? (kRegRows <= 17 ? 256 : 512) : reg_bl
         __syncthreads();
       }
     }
-    const int any_block = __syncthreads_or(any_rot), above_block = __syncthreads_or(above_tol);
-    if (tid == 0) {
-      if (any_block) s_any = 1;
-      if (above_block) s_rot = 1;
-    }
-    __syncthreads();
+    publish_flags(any_rot, above_tol);
   };
   // Cross tasks with kRegRows > 0: group g (one per column of the first
   // block) keeps its column x in registers for all W steps, so a step reads
@@ -515,12 +521,7 @@ __global__ void __launch_bounds__(kDelta ? (kRegRows <= 17 ? 256 : 512) : reg_bl
         if (r < nrows) xs[r] = xr[h];
       }
     }
-    const int any_block = __syncthreads_or(any_rot), above_block = __syncthreads_or(above_tol);
-    if (tid == 0) {
-      if (any_block) s_any = 1;
-      if (above_block) s_rot = 1;
-    }
-    __syncthreads();
+    publish_flags(any_rot, above_tol);
   };
   // kDelta's cross tasks: group g owns two columns of the first block, g and
   // g + G, and each step does both rotations at once (two independent chains
@@ -606,12 +607,7 @@ __global__ void __launch_bounds__(kDelta ? (kRegRows <= 17 ? 256 : 512) : reg_bl
         d[xa] = dxa;
         d[xb] = dxb;
       }
-      const int any_block = __syncthreads_or(any_rot), above_block = __syncthreads_or(above_tol);
-      if (tid == 0) {
-        if (any_block) s_any = 1;
-        if (above_block) s_rot = 1;
-      }
-      __syncthreads();
+      publish_flags(any_rot, above_tol);
     }
   };
   // kDelta, after A's rows are written out: [V_i V_j] <- [V_i V_j] (I + E)
