@@ -296,10 +296,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     inner.max_sweeps = inner_sweeps();
     const int64_t pc = std::max<int64_t>(pair_c, 2);
     const bool delta = uv && pair_delta && pair_p_min == pair_p && pc == 32;
-    SmemLaunch pair_cfg =
-        svd_smem_config(std::max<int64_t>(pair_p, 1), uv ? (delta ? pc : pair_vrows(pair_q, pc, es)) : 0, pc, es);
-    pair_cfg.delta = delta;
-    if (delta) pair_cfg.threads = delta_threads(pair_cfg.rows);
+    const SmemLaunch pair_cfg = pair_smem_config(std::max<int64_t>(pair_p, 1), pair_q, pc, es, uv, delta);
     at::Tensor active;
     if (opt.may_sync) active = at::empty({1}, opts.dtype(at::kInt));
     // Block pairs: one queued launch a sweep (svd_smem_kernel.cuh). Against one

@@ -112,9 +112,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     // Float32 pairs of the register buckets' sizes carry E = J - I instead
     // of V's rows (svd_smem_kernel.cuh): half the shared memory at 512².
     const bool delta = compute_uv && pair_delta_fits(rows, cols, chosen, elem);
-    mp.launch = svd_smem_config(rows, pair_vr(chosen), 2 * chosen, elem);
-    mp.launch.delta = delta;
-    if (delta) mp.launch.threads = delta_threads(mp.launch.rows);
+    mp.launch = pair_smem_config(rows, cols, 2 * chosen, elem, compute_uv, delta);
     return mp;
   }
   // Too tall for any pair: rotations from the Gram matrix's EVD.

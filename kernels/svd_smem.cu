@@ -247,6 +247,14 @@ SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem) {
   return cfg;
 }
 
+SmemLaunch pair_smem_config(int64_t p, int64_t q, int64_t c, size_t elem, bool with_v, bool delta) {
+  const int64_t vrows = with_v ? (delta ? c : pair_vrows(q, c, elem)) : 0;
+  SmemLaunch cfg = svd_smem_config(p, vrows, c, elem);
+  cfg.delta = delta;
+  if (delta) cfg.threads = delta_threads(cfg.rows);
+  return cfg;
+}
+
 int whole_register_threads(const SmemLaunch& cfg, size_t elem, bool with_v) {
   if (elem == sizeof(float))
     return with_v ? whole_register_threads_t<float, true>(cfg) : whole_register_threads_t<float, false>(cfg);

@@ -75,6 +75,12 @@ size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem);
 // Block shape for c columns of p rows (plus vrows rows of V).
 SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem);
 
+// Block pairs of c columns of p x q matrices: svd_smem_config with the rows
+// carried under each column (with V: V's rows or J's, or E's where `delta`,
+// pair_delta_fits) and, where delta, its block (delta_threads). One place for
+// the planner's plan and the engine's launch.
+SmemLaunch pair_smem_config(int64_t p, int64_t q, int64_t c, size_t elem, bool with_v, bool delta);
+
 // Whole matrices of a launch with this config: the block size of the
 // register steps (svd_smem.cu), or 0 where they take the shared-memory steps.
 // Queries the current device (occupancy).
