@@ -302,6 +302,36 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
   };
   // d <- the exact squared norms of the columns (of A's rows only).
   auto exact_norms = [&] {
+    if constexpr (kDelta) {
+      // 32 columns, a warp per column, rows split exactly (checked on entry:
+      // p = 32 (kRegRows - 1)): two columns at a time, two sums each, so
+      // that four chains of double adds interleave instead of one (ncu,
+      // 100x512²: the plain loop, its sums one dependent chain per column,
+      // took 8% of the kernel's stall samples).
+      constexpr int H = kRegRows - 1;
+      for (int l = g; l < c; l += 2 * G) {  // (c = 32, G = 8 or 16)
+        const T* x0 = As + l * ld + lane;
+        const T* x1 = x0 + G * ld;
+        Acc a0[2] = {0, 0}, a1[2] = {0, 0};
+#pragma unroll
+        for (int h = 0; h < H; ++h) {
+          const Acc u = Acc(x0[h * 32]), v = Acc(x1[h * 32]);
+          a0[h & 1] += u * u;
+          a1[h & 1] += v * v;
+        }
+        Acc s0 = a0[0] + a0[1], s1 = a1[0] + a1[1];
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) {
+          s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+          s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+        }
+        if (lane == 0) {
+          d[l] = static_cast<double>(s0);
+          d[l + G] = static_cast<double>(s1);
+        }
+      }
+      return;
+    }
     for (int l = g; l < c; l += G) {
       const T* x = As + l * ld;
       Acc acc = 0;
@@ -320,7 +350,11 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
   // pair's cross task (not intra) is level 0 alone: [A_i A_j]'s cross pairs.
   const int nrows = p + vr;
   const HalvingOrder order{c, w1 > 0 ? w0 : (c + 1) / 2};
-  const int nlevels = order.levels();
+  // (kDelta's cross tasks skip levels(), a loop of integer divisions, 1.3k
+  // instructions a task in ncu at 100x512². Not moved for the others: that
+  // changed ptxas's allocation of most kernels, the 256² pair kernel's spills
+  // 14 -> 50 bytes.)
+  const int nlevels = kDelta && !intra ? 1 : order.levels();
   // Rows split exactly (rows_exact): A's rows are the lanes' first kRegA
   // registers and the rest fill all kRegRows, so the steps' loops need no
   // per-row bounds (each cost two integer instructions and predicated the
