@@ -573,25 +573,11 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
         ra[h] = As[xa * ld + lane + h * TPP];
         rb[h] = As[xb * ld + lane + h * TPP];
       }
-      double dxa = d[xa], dxb = d[xb];
+      // Lanes 0-15 carry column xa's squared norm and decide its rotation,
+      // lanes 16-31 xb's: the two decisions are one instruction stream.
+      const bool hi = lane >= 16;
+      double dx = d[hi ? xb : xa];
       bool any_rot = false, above_tol = false;
-      // One rotation's decision, as register_step's: (s, tau), 0 for none.
-      auto decide = [&](double axy, double& dx, double* dy_slot, double dy, T& ss, T& tau) {
-        ss = T(0);
-        tau = T(0);
-        if (!(dx > tiny2 && dy > tiny2)) return;
-        const double gabs = fabs(axy);
-        if (!(gabs * gabs > apply2 * dx * dy)) return;
-        const StepRotation<T> rot = step_rotation(static_cast<T>(dy - dx), static_cast<T>(axy));
-        if (rot.t == T(0)) return;
-        ss = rot.s;
-        tau = rot.tau;
-        const double t = static_cast<double>(rot.t);
-        if (lane == 0) *dy_slot = dy + t * axy;  // eq. (6) (the caller's __syncwarp: dy read by all)
-        any_rot = true;
-        above_tol |= gabs * gabs > tol2 * dx * dy;
-        dx = fmax(dx - t * axy, 0.0);
-      };
       auto rotate = [&](T (&xr)[R], T* y, T ss, T tau, int xi, int yi) {
 #pragma unroll
         for (int h = 0; h < H; ++h) {
@@ -607,25 +593,41 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
       for (int step = 0; step < W; ++step) {
         T* ya = As + (w0 + ja) * ld;
         T* yb = As + (w0 + jb) * ld;
-        double* sa = d + w0 + ja;
-        double* sb = d + w0 + jb;
-        const double dya = *sa, dyb = *sb;
+        double* const slot = d + w0 + (hi ? jb : ja);
+        const double dy = *slot;
         Acc pa[2] = {0, 0}, pb[2] = {0, 0};
 #pragma unroll
         for (int h = 0; h < H; h += 2) {
           pa[(h / 2) & 1] += Acc(fmaf(ra[h + 1], ya[lane + (h + 1) * TPP], ra[h] * ya[lane + h * TPP]));
           pb[(h / 2) & 1] += Acc(fmaf(rb[h + 1], yb[lane + (h + 1) * TPP], rb[h] * yb[lane + h * TPP]));
         }
-        Acc ga = pa[0] + pa[1], gb = pb[0] + pb[1];
+        const Acc ga = pa[0] + pa[1], gb = pb[0] + pb[1];
+        // Both sums in one reduction: each half keeps its own and sends the
+        // other (offset 16), then four levels within the half: x^T y of xa
+        // in lanes 0-15, of xb in 16-31.
+        Acc axy = (hi ? gb : ga) + __shfl_xor_sync(0xffffffffu, hi ? ga : gb, 16);
 #pragma unroll
-        for (int off = TPP / 2; off > 0; off /= 2) {
-          ga += __shfl_xor_sync(0xffffffffu, ga, off);
-          gb += __shfl_xor_sync(0xffffffffu, gb, off);
+        for (int off = 8; off > 0; off /= 2) axy += __shfl_xor_sync(0xffffffffu, axy, off);
+        __syncwarp();  // every lane has read dy before lanes 0 and 16 update it
+        // This half's rotation, as register_step's decision.
+        T ss = T(0), tau = T(0);
+        if (dx > tiny2 && dy > tiny2) {
+          const double gabs = fabs(axy);
+          if (gabs * gabs > apply2 * dx * dy) {
+            const StepRotation<T> rot = step_rotation(static_cast<T>(dy - dx), static_cast<T>(axy));
+            if (rot.t != T(0)) {
+              ss = rot.s;
+              tau = rot.tau;
+              const double t = static_cast<double>(rot.t);
+              if ((lane & 15) == 0) *slot = dy + t * axy;  // eq. (6)
+              any_rot = true;
+              above_tol |= gabs * gabs > tol2 * dx * dy;
+              dx = fmax(dx - t * axy, 0.0);
+            }
+          }
         }
-        __syncwarp();  // every lane has read dya, dyb before lane 0 updates them
-        T ssa, taua, ssb, taub;
-        decide(ga, dxa, sa, dya, ssa, taua);
-        decide(gb, dxb, sb, dyb, ssb, taub);
+        const T ssa = __shfl_sync(0xffffffffu, ss, 0), taua = __shfl_sync(0xffffffffu, tau, 0);
+        const T ssb = __shfl_sync(0xffffffffu, ss, 16), taub = __shfl_sync(0xffffffffu, tau, 16);
         if (ssa != T(0)) rotate(ra, ya, ssa, taua, xa, w0 + ja);
         if (ssb != T(0)) rotate(rb, yb, ssb, taub, xb, w0 + jb);
         __syncthreads();  // y and its norm pass to the next group
@@ -637,10 +639,7 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
         As[xa * ld + lane + h * TPP] = ra[h];
         As[xb * ld + lane + h * TPP] = rb[h];
       }
-      if (lane == 0) {
-        d[xa] = dxa;
-        d[xb] = dxb;
-      }
+      if ((lane & 15) == 0) d[hi ? xb : xa] = dx;
       publish_flags(any_rot, above_tol);
     }
   };
