@@ -110,6 +110,20 @@ __device__ __forceinline__ void for_each_column(int ncols, int len, F f) {
   }
 }
 
+// for_each_column<4> over columns of a length known at compile time (kLen, a
+// multiple of 128): the row loop unrolled, so that each piece's offset is an
+// immediate (the pair copies of kDelta; ncu at 100x512²: their loops with
+// run-time bounds issued about 20 integer instructions a 16-byte piece).
+template <int kLen, typename F>
+__device__ __forceinline__ void for_each_column_fixed(int ncols, F f) {
+  static_assert(kLen % 128 == 0, "whole warps of 16-byte pieces");
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+  for (int l = warp; l < ncols; l += nwarps) {
+#pragma unroll
+    for (int i = 0; i < kLen / 128; ++i) f(l, 4 * lane + 128 * i);
+  }
+}
+
 // One element global -> shared without passing through registers (cp.async);
 // complete after __pipeline_commit() and __pipeline_wait_prior(0).
 template <typename T>
@@ -226,9 +240,13 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
     // Float32 columns whose rows, offsets and stride are multiples of 4 move
     // in 16-byte pieces (pair_quads): a quarter of the copy instructions.
     if (pair_quads) {
-      for_each_column<4>(c, p, [&](int l, int r) {
+      auto piece = [&](int l, int r) {
         __pipeline_memcpy_async(As + l * ld + r, Ag + static_cast<int64_t>(gcol(l)) * p + r, 16);
-      });
+      };
+      if constexpr (kDelta)
+        for_each_column_fixed<(kRegRows - 1) * 32>(c, piece);  // (p = 32 (kRegRows - 1): checked below)
+      else
+        for_each_column<4>(c, p, piece);
       if constexpr (kWithV && !kCarryJ) {
         const T* Vg = args.Vw + md.v_off;
         for_each_column<4>(c, vr, [&](int l, int r) {
@@ -330,14 +348,14 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
           d[l + G] = static_cast<double>(s1);
         }
       }
-      return;
-    }
-    for (int l = g; l < c; l += G) {
-      const T* x = As + l * ld;
-      Acc acc = 0;
-      for (int r = lane; r < p; r += TPP) acc += Acc(x[r]) * Acc(x[r]);
-      acc = group_sum<TPP>(acc);
-      if (lane == 0) d[l] = static_cast<double>(acc);
+    } else {
+      for (int l = g; l < c; l += G) {
+        const T* x = As + l * ld;
+        Acc acc = 0;
+        for (int r = lane; r < p; r += TPP) acc += Acc(x[r]) * Acc(x[r]);
+        acc = group_sum<TPP>(acc);
+        if (lane == 0) d[l] = static_cast<double>(acc);
+      }
     }
   };
   // Register steps (kRegRows > 0): the recursive-halving ordering
@@ -666,9 +684,13 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
       for (int r0 = 0; r0 < q; r0 += p) {
         const int rows = min(p, q - r0);  // (a multiple of 32)
         if (vquads) {
-          for_each_column<4>(kC, rows, [&](int l, int r) {
+          auto piece = [&](int l, int r) {
             __pipeline_memcpy_async(As + l * kLd + r, Vg + static_cast<int64_t>(gcol(l)) * q + r0 + r, 16);
-          });
+          };
+          if (rows == (kRegRows - 1) * 32)  // (square pairs)
+            for_each_column_fixed<(kRegRows - 1) * 32>(kC, piece);
+          else
+            for_each_column<4>(kC, rows, piece);
         } else {
           for_each_column(kC, rows,
                           [&](int l, int r) { copy_async(As + l * kLd + r, Vg + static_cast<int64_t>(gcol(l)) * q + r0 + r); });
@@ -821,7 +843,11 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
     if constexpr (sizeof(T) == sizeof(float)) {
       if (pair_quads) {
         auto put = [&](T* dst, const T* src) { *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(src); };
-        for_each_column<4>(c, p, [&](int l, int r) { put(Ab + static_cast<int64_t>(gcol(l)) * p + r, As + l * ld + r); });
+        auto piece = [&](int l, int r) { put(Ab + static_cast<int64_t>(gcol(l)) * p + r, As + l * ld + r); };
+        if constexpr (kDelta)
+          for_each_column_fixed<(kRegRows - 1) * 32>(c, piece);
+        else
+          for_each_column<4>(c, p, piece);
         if constexpr (kWithV && !kCarryJ) {
           T* Vg = args.Vw + md.v_off;
           for_each_column<4>(c, vr,
