@@ -112,7 +112,10 @@ def run_case(jsvd, b, m, n, dtype, seed, skip=()):
         row["sweeps_error"] = str(e)[:200]
     if hasattr(jsvd, "plan"):
         try:
-            row["plan"] = repr(jsvd.plan([(m, n)], dtype=dtype, device=A.device))[:1000]
+            # the whole batch's plan (a shape's plan depends on the batch), its first matrix
+            plan = jsvd.plan([(m, n)] * b, dtype=dtype, device=A.device)
+            plan["matrices"] = plan["matrices"][:1]
+            row["plan"] = repr(plan)[:1000]
         except Exception as e:
             row["plan"] = f"error: {e}"[:200]
     mt = row["methods"]
