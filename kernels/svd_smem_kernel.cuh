@@ -47,7 +47,10 @@
 // is a GEMM instead of 16 rotated rows a lane a step. Same-build A/B on the
 // H100: 100x512x512 float32 124.5 -> 93.9 ms, ||V^T V - I|| 5.4e-5 -> 2.6e-5.
 // At 512 rows a block then has 8 warps of two columns each
-// (cross_steps_delta), three blocks an SM: 89.5 -> 81.8 ms.
+// (cross_steps_delta), three blocks an SM: 89.5 -> 81.8 ms. Then V + V E and
+// the copies with compile-time offsets, the exact norms in interleaved chains
+// and a warp's two rotation decisions in one instruction stream (ncu found the
+// kernel issue-bound; benchmarks/RESULTS.md): 81.8 -> 70.0 ms.
 //
 // Included by svd_smem.cu (the launchers) only: the kernel's instantiations
 // live there.
