@@ -197,6 +197,13 @@ int main() {
   const MatrixPlan p1024 = plan_matrix(1024, 1024, 4, true, 10, h100);
   check(p1024.width == 16 && p1024.launch.delta && p1024.launch.rows == 1024 + 32,
         "10 x 1024x1024 float32: 2 x 16 carrying E (with V's rows 16 would not fit)");
+  // A list of 17 (tests/test_cuda_engine.py, test_pair_delta_varlen): its square and its tall
+  // (or transposed wide) matrices all carry E, so the launch does, through the descriptor table.
+  for (int64_t q : {512, 256}) {
+    const MatrixPlan pl = plan_matrix(512, q, 4, true, 17, h100);
+    check(pl.level == Level::kPairSvd && pl.width == 16 && pl.launch.delta && pl.launch.rows == 512 + 32,
+          q == 512 ? "17 x 512x512 float32 in a list: 2 x 16 carrying E" : "17 x 512x256 float32 in a list: 2 x 16 carrying E");
+  }
   check(plan_matrix(1024, 1000, 4, true, 10, h100).width == 8,
         "10 x 1024x1000 float32: 2 x 8 (no E: 1000 columns leave a narrow block; 16 would not fit)");
   const MatrixPlan p256 = plan_matrix(256, 256, 4, true, 200, h100);

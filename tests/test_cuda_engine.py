@@ -282,6 +282,23 @@ def test_pair_delta_mixed_list():
         assert ((s.double() - ref).abs().max() / ref[0]).item() <= bound(*A.shape, torch.float32)
 
 
+def test_pair_delta_varlen():
+    """A list whose pairs all carry E: the kDelta kernel reads each matrix
+    through the descriptor table, with square, tall and (transposed) wide
+    matrices of different q in one launch (the planner's choice for a list of
+    17 is checked without a GPU in cpp_tests/planner_test.cpp)."""
+    shapes = [(512, 512)] * 15 + [(512, 256), (256, 512)]
+    plans = torch_jsvd.plan(shapes, dtype=torch.float32, device="cuda")["matrices"]
+    assert [p["levels"][1].get("carries") for p in plans] == ["delta"] * len(shapes), plans
+    As = [torch.randn(m, n, device="cuda") for m, n in shapes]
+    for full in (False, True):
+        U, S, Vh = torch_jsvd.svd_varlen(As, full_matrices=full)
+        for A, u, s, vh in zip(As, U, S, Vh):
+            assert_valid_svd(A, u, s, vh, full)
+            ref = torch.linalg.svdvals(A.double())
+            assert ((s.double() - ref).abs().max() / ref[0]).item() <= bound(*A.shape, torch.float32)
+
+
 @pytest.mark.parametrize("shape", [(3, 300, 300), (3, 1100, 700)])
 def test_blocked_scaling(shape):
     """The blocked levels divide each matrix by its max|a| (found by many blocks
