@@ -102,28 +102,26 @@ struct TaskDone {
 // lanes over the rows (coalesced, and no integer division per element, which
 // took most of the copy's instructions). Only whole warps take part, as the
 // block size need not be a multiple of 32 (it is at least 32). kStep = 4:
-// every fourth row (len a multiple of 4), for 16-byte pieces.
-template <int kStep = 1, typename F>
+// every fourth row (len a multiple of 4), for 16-byte pieces. kLen > 0: len
+// is known at compile time (kLen, a multiple of 32 kStep) and the row loop is
+// unrolled, so that each piece's offset is an immediate (the pair copies of
+// kDelta; ncu at 100x512²: their loops with run-time bounds issued about 20
+// integer instructions a 16-byte piece).
+template <int kStep = 1, int kLen = 0, typename F>
 __device__ __forceinline__ void for_each_column(int ncols, int len, F f) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
-  if (warp >= nwarps) return;
-  for (int l = warp; l < ncols; l += nwarps) {
-#pragma unroll(kStep == 1 ? 4 : 2)
-    for (int r = kStep * lane; r < len; r += 32 * kStep) f(l, r);
-  }
-}
-
-// for_each_column<4> over columns of a length known at compile time (kLen, a
-// multiple of 128): the row loop unrolled, so that each piece's offset is an
-// immediate (the pair copies of kDelta; ncu at 100x512²: their loops with
-// run-time bounds issued about 20 integer instructions a 16-byte piece).
-template <int kLen, typename F>
-__device__ __forceinline__ void for_each_column_fixed(int ncols, F f) {
-  static_assert(kLen % 128 == 0, "whole warps of 16-byte pieces");
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
-  for (int l = warp; l < ncols; l += nwarps) {
+  if constexpr (kLen > 0) {
+    static_assert(kLen % (32 * kStep) == 0, "whole warps of pieces");
+    for (int l = warp; l < ncols; l += nwarps) {
 #pragma unroll
-    for (int i = 0; i < kLen / 128; ++i) f(l, 4 * lane + 128 * i);
+      for (int i = 0; i < kLen / (32 * kStep); ++i) f(l, kStep * lane + 32 * kStep * i);
+    }
+  } else {
+    if (warp >= nwarps) return;
+    for (int l = warp; l < ncols; l += nwarps) {
+#pragma unroll(kStep == 1 ? 4 : 2)
+      for (int r = kStep * lane; r < len; r += 32 * kStep) f(l, r);
+    }
   }
 }
 
@@ -246,10 +244,7 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
       auto piece = [&](int l, int r) {
         __pipeline_memcpy_async(As + l * ld + r, Ag + static_cast<int64_t>(gcol(l)) * p + r, 16);
       };
-      if constexpr (kDelta)
-        for_each_column_fixed<(kRegRows - 1) * 32>(c, piece);  // (p = 32 (kRegRows - 1): checked below)
-      else
-        for_each_column<4>(c, p, piece);
+      for_each_column<4, kDelta ? (kRegRows - 1) * 32 : 0>(c, p, piece);  // (kDelta: p = 32 (kRegRows - 1), checked below)
       if constexpr (kWithV && !kCarryJ) {
         const T* Vg = args.Vw + md.v_off;
         for_each_column<4>(c, vr, [&](int l, int r) {
@@ -691,7 +686,7 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
             __pipeline_memcpy_async(As + l * kLd + r, Vg + static_cast<int64_t>(gcol(l)) * q + r0 + r, 16);
           };
           if (rows == (kRegRows - 1) * 32)  // (square pairs)
-            for_each_column_fixed<(kRegRows - 1) * 32>(kC, piece);
+            for_each_column<4, (kRegRows - 1) * 32>(kC, rows, piece);
           else
             for_each_column<4>(kC, rows, piece);
         } else {
@@ -847,10 +842,7 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
       if (pair_quads) {
         auto put = [&](T* dst, const T* src) { *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(src); };
         auto piece = [&](int l, int r) { put(Ab + static_cast<int64_t>(gcol(l)) * p + r, As + l * ld + r); };
-        if constexpr (kDelta)
-          for_each_column_fixed<(kRegRows - 1) * 32>(c, piece);
-        else
-          for_each_column<4>(c, p, piece);
+        for_each_column<4, kDelta ? (kRegRows - 1) * 32 : 0>(c, p, piece);
         if constexpr (kWithV && !kCarryJ) {
           T* Vg = args.Vw + md.v_off;
           for_each_column<4>(c, vr,
