@@ -74,13 +74,14 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // Tuning knob for experiments (benchmarks/); not part of the API:
   // JSVD_GRAM=1 sends every blocked matrix to the Gram EVD level.
   static const bool force_gram = knob_int("JSVD_GRAM", 0) > 0;
-  // (Float32 pairs that carry E = J - I need 2w rows under a column, not q:
-  // pair_delta_fits.)
-  auto pair_vr = [&](int64_t w) {
-    if (!compute_uv) return int64_t(0);
-    return pair_delta_fits(rows, cols, w, elem) ? 2 * w : pair_vrows(cols, 2 * w, elem);
+  // The launch of block pairs of width w, sized as the engine launches it
+  // (pair_smem_config). Float32 pairs of the register buckets' sizes carry
+  // E = J - I (2w rows under a column) instead of V's q rows
+  // (svd_smem_kernel.cuh, pair_delta_fits): half the shared memory at 512².
+  auto pair_launch = [&](int64_t w) {
+    return pair_smem_config(rows, cols, 2 * w, elem, compute_uv, compute_uv && pair_delta_fits(rows, cols, w, elem));
   };
-  auto pair_bytes = [&](int64_t w) { return svd_smem_bytes(rows, pair_vr(w), 2 * w, elem); };
+  auto pair_bytes = [&](int64_t w) { return pair_launch(w).smem; };
   int64_t chosen = 0;
   // Prefer pairs small enough for two blocks per SM (one block of a
   // latency-bound kernel leaves the SM idle between steps), but in float32
@@ -109,10 +110,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   if (chosen > 0 && !force_gram) {
     mp.level = Level::kPairSvd;
     mp.width = chosen;
-    // Float32 pairs of the register buckets' sizes carry E = J - I instead
-    // of V's rows (svd_smem_kernel.cuh): half the shared memory at 512².
-    const bool delta = compute_uv && pair_delta_fits(rows, cols, chosen, elem);
-    mp.launch = pair_smem_config(rows, cols, 2 * chosen, elem, compute_uv, delta);
+    mp.launch = pair_launch(chosen);
     return mp;
   }
   // Too tall for any pair: rotations from the Gram matrix's EVD.
