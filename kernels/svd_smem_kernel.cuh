@@ -583,12 +583,21 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
     if constexpr (kTwoChains) {
       constexpr int R = kRegRows, H = kRegA;
       const int xa = g, xb = g + G;  // (2G == w0 == W == w1: rows split exactly)
+      // A lane's rows of A are quads, 4 lane + 128 k (register h = 4 k + i),
+      // so that each shared load and store moves 16 bytes: the step's LDS and
+      // STS were 102 of its 423 instructions (cuobjdump) with a row a lane.
+      // E's rows stay a row a lane (row p + lane: register H, eq. (6)'s shifts).
+      static_assert(TPP == 32 && H % 4 == 0, "rows split exactly in quads");
+      auto quad = [&](T* col, int k) -> float4& { return *reinterpret_cast<float4*>(col + 4 * lane + 4 * TPP * k); };
       T ra[R], rb[R];
 #pragma unroll
-      for (int h = 0; h < R; ++h) {
-        ra[h] = As[xa * ld + lane + h * TPP];
-        rb[h] = As[xb * ld + lane + h * TPP];
+      for (int k = 0; k < H / 4; ++k) {
+        const float4 va = quad(As + xa * ld, k), vb = quad(As + xb * ld, k);
+        ra[4 * k] = va.x, ra[4 * k + 1] = va.y, ra[4 * k + 2] = va.z, ra[4 * k + 3] = va.w;
+        rb[4 * k] = vb.x, rb[4 * k + 1] = vb.y, rb[4 * k + 2] = vb.z, rb[4 * k + 3] = vb.w;
       }
+      ra[H] = As[xa * ld + lane + H * TPP];
+      rb[H] = As[xb * ld + lane + H * TPP];
       // Lanes 0-15 carry column xa's squared norm and decide its rotation,
       // lanes 16-31 xb's: the two decisions are one instruction stream.
       const bool hi = lane >= 16;
@@ -596,10 +605,13 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
       bool any_rot = false, above_tol = false;
       auto rotate = [&](T (&xr)[R], T* y, T ss, T tau, int xi, int yi) {
 #pragma unroll
-        for (int h = 0; h < H; ++h) {
-          T yv = y[lane + h * TPP];
-          rotate_pair(xr[h], yv, ss, tau);
-          y[lane + h * TPP] = yv;
+        for (int k = 0; k < H / 4; ++k) {
+          float4 v = quad(y, k);
+          rotate_pair(xr[4 * k], v.x, ss, tau);
+          rotate_pair(xr[4 * k + 1], v.y, ss, tau);
+          rotate_pair(xr[4 * k + 2], v.z, ss, tau);
+          rotate_pair(xr[4 * k + 3], v.w, ss, tau);
+          quad(y, k) = v;
         }
         T yv = y[lane + H * TPP];  // E's row `lane` (register_step)
         rotate_pair_shifted(xr[H], yv, ss, tau, lane == xi ? T(1) : T(0), lane == yi ? T(1) : T(0));
@@ -613,9 +625,12 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
         const double dy = *slot;
         Acc pa[2] = {0, 0}, pb[2] = {0, 0};
 #pragma unroll
-        for (int h = 0; h < H; h += 2) {
-          pa[(h / 2) & 1] += Acc(fmaf(ra[h + 1], ya[lane + (h + 1) * TPP], ra[h] * ya[lane + h * TPP]));
-          pb[(h / 2) & 1] += Acc(fmaf(rb[h + 1], yb[lane + (h + 1) * TPP], rb[h] * yb[lane + h * TPP]));
+        for (int k = 0; k < H / 4; ++k) {
+          const float4 u = quad(ya, k), v = quad(yb, k);
+          pa[0] += Acc(fmaf(ra[4 * k + 1], u.y, ra[4 * k] * u.x));
+          pa[1] += Acc(fmaf(ra[4 * k + 3], u.w, ra[4 * k + 2] * u.z));
+          pb[0] += Acc(fmaf(rb[4 * k + 1], v.y, rb[4 * k] * v.x));
+          pb[1] += Acc(fmaf(rb[4 * k + 3], v.w, rb[4 * k + 2] * v.z));
         }
         const Acc ga = pa[0] + pa[1], gb = pb[0] + pb[1];
         // Both sums in one reduction: each half keeps its own and sends the
@@ -651,10 +666,12 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
         jb = jb + 1 == W ? 0 : jb + 1;
       }
 #pragma unroll
-      for (int h = 0; h < R; ++h) {
-        As[xa * ld + lane + h * TPP] = ra[h];
-        As[xb * ld + lane + h * TPP] = rb[h];
+      for (int k = 0; k < H / 4; ++k) {
+        quad(As + xa * ld, k) = make_float4(ra[4 * k], ra[4 * k + 1], ra[4 * k + 2], ra[4 * k + 3]);
+        quad(As + xb * ld, k) = make_float4(rb[4 * k], rb[4 * k + 1], rb[4 * k + 2], rb[4 * k + 3]);
       }
+      As[xa * ld + lane + H * TPP] = ra[H];
+      As[xb * ld + lane + H * TPP] = rb[H];
       if ((lane & 15) == 0) d[hi ? xb : xa] = dx;
       publish_flags(any_rot, above_tol);
     }
