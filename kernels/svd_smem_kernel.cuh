@@ -623,22 +623,29 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
         T* yb = As + (w0 + jb) * ld;
         double* const slot = d + w0 + (hi ? jb : ja);
         const double dy = *slot;
-        Acc pa[2] = {0, 0}, pb[2] = {0, 0};
+        // x^T y in float32, four chains of four rows a lane, then the tree:
+        // its rounding, a few ulp of sum |x_r y_r| <= |x| |y|, stays below
+        // the test's sqrt(p) eps |x| |y|, and it issues half the instructions
+        // of products summed in double (F2F and DADD, 64 of the step's 361).
+        float pa[4], pb[4];
 #pragma unroll
         for (int k = 0; k < H / 4; ++k) {
           const float4 u = quad(ya, k), v = quad(yb, k);
-          pa[0] += Acc(fmaf(ra[4 * k + 1], u.y, ra[4 * k] * u.x));
-          pa[1] += Acc(fmaf(ra[4 * k + 3], u.w, ra[4 * k + 2] * u.z));
-          pb[0] += Acc(fmaf(rb[4 * k + 1], v.y, rb[4 * k] * v.x));
-          pb[1] += Acc(fmaf(rb[4 * k + 3], v.w, rb[4 * k + 2] * v.z));
+          const float us[4] = {u.x, u.y, u.z, u.w}, vs[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            pa[i] = k == 0 ? ra[i] * us[i] : fmaf(ra[4 * k + i], us[i], pa[i]);
+            pb[i] = k == 0 ? rb[i] * vs[i] : fmaf(rb[4 * k + i], vs[i], pb[i]);
+          }
         }
-        const Acc ga = pa[0] + pa[1], gb = pb[0] + pb[1];
+        const float ga = (pa[0] + pa[1]) + (pa[2] + pa[3]), gb = (pb[0] + pb[1]) + (pb[2] + pb[3]);
         // Both sums in one reduction: each half keeps its own and sends the
         // other (offset 16), then four levels within the half: x^T y of xa
         // in lanes 0-15, of xb in 16-31.
-        Acc axy = (hi ? gb : ga) + __shfl_xor_sync(0xffffffffu, hi ? ga : gb, 16);
+        float sxy = (hi ? gb : ga) + __shfl_xor_sync(0xffffffffu, hi ? ga : gb, 16);
 #pragma unroll
-        for (int off = 8; off > 0; off /= 2) axy += __shfl_xor_sync(0xffffffffu, axy, off);
+        for (int off = 8; off > 0; off /= 2) sxy += __shfl_xor_sync(0xffffffffu, sxy, off);
+        const Acc axy = sxy;
         __syncwarp();  // every lane has read dy before lanes 0 and 16 update it
         // This half's rotation, as register_step's decision.
         T ss = T(0), tau = T(0);
