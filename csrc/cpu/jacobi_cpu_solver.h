@@ -323,15 +323,32 @@ struct Work {
   T* a;       // p x q column-major (overwritten: becomes U diag(S))
   T* v;       // q x q column-major (nullptr when !compute_uv)
   int64_t p, q;
-  double tol;
-  double* d;  // squared column norms, kept current by the rotations
+  double tol;    // convergence: a pair counts while |x^T y| > tol ||x|| ||y||
+  double* d;     // squared column norms, kept current by the rotations
+  double apply;  // rotations are applied down to this (<= tol; apply_tol below)
 };
+
+// Rotations are applied down to apply_tol, convergence is judged at tol (as
+// the CUDA engine's step_tolerances, kernels/jacobi_device.cuh). float32 inner
+// products are summed in double (in float lanes for four products at most,
+// dot<float>), so they resolve float32's scale and rotations are worth
+// applying down to its eps: the sweep that finds nothing above tol then leaves
+// U orthogonal to working precision instead of to tol. Measured on this
+// engine, 1x512x512 float32: ||U^T U - I||_F 4.1e-4 -> 1.9e-5 (LAPACK 3.3e-5),
+// for about 20% more time (one thread): the last sweep rotates most pairs
+// (benchmarks/RESULTS.md). svdvals keeps apply = tol.
+// float64 inner products carry rounding of order sqrt(p) eps, so smaller
+// rotations would be noise there: apply_tol = tol.
+template <typename T>
+inline double apply_tol(double tol) {
+  return std::is_same<T, float>::value ? std::min(tol, double(std::numeric_limits<float>::epsilon())) : tol;
+}
 
 // Orthogonalise the independent column pairs (i[k], j[k]), k < n (no column
 // appears twice). Pairs go in groups of four: their dot products, rotation
 // parameters and rotations are independent, so the CPU overlaps the long
 // latency chain dot -> test -> tan -> cos of one pair with the others'.
-// Returns true if any pair rotated.
+// Returns true if any pair rotated above tol (rotations down to m.apply are applied, but count as converged).
 // Fusion: for pair k of the step, fz1[k] / fz2[k] (-1: none) name the column
 // that the rotated column i / j meets in the next step, and ft1[k] / ft2[k]
 // the unit-wide index of that next-step pair, whose dot product is then
@@ -346,12 +363,12 @@ struct Fusion {
 template <typename T>
 bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64_t n, const Fusion* fu = nullptr) {
   constexpr int G = 8;
-  bool any = false;
-  const double tol2 = m.tol * m.tol;
+  bool any = false;  // a rotation above tol
+  const double tol2 = m.tol * m.tol, apply2 = m.apply * m.apply;
   for (int64_t k0 = 0; k0 < n; k0 += G) {
     const int g_n = static_cast<int>(std::min<int64_t>(G, n - k0));
     double g[G], di[G], dj[G], s[G], tau[G], tg[G];
-    bool rot[G];
+    bool rot[G], above[G];
     for (int k = 0; k < g_n; ++k) {
       const int64_t i = pi[k0 + k], j = pj[k0 + k];
       di[k] = m.d[i];
@@ -370,7 +387,10 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
       // product only underflows for columns far below the working range, where
       // the sqrt form is used.
       const double pd = di[k] * dj[k];
-      rot[k] = pd > 1e-280 ? g[k] * g[k] > tol2 * pd : std::fabs(g[k]) > m.tol * std::sqrt(di[k]) * std::sqrt(dj[k]);
+      const bool small = pd <= 1e-280;
+      const double ga = std::fabs(g[k]), sd = small ? std::sqrt(di[k]) * std::sqrt(dj[k]) : 0.0;
+      rot[k] = small ? ga > m.apply * sd : g[k] * g[k] > apply2 * pd;
+      above[k] = small ? ga > m.tol * sd : g[k] * g[k] > tol2 * pd;
       if (!rot[k]) continue;
       const double t = rotation_tan(di[k], dj[k], g[k]);
       // sin and tau = sin/(1+cos) = t/(1+sqrt(1+t^2)) for the update form of
@@ -382,7 +402,7 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
     }
     for (int k = 0; k < g_n; ++k) {
       if (!rot[k]) continue;
-      any = true;
+      any |= above[k];
       const int64_t i = pi[k0 + k], j = pj[k0 + k];
       if (fu) {
         const int64_t kk = k0 + k;
@@ -603,7 +623,7 @@ bool run_unit(const Work<T>& m, const Schedule::Unit& u) {
   return any;
 }
 
-// One sweep; returns true if any pair rotated.
+// One sweep; returns true if any pair rotated above tol (not yet converged).
 template <typename T>
 bool sweep(const Work<T>& m, const Schedule& sch, bool parallel) {
   bool rotated = false;
@@ -763,7 +783,8 @@ int32_t svd_one(T* a, T* u, T* s_out, T* v_out, int64_t p, int64_t q, int64_t uc
 
   std::vector<T> v_work;
   std::vector<double> d(q);
-  Work<T> m{a, nullptr, p, q, tol, d.data()};
+  // (svdvals: S is as accurate either way, so the smaller rotations only cost time)
+  Work<T> m{a, nullptr, p, q, tol, d.data(), want_uv ? apply_tol<T>(tol) : tol};
   if (want_uv) {
     v_work.assign(static_cast<size_t>(q * q), T(0));
     for (int64_t k = 0; k < q; ++k) v_work[k * q + k] = T(1);
