@@ -60,6 +60,24 @@ def test_compile_fullgraph(device):
     _assert_same(cf(A), _f(A))
 
 
+def test_compile_fullgraph_out(device):
+    # out= tensors of the right shape are written in place inside the graph (empty ones need a resize,
+    # which dynamo does not trace under fullgraph=True: torch.linalg.svd's out= does not either).
+    torch._dynamo.reset()
+
+    def f(A, U, S, Vh, s):
+        torch_jsvd.svd(A, False, out=(U, S, Vh))
+        torch_jsvd.svdvals(A, out=s)
+
+    A = torch.randn(3, 6, 4, device=device)
+    outs = (torch.empty(3, 4, 6, device=device).mT, torch.empty(3, 4, device=device),
+            torch.empty(3, 4, 4, device=device), torch.empty(3, 4, device=device))
+    torch.compile(f, fullgraph=True)(A, *outs)
+    ref = torch_jsvd.svd(A, False)
+    _assert_same(tuple(outs[:3]), tuple(ref))
+    torch.testing.assert_close(outs[3], ref.S)
+
+
 def test_compile_dynamic(device):
     torch._dynamo.reset()
     cf = torch.compile(_f, fullgraph=True, dynamic=True)

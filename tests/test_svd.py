@@ -1,5 +1,7 @@
 """Forward results of torch_jsvd.svd / svd_ex / svdvals: accuracy, shapes, dtypes, layouts, info."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -200,3 +202,75 @@ def test_non_finite_input(device, bad):
     for fn in (torch_jsvd.svd, torch_jsvd.svdvals):
         with pytest.raises(torch.linalg.LinAlgError, match="NaN or Inf"):
             fn(A)
+
+
+# torch.linalg.svd / svdvals's keyword arguments: driver= (accepted, ignored) and out=.
+@pytest.mark.parametrize("driver", [None, "gesvd", "gesvdj", "gesvda"])
+def test_driver_accepted(device, driver):
+    A = torch.randn(3, 6, 4, device=device)
+    ref = torch_jsvd.svd(A, full_matrices=False)
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False, driver=driver)
+    assert torch.equal(U, ref.U) and torch.equal(S, ref.S) and torch.equal(Vh, ref.Vh)
+    assert torch.equal(torch_jsvd.svdvals(A, driver=driver), torch_jsvd.svdvals(A))
+
+
+def test_driver_unknown_raises(device):
+    A = torch.randn(4, 4, device=device)
+    with pytest.raises(ValueError, match="driver"):
+        torch_jsvd.svd(A, driver="gesdd")
+    with pytest.raises(ValueError, match="driver"):
+        torch_jsvd.svdvals(A, driver="jacobi")
+
+
+@pytest.mark.parametrize("full_matrices", [True, False])
+@pytest.mark.parametrize("shape", [(5, 3), (2, 4, 7)], ids=str)
+def test_out_empty_tensors(device, shape, full_matrices):
+    A = torch.randn(shape, device=device)
+    out = tuple(torch.empty(0, device=device) for _ in range(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # empty out tensors are resized silently, as in torch
+        r = torch_jsvd.svd(A, full_matrices, out=out)
+    ref = torch_jsvd.svd(A, full_matrices)
+    for got, o, want in zip(r, out, ref):
+        assert got is o
+        assert torch.equal(got, want) and got.stride() == want.stride()
+    s = torch.empty(0, device=device)
+    assert torch_jsvd.svdvals(A, out=s) is s and torch.equal(s, torch_jsvd.svdvals(A))
+
+
+def test_out_sized_and_resized(device):
+    A = torch.randn(6, 4, device=device)
+    ref = torch_jsvd.svd(A, full_matrices=False)
+    sized = (torch.empty(4, 6, device=device).mT, torch.empty(4, device=device), torch.empty(4, 4, device=device))
+    ptrs = [t.data_ptr() for t in sized]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch_jsvd.svd(A, full_matrices=False, out=sized)
+    assert [t.data_ptr() for t in sized] == ptrs  # written in place
+    assert all(torch.equal(t, w) for t, w in zip(sized, ref))
+    wrong = (torch.empty(2, 2, device=device), torch.empty(0, device=device), torch.empty(0, device=device))
+    with pytest.warns(UserWarning, match="resized"):
+        torch_jsvd.svd(A, full_matrices=False, out=wrong)
+    assert wrong[0].shape == (6, 4) and torch.equal(wrong[0], ref.U)
+
+
+def test_out_errors(device):
+    A = torch.randn(5, 4, device=device)
+    with pytest.raises(RuntimeError, match="dtype"):
+        torch_jsvd.svd(A, out=tuple(torch.empty(0, dtype=torch.float64, device=device) for _ in range(3)))
+    with pytest.raises(RuntimeError, match="dtype"):
+        torch_jsvd.svdvals(A, out=torch.empty(0, dtype=torch.float64, device=device))
+    with pytest.raises(TypeError, match="tuple of 3"):
+        torch_jsvd.svd(A, out=(torch.empty(0, device=device),) * 2)
+    with pytest.raises(TypeError, match="tuple of 3"):
+        torch_jsvd.svd(A, out=torch.empty(0, device=device))
+    Ag = A.clone().requires_grad_()
+    with pytest.raises(RuntimeError, match="automatic differentiation"):
+        torch_jsvd.svd(Ag, out=tuple(torch.empty(0, device=device) for _ in range(3)))
+    with pytest.raises(RuntimeError, match="automatic differentiation"):
+        torch_jsvd.svdvals(Ag, out=torch.empty(0, device=device))
+    with torch.no_grad():  # as torch: fine without grad mode
+        torch_jsvd.svdvals(Ag, out=torch.empty(0, device=device))
+    if device == "cuda":
+        with pytest.raises(RuntimeError, match="device"):
+            torch_jsvd.svdvals(A, out=torch.empty(0))

@@ -1,6 +1,7 @@
 """Python API over torch.ops.jsvd, mirroring torch.linalg."""
 
 import math
+import warnings
 from typing import List, NamedTuple, Optional, Sequence, Union
 
 import torch
@@ -42,14 +43,71 @@ class SVDVarlenResult(NamedTuple):
     Vh: Union[List[Tensor], Tensor]
 
 
-def svd(A: Tensor, full_matrices: bool = True, *, tol: Optional[float] = None,
-        max_sweeps: Optional[int] = None) -> SVDResult:
-    """A = U @ diag(S) @ Vh, like torch.linalg.svd(A, full_matrices).
+# torch.linalg.svd's cuSOLVER algorithms: accepted by name for a drop-in call, and ignored.
+_DRIVERS = (None, "gesvd", "gesvdj", "gesvda")
 
-    Raises torch.linalg.LinAlgError if a matrix did not converge within
-    max_sweeps (default 64) or holds NaN/Inf; svd_ex reports that in info instead.
+
+def _check_driver(fn: str, driver: Optional[str]) -> None:
+    if driver not in _DRIVERS:
+        raise ValueError(f"torch_jsvd.{fn}: driver must be None, 'gesvd', 'gesvdj' or 'gesvda' (torch.linalg's "
+                         f"cuSOLVER algorithms, accepted for compatibility and ignored: the Jacobi engine computes "
+                         f"every SVD), but got {driver!r}")
+
+
+def _check_out(fn: str, A: Tensor, out, n: int) -> None:
+    """As torch.linalg: no autograd through out=, and n tensors (a tuple of them for n > 1)."""
+    if torch.is_grad_enabled() and A.requires_grad:
+        raise RuntimeError(f"torch_jsvd.{fn}(): functions with out=... arguments don't support automatic "
+                           "differentiation, but one of the arguments requires grad.")
+    if n > 1 and (not isinstance(out, (tuple, list)) or len(out) != n):
+        got = f"{len(out)} elements" if isinstance(out, (tuple, list)) else type(out).__name__
+        raise TypeError(f"torch_jsvd.{fn}: out must be a tuple of {n} tensors, but got {got}")
+    for o in (out if n > 1 else (out,)):
+        if not isinstance(o, Tensor):
+            raise TypeError(f"torch_jsvd.{fn}: out must hold tensors, but got {type(o).__name__}")
+
+
+def _copy_out(fn: str, result: Tensor, out: Tensor) -> Tensor:
+    """torch's out= rules: same dtype and device; resized where the shape differs (with torch's warning
+    if it had elements), to the result's strides (U column-major, as torch.linalg.svd's out= gives it)."""
+    if out.dtype != result.dtype:
+        raise RuntimeError(f"torch_jsvd.{fn}: expected out tensor to have dtype {result.dtype}, but got "
+                           f"{out.dtype} instead")
+    if out.device != result.device:
+        raise RuntimeError(f"torch_jsvd.{fn}: expected out tensor to be on device {result.device}, but got "
+                           f"{out.device} instead")
+    if out.shape != result.shape:
+        if out.numel() != 0:
+            warnings.warn(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
+                          f"which does not match the required output shape {list(result.shape)}. This behavior "
+                          "is deprecated, and in a future PyTorch release outputs will not be resized unless "
+                          "they have zero elements. You can explicitly reuse an out tensor t by resizing it, "
+                          "inplace, to zero elements with t.resize_(0).", UserWarning, stacklevel=3)
+        out.resize_(result.shape)
+        if out.stride() != result.stride():
+            out.as_strided_(result.shape, result.stride())  # (a permutation of the same elements: in bounds)
+    return out.copy_(result)
+
+
+def svd(A: Tensor, full_matrices: bool = True, *, driver: Optional[str] = None, out=None,
+        tol: Optional[float] = None, max_sweeps: Optional[int] = None) -> SVDResult:
+    """A = U @ diag(S) @ Vh, like torch.linalg.svd(A, full_matrices, *, driver, out).
+
+    driver (None, 'gesvd', 'gesvdj', 'gesvda') is accepted for a drop-in call
+    and ignored; out=(U, S, Vh) follows torch's out= rules (same dtype and
+    device, resized where the shape differs, no autograd). Raises
+    torch.linalg.LinAlgError if a matrix did not converge within max_sweeps
+    (default 64) or holds NaN/Inf; svd_ex reports that in info instead.
     """
+    _check_driver("svd", driver)
+    if out is not None:
+        _check_out("svd", A, out, 3)
     U, S, Vh = torch.ops.jsvd.svd.default(A, full_matrices, True, tol, max_sweeps)
+    if out is not None:
+        copied = []
+        for r, o in zip((U, S, Vh), out):  # (a loop, not a generator: the warning's stacklevel)
+            copied.append(_copy_out("svd", r, o))
+        return SVDResult(*copied)
     return SVDResult(U, S, Vh)
 
 
@@ -73,8 +131,13 @@ def svd_ex(A: Tensor, full_matrices: bool = True, *, compute_uv: bool = True, to
     return SVDExResult(U, S, Vh, info)
 
 
-def svdvals(A: Tensor, *, tol: Optional[float] = None, max_sweeps: Optional[int] = None) -> Tensor:
-    """Singular values, descending, like torch.linalg.svdvals."""
+def svdvals(A: Tensor, *, driver: Optional[str] = None, out: Optional[Tensor] = None, tol: Optional[float] = None,
+            max_sweeps: Optional[int] = None) -> Tensor:
+    """Singular values, descending, like torch.linalg.svdvals(A, *, driver, out) (driver ignored, as in svd)."""
+    _check_driver("svdvals", driver)
+    if out is not None:
+        _check_out("svdvals", A, out, 1)
+        return _copy_out("svdvals", torch.ops.jsvd.svdvals.default(A, tol, max_sweeps), out)
     if torch.is_grad_enabled() and A.requires_grad:
         # As torch.linalg.svdvals: the gradient needs U and V, so compute them now.
         return torch.ops.jsvd.svd.default(A, False, True, tol, max_sweeps)[1]
