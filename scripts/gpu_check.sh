@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Everything the GPU machine has to do, in one call: build (sm_90, 16 jobs),
 # CUDA + CPU tests, compute-sanitizer on the new kernels, benchmarks.
-# Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [sanitize] [bench|bench-quick]
+# Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [sanitize] [race-delta] [bench|bench-quick]
+# (sanitize's racecheck pass over warp, whole and pair runs past 300 s; race-delta is the 512-row
+# block pairs' kernel alone, one sweep, for a call with little time left)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu_logs}
@@ -31,6 +33,10 @@ for s in $stages; do
         JSVD_SANITIZE_ONLY=${JSVD_SANITIZE_ONLY:-warp,whole,pair} JSVD_SANITIZE_SWEEPS=2 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 $PY scripts/sanitize_cases.py
         echo "racecheck rc=$?"; } >"$OUT/sanitizer.log" 2>&1
       grep -E "rc=|ERROR SUMMARY|RACECHECK SUMMARY|hazard" "$OUT/sanitizer.log" | head -20 ;;
+    race-delta)
+      JSVD_SANITIZE_ONLY=delta JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
+        --error-exitcode 9 $PY scripts/sanitize_cases.py >"$OUT/racecheck_delta.log" 2>&1
+      echo "racecheck (delta) rc=$?"; grep -E "RACECHECK SUMMARY|hazard" "$OUT/racecheck_delta.log" | head -5 ;;
     bench)
       $PY benchmarks/bench_gpu.py --budget-s 420 2>&1 | tee "$OUT/bench.log" | tail -45 ;;
     bench-quick)
