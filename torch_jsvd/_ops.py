@@ -65,17 +65,18 @@ def _check_out(fn: str, A: Tensor, out, n: int) -> None:
     for o in (out if n > 1 else (out,)):
         if not isinstance(o, Tensor):
             raise TypeError(f"torch_jsvd.{fn}: out must hold tensors, but got {type(o).__name__}")
+        # (the results have A's dtype and device, so this is checked before the work)
+        if o.dtype != A.dtype:
+            raise RuntimeError(f"torch_jsvd.{fn}: expected out tensor to have dtype {A.dtype}, but got "
+                               f"{o.dtype} instead")
+        if o.device != A.device:
+            raise RuntimeError(f"torch_jsvd.{fn}: expected out tensor to be on device {A.device}, but got "
+                               f"{o.device} instead")
 
 
-def _copy_out(fn: str, result: Tensor, out: Tensor) -> Tensor:
-    """torch's out= rules: same dtype and device; resized where the shape differs (with torch's warning
-    if it had elements), to the result's strides (U column-major, as torch.linalg.svd's out= gives it)."""
-    if out.dtype != result.dtype:
-        raise RuntimeError(f"torch_jsvd.{fn}: expected out tensor to have dtype {result.dtype}, but got "
-                           f"{out.dtype} instead")
-    if out.device != result.device:
-        raise RuntimeError(f"torch_jsvd.{fn}: expected out tensor to be on device {result.device}, but got "
-                           f"{out.device} instead")
+def _copy_out(result: Tensor, out: Tensor) -> Tensor:
+    """torch's out= rules, after _check_out: resized where the shape differs (with torch's warning if it
+    had elements), to the result's strides (U column-major, as torch.linalg.svd's out= gives it)."""
     if out.shape != result.shape:
         if out.numel() != 0:
             warnings.warn(f"An output with one or more elements was resized since it had shape {list(out.shape)}, "
@@ -106,7 +107,7 @@ def svd(A: Tensor, full_matrices: bool = True, *, driver: Optional[str] = None, 
     if out is not None:
         copied = []
         for r, o in zip((U, S, Vh), out):  # (a loop, not a generator: the warning's stacklevel)
-            copied.append(_copy_out("svd", r, o))
+            copied.append(_copy_out(r, o))
         return SVDResult(*copied)
     return SVDResult(U, S, Vh)
 
@@ -137,7 +138,7 @@ def svdvals(A: Tensor, *, driver: Optional[str] = None, out: Optional[Tensor] = 
     _check_driver("svdvals", driver)
     if out is not None:
         _check_out("svdvals", A, out, 1)
-        return _copy_out("svdvals", torch.ops.jsvd.svdvals.default(A, tol, max_sweeps), out)
+        return _copy_out(torch.ops.jsvd.svdvals.default(A, tol, max_sweeps), out)
     if torch.is_grad_enabled() and A.requires_grad:
         # As torch.linalg.svdvals: the gradient needs U and V, so compute them now.
         return torch.ops.jsvd.svd.default(A, False, True, tol, max_sweeps)[1]
