@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
   __shared__ int s_rot;  // a rotation above tol in this sweep
   __shared__ int s_any;  // any rotation in this sweep
   // Inner products and norms accumulate in double (for float32 they are then
-  // exact at float32's scale), but for kDelta's cross steps, whose x^T y is
+  // exact at float32's scale), except the x^T y of kDelta's cross steps,
   // summed in float32 (cross_steps_delta).
   using Acc = double;
   __shared__ int s_rank;

@@ -387,10 +387,10 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
       // product only underflows for columns far below the working range, where
       // the sqrt form is used.
       const double pd = di[k] * dj[k];
-      const bool small = pd <= 1e-280;
-      const double ga = std::fabs(g[k]), sd = small ? std::sqrt(di[k]) * std::sqrt(dj[k]) : 0.0;
-      rot[k] = small ? ga > m.apply * sd : g[k] * g[k] > apply2 * pd;
-      above[k] = small ? ga > m.tol * sd : g[k] * g[k] > tol2 * pd;
+      const bool tiny_norms = pd <= 1e-280;
+      const double ga = std::fabs(g[k]), sd = tiny_norms ? std::sqrt(di[k]) * std::sqrt(dj[k]) : 0.0;
+      rot[k] = tiny_norms ? ga > m.apply * sd : g[k] * g[k] > apply2 * pd;
+      above[k] = tiny_norms ? ga > m.tol * sd : g[k] * g[k] > tol2 * pd;
       if (!rot[k]) continue;
       const double t = rotation_tan(di[k], dj[k], g[k]);
       // sin and tau = sin/(1+cos) = t/(1+sqrt(1+t^2)) for the update form of
