@@ -41,6 +41,7 @@ __global__ void householder_panels_kernel(T* __restrict__ P, T* __restrict__ tau
         scale = 1.0 / (alpha - beta);
       }
       for (int i = j + 1 + lane; i < L; i += 32) x[i] = T(double(x[i]) * scale);
+      __syncwarp();  // every lane has read x[j] (alpha) before lane 0 writes beta there
       if (lane == 0) {
         x[j] = T(beta);
         tau[static_cast<int64_t>(blockIdx.x) * w + j] = T(t);
