@@ -401,6 +401,28 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
   // written for them (the launcher takes it only for such tasks:
   // pair_delta_fits, svd_smem.h).
   if (kDelta && !(regs && rows_exact && (kTwoChains ? 2 * G == w0 : G >= w0))) __trap();
+  // The rotation decision of a register step (phase 2 of the shared-memory
+  // steps, below): x^T y = axy, the squared norms dx (the caller's column,
+  // updated here) and dy (*dy_slot, which the writer lane updates by eq. (6)
+  // after before_write()), sin and tau for rotate_pair (left 0 if none), and
+  // the sweep's flags. register_step and cross_steps_delta share it.
+  auto decide_rotation = [&](Acc axy, double dy, double& dx, double* dy_slot, bool writer, auto before_write,
+                             T& ss, T& tau, bool& any_rot, bool& above_tol) {
+    const double gabs = fabs(axy);
+    if (gabs * gabs > apply2 * dx * dy) {
+      const StepRotation<T> rot = step_rotation(static_cast<T>(dy - dx), static_cast<T>(axy));
+      if (rot.t != T(0)) {
+        ss = rot.s;
+        tau = rot.tau;
+        const double t = static_cast<double>(rot.t);
+        before_write();
+        if (writer) *dy_slot = dy + t * axy;  // eq. (6)
+        any_rot = true;
+        above_tol |= gabs * gabs > tol2 * dx * dy;
+        dx = fmax(dx - t * axy, 0.0);
+      }
+    }
+  };
   // One register step (levels_in_registers, cross_steps_in_registers): the
   // group's column x (its rows xr in registers, squared norm dx) against
   // column y in shared memory, whose squared norm is *dy_slot: x^T y, the
@@ -437,20 +459,9 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
         }
       }
       axy = group_sum<TPP>(axy);
-      const double gabs = fabs(axy);
-      if (gabs * gabs > apply2 * dx * dy) {
-        const StepRotation<T> rot = step_rotation(static_cast<T>(dy - dx), static_cast<T>(axy));
-        if (rot.t != T(0)) {
-          ss = rot.s;
-          tau = rot.tau;
-          const double t = static_cast<double>(rot.t);
-          __syncwarp(group_mask<TPP>());  // every lane of the group has read dy
-          if (lane == 0) *dy_slot = dy + t * axy;  // eq. (6)
-          any_rot = true;
-          above_tol |= gabs * gabs > tol2 * dx * dy;
-          dx = fmax(dx - t * axy, 0.0);
-        }
-      }
+      decide_rotation(axy, dy, dx, dy_slot, lane == 0,
+                      [&] { __syncwarp(group_mask<TPP>()); },  // every lane of the group has read dy
+                      ss, tau, any_rot, above_tol);
     }
     if (ss != T(0)) {
 #pragma unroll
@@ -648,23 +659,10 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
         for (int off = 8; off > 0; off /= 2) sxy += __shfl_xor_sync(0xffffffffu, sxy, off);
         const Acc axy = sxy;
         __syncwarp();  // every lane has read dy before lanes 0 and 16 update it
-        // This half's rotation, as register_step's decision.
+        // This half's rotation (the same decision as register_step's).
         T ss = T(0), tau = T(0);
-        if (dx > tiny2 && dy > tiny2) {
-          const double gabs = fabs(axy);
-          if (gabs * gabs > apply2 * dx * dy) {
-            const StepRotation<T> rot = step_rotation(static_cast<T>(dy - dx), static_cast<T>(axy));
-            if (rot.t != T(0)) {
-              ss = rot.s;
-              tau = rot.tau;
-              const double t = static_cast<double>(rot.t);
-              if ((lane & 15) == 0) *slot = dy + t * axy;  // eq. (6)
-              any_rot = true;
-              above_tol |= gabs * gabs > tol2 * dx * dy;
-              dx = fmax(dx - t * axy, 0.0);
-            }
-          }
-        }
+        if (dx > tiny2 && dy > tiny2)
+          decide_rotation(axy, dy, dx, slot, (lane & 15) == 0, [] {}, ss, tau, any_rot, above_tol);
         const T ssa = __shfl_sync(0xffffffffu, ss, 0), taua = __shfl_sync(0xffffffffu, tau, 0);
         const T ssb = __shfl_sync(0xffffffffu, ss, 16), taub = __shfl_sync(0xffffffffu, tau, 16);
         if (ssa != T(0)) rotate(ra, ya, ssa, taua, xa, w0 + ja);
