@@ -7,7 +7,7 @@ CUDA: 207 ms for 100x512x512 on the H100).
 
 What it answers: how long a batched QR (and the application of Q) takes when the panels are batched, i.e.
 whether Jacobi on R^T (3 sweeps fewer at 512², 60.1 against 70.9 ms on the H100 at 55e061b) can pay.
-Prints per-phase times (CUDA events around each phase, after a warm-up), the sweeps, and the accuracy.
+Prints per-phase times (wall time between device synchronisations, after a warm-up), the sweeps, and the accuracy.
 Checked for correctness on the CPU (small sizes).
 Usage: blocked_qr_probe.py 100x512x512 [...] [--nb 32 16 64] [--panel torch cublas jsvd] [--device cuda] [--reps 3]
 (jsvd: the panel kernel of scripts/experiments/householder_panel.cu, CUDA only)"""
@@ -17,6 +17,7 @@ import time
 import torch
 
 import torch_jsvd
+from precond_probe import accuracy  # (scripts/ is sys.path[0] when this runs as a script)
 
 
 def geqrf_cublas(P):
@@ -86,14 +87,6 @@ def apply_q(blocks, X):
     for k0, Y, T in reversed(blocks):
         X[:, k0:] -= Y @ (T @ (Y.mT @ X[:, k0:]))
     return X
-
-
-def accuracy(A, U, S, Vh):
-    Ad, Ud, Vd = A.double(), U.double(), Vh.double().mT
-    recon = ((Ud * S.double()[..., None, :]) @ Vd.mT - Ad).norm(dim=(-2, -1)) / Ad.norm(dim=(-2, -1))
-    eye = torch.eye(U.shape[-1], dtype=torch.float64, device=A.device)
-    orth = torch.maximum((Ud.mT @ Ud - eye).norm(dim=(-2, -1)), (Vd.mT @ Vd - eye).norm(dim=(-2, -1)))
-    return recon.max().item(), orth.max().item()
 
 
 class Phases:
