@@ -9,6 +9,7 @@
 #include "../kernels/halving_order.h"
 #include "../kernels/pair_tasks.h"
 #include "../kernels/planner.h"
+#include "../kernels/qr_precondition.h"
 #include "../kernels/round_robin.h"
 #include "../kernels/svd_warp.h"
 
@@ -213,6 +214,15 @@ int main() {
   check(plan_matrix(1024, 1024, 8, true, 10, h100).level == Level::kPairSvd,
         "10 x 1024x1024 float64: block pairs (carrying their rotation: V's rows would not fit)");
   check(plan_matrix(2048, 16, 8, true, 2, h100).level == Level::kGramEvd, "2 x 2048x16 float64: Gram EVD");
+  // QR preconditioning (kernels/qr_precondition.h): uniform batches of >= 256 columns, panels of
+  // 32 columns, narrower where a panel of all the rows would not fit in shared memory.
+  check(qr_panel_width(512, 512, 4, true, h100) == 32 && qr_panel_width(1536, 1536, 4, true, h100) == 32,
+        "QR: 512² and 1536² float32 uniform: panels of 32");
+  check(qr_panel_width(1536, 1536, 8, true, h100) == 16 && qr_panel_width(3000, 300, 8, true, h100) == 8,
+        "QR: 1536² float64: 16; 3000x300 float64: 8");
+  check(qr_panel_width(4096, 300, 8, true, h100) == 0 && qr_panel_width(512, 255, 4, true, h100) == 0 &&
+            qr_panel_width(512, 512, 4, false, h100) == 0,
+        "QR: none for 4096 float64 rows, 255 columns, or a list of shapes");
   const DeviceLimits small{48 * 1024, 80};  // the paper's 48 KB
   check(plan_matrix(128, 128, 4, true, 200, small).level == Level::kPairSvd,
         "48 KB device: 128x128 float32 no longer whole, block pairs");

@@ -29,6 +29,7 @@
 #include "gram_evd_smem.h"
 #include "pair_tasks.h"
 #include "planner.h"
+#include "qr_precondition.h"
 #include "tuning_knobs.h"
 #include "svd_smem.h"
 #include "svd_warp.h"
@@ -378,7 +379,17 @@ CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, co
     }
     return r;
   }
-  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "jacobi_svd_cuda", [&] { r = run<scalar_t>(A, batch, opt); });
+  // Uniform batches of at least 256 columns: the Jacobi on R^T (qr_precondition.h).
+  const int64_t panel = A.dim() == 1 ? qr_panel_width(batch.rows[0], batch.cols[0], A.element_size(), batch.uniform,
+                                                      device_limits(A.get_device()))
+                                     : 0;
+  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "jacobi_svd_cuda", [&] {
+    if (panel > 0)
+      r = svd_qr_preconditioned(A, batch, opt, panel, [](const at::Tensor& X, const PackedBatch& xb,
+                                                         const SvdOptions& xo) { return run<scalar_t>(X, xb, xo); });
+    else
+      r = run<scalar_t>(A, batch, opt);
+  });
   return r;
 }
 

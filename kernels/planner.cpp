@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "gram_evd_smem.h"
+#include "qr_precondition.h"
 #include "svd_smem.h"
 #include "svd_warp.h"
 #include "tuning_knobs.h"
@@ -137,14 +138,27 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
   std::ostringstream os;
   os << "{\"smem_per_block\": " << lim.smem_per_block << ", \"sm_count\": " << lim.sm_count
      << ", \"inner_sweeps\": " << inner_sweeps() << ", \"matrices\": [";
+  // A batch whose matrices (tall orientation) share one shape is uniform.
+  bool uniform = true;
+  for (size_t k = 1; k < rows.size(); ++k)
+    uniform = uniform && std::max(rows[k], cols[k]) == std::max(rows[0], cols[0]) &&
+              std::min(rows[k], cols[k]) == std::min(rows[0], cols[0]);
   for (size_t k = 0; k < rows.size(); ++k) {
     // The engine works on the tall orientation.
-    const int64_t p = std::max(rows[k], cols[k]), q = std::min(rows[k], cols[k]);
+    int64_t p = std::max(rows[k], cols[k]);
+    const int64_t q = std::min(rows[k], cols[k]);
     os << (k ? ", " : "") << "{\"rows\": " << rows[k] << ", \"cols\": " << cols[k]
        << ", \"transposed\": " << (rows[k] < cols[k] ? "true" : "false");
     if (q == 0) {
       os << ", \"levels\": []}";
       continue;
+    }
+    // QR preconditioning: the levels below are those of the Jacobi on R^T.
+    const int64_t panel = qr_panel_width(p, q, elem, uniform, lim);
+    if (panel > 0) {
+      os << ", \"precondition\": {\"kernel\": \"householder_qr\", \"panel_width\": " << panel
+         << ", \"jacobi_on\": [" << q << ", " << q << "]}";
+      p = q;
     }
     const MatrixPlan mp = plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim);
     os << ", \"levels\": [";

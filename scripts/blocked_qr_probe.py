@@ -125,6 +125,7 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--panel", nargs="+", default=["torch"], choices=["torch", "cublas", "jsvd"])
+    ap.add_argument("--profile", action="store_true", help="print torch.profiler's per-kernel GPU times of one run")
     a = ap.parse_args()
     for case in a.cases:
         b, m, n = (int(v) for v in case.split("x"))
@@ -153,6 +154,11 @@ def main():
                 sw = int(torch_jsvd.svd_ex(X, full_matrices=False)[3].max())
                 r1, o1 = accuracy(A, U, S, Vh)
                 t = {k: v / a.reps for k, v in ph.t.items()}
+                if a.profile:
+                    from torch.profiler import ProfilerActivity, profile
+                    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                        preconditioned_svd(A, nb, Phases(a.device), panel)
+                    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25), flush=True)
                 print(f"  panel {panel}, nb {nb}: QR {t['qr']:.1f} ms + Jacobi on R^T {t['jacobi']:.1f} ms "
                       f"({sw} sweeps) + apply Q {t['apply_q']:.1f} ms = {sum(t.values()):.1f} ms "
                       f"(recon {r1:.1e}, orth {o1:.1e})", flush=True)

@@ -257,10 +257,11 @@ def test_register_steps_exact_and_bounded(m, n):
 # of 32 columns carry E = J - I under their columns instead of V's rows
 # (svd_smem_kernel.cuh, kDelta); V is then updated by V + V E. The planner
 # keeps 16-column blocks once a round-robin step fills the SMs (132 on the
-# H100), hence the batch sizes. Tall (q < p) and transposed shapes, a
-# rank-deficient batch, and a list that mixes such pairs with pairs that do
+# H100), hence the batch sizes. Tall (q < p) and transposed shapes (fewer
+# than 256 columns: wider uniform batches run on their R^T, qr_precondition.h),
+# a rank-deficient batch, and a list that mixes such pairs with pairs that do
 # not qualify (the launch then carries V's rows for all).
-@pytest.mark.parametrize("shape", [(9, 512, 512), (17, 512, 256), (17, 256, 512), (5, 1024, 1024)])
+@pytest.mark.parametrize("shape", [(9, 512, 512), (20, 512, 224), (20, 224, 512), (5, 1024, 1024)])
 def test_pair_delta(shape):
     plan = torch_jsvd.plan([shape[1:]] * shape[0], dtype=torch.float32, device="cuda")["matrices"][0]
     assert plan["levels"][1].get("carries") == "delta", plan

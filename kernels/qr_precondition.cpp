@@ -1,0 +1,113 @@
+// Blocked Householder QR (LAPACK xGEQRT's compact WY form, Schreiber & Van
+// Loan) of a uniform batch, its use as the Jacobi's preconditioner, and the
+// application of Q to the Jacobi's vectors. Panels: householder_panel.cu, one
+// launch for the batch; trailing updates and Q: batched GEMMs (ATen, cuBLAS),
+// three a panel, in full float32/float64 (never TF32).
+#include "qr_precondition.h"
+
+#include <ATen/Context.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#include <vector>
+
+#include "householder_panel.h"
+#include "tuning_knobs.h"
+
+namespace jsvd {
+namespace cuda {
+namespace {
+
+// The Householder blocks of Q = Q_0 Q_1 ..., Q_k = I - Y_k T_k Y_k^T, Y_k
+// acting on rows k0.. of each matrix (stored as Yt = Y_k^T).
+struct Reflectors {
+  std::vector<int64_t> k0;
+  std::vector<at::Tensor> Yt, T;
+};
+
+// W: (B, q, p), row c of W[k] the column c of the k-th p x q matrix. Factors
+// every matrix in place: its leading q x q block becomes R (zeros below the
+// diagonal, and below row q).
+Reflectors householder_qr_(const at::Tensor& W, int64_t panel, bool keep) {
+  const int64_t B = W.size(0), q = W.size(1), p = W.size(2);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  Reflectors f;
+  for (int64_t k0 = 0; k0 < q; k0 += panel) {
+    const int64_t w = std::min(panel, q - k0), L = p - k0;
+    at::Tensor Yt = at::empty({B, w, L}, W.options());
+    at::Tensor T = at::empty({B, w, w}, W.options());
+    AT_DISPATCH_FLOATING_TYPES(W.scalar_type(), "householder_panel", [&] {
+      launch_householder_panel<scalar_t>(W.data_ptr<scalar_t>() + k0 * p + k0, q * p, p, static_cast<int>(L),
+                                         static_cast<int>(w), Yt.data_ptr<scalar_t>(), T.data_ptr<scalar_t>(),
+                                         static_cast<int>(B), stream);
+    });
+    if (k0 + w < q) {
+      // C <- Q_k^T C on the columns right of the panel; as rows of W:
+      // C^T -= C^T Y T Y^T.
+      at::Tensor Ct = W.narrow(1, k0 + w, q - k0 - w).narrow(2, k0, L);
+      const at::Tensor Z = at::bmm(at::bmm(Ct, Yt.transpose(1, 2)), T);
+      Ct.baddbmm_(Z, Yt, /*beta=*/1, /*alpha=*/-1);
+    }
+    if (keep) {
+      f.k0.push_back(k0);
+      f.Yt.push_back(Yt);
+      f.T.push_back(T);
+    }
+  }
+  return f;
+}
+
+// Mt (B, c, p) <- (Q M)^T for M = Mt^T: the blocks last to first, each
+// M <- M - Y T Y^T M, that is Mt -= Mt Y T^T Y^T on rows k0...
+void apply_q_(const Reflectors& f, const at::Tensor& Mt) {
+  for (size_t i = f.k0.size(); i-- > 0;) {
+    at::Tensor Ms = Mt.narrow(2, f.k0[i], Mt.size(2) - f.k0[i]);
+    const at::Tensor Z = at::bmm(at::bmm(Ms, f.Yt[i].transpose(1, 2)), f.T[i].transpose(1, 2));
+    Ms.baddbmm_(Z, f.Yt[i], /*beta=*/1, /*alpha=*/-1);
+  }
+}
+
+}  // namespace
+
+int64_t qr_panel_width(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim) {
+  static const bool on = knob_on("JSVD_QR");
+  static const int min_cols = knob_int("JSVD_QR_MIN_COLS", 256);
+  if (!on || !uniform || cols < min_cols || rows < cols) return 0;
+  for (int64_t w = kMaxPanelWidth; w >= 8; w /= 2)
+    if (householder_panel_smem(rows, w, elem) + kPanelStaticSmem <= lim.smem_per_block) return w;
+  return 0;
+}
+
+CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt, int64_t panel,
+                                 const Engine& engine) {
+  const int64_t B = b.size(), p = b.rows[0], q = b.cols[0];
+  TORCH_CHECK(b.uniform && A.dim() == 1 && A.numel() == B * p * q, "jsvd internal: QR preconditioning needs a uniform packed batch");
+  // The GEMMs stay in full precision whatever torch.backends.cuda.matmul.allow_tf32 says.
+  const at::NoTF32Guard no_tf32;
+  const at::Tensor W = A.view({B, q, p});
+  const Reflectors f = householder_qr_(W, panel, opt.compute_uv);
+  // X = R^T, packed column-major: X's column j is R's row j.
+  const at::Tensor X = W.narrow(2, 0, q).transpose(1, 2).contiguous();
+  const std::vector<int64_t> n(static_cast<size_t>(B), q);
+  SvdOptions xo = opt;
+  xo.full_matrices = false;
+  xo.tol = resolve_tol(opt, p, A.scalar_type());  // W's own threshold
+  CoreResult rx = engine(X.view({-1}), PackedBatch::make(n, n, false), xo);
+  CoreResult r;
+  r.S = rx.S;
+  r.info = rx.info;
+  if (opt.compute_uv) {
+    r.V = rx.U;  // V_W = U_x, q x q column-major either way
+    // U_W = Q [V_x 0; 0 I] (I: the extra columns of full_matrices), packed
+    // column-major, i.e. as (B, ucols, p) rows: Mt = M^T.
+    const int64_t uc = b.ucols[0];
+    at::Tensor Mt = at::zeros({B, uc, p}, A.options());
+    Mt.narrow(1, 0, q).narrow(2, 0, q).copy_(rx.V.view({B, q, q}));
+    if (uc > q) Mt.narrow(1, q, uc - q).narrow(2, q, p - q).diagonal(0, 1, 2).fill_(1);
+    apply_q_(f, Mt);
+    r.U = Mt.view({-1});
+  }
+  return r;
+}
+
+}  // namespace cuda
+}  // namespace jsvd
