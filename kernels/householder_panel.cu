@@ -5,9 +5,11 @@
 // Step j builds reflector j (xLARFG: H_j = I - tau_j v v^T, v_j = 1) from
 // column j's head and the squared norm of its tail, which the warp that
 // updated column j in step j - 1 summed (in double) right after its update:
-// one barrier a column. Every warp then applies H_j to columns c > j, reading
-// column j unscaled (v = scale * x below the diagonal); column j itself is
-// scaled to v in step j + 1, when nobody reads it.
+// one barrier a column. Then a warp a column applies H_j to columns c > j,
+// reading column j unscaled (v = scale * x below the diagonal); column j
+// itself is scaled to v in step j + 1, when nobody reads it. The steps are
+// latency-bound (a panel a matrix, few matrices an SM), hence a warp for each
+// column (32 warps) and row loops four rows a lane deep.
 #include "householder_panel.h"
 
 #include <c10/cuda/CUDAException.h>
@@ -16,11 +18,27 @@ namespace jsvd {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 32 * kMaxPanelWidth;
 
 __device__ __forceinline__ double warp_sum(double v) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+
+// sum over rows i = from + lane + 32 k < L of x[i] y[i], in double, four
+// independent chains a lane.
+template <typename T>
+__device__ __forceinline__ double lane_dot(const T* x, const T* y, int from, int L) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int i = from;
+  for (; i + 96 < L; i += 128) {
+    s0 += double(x[i]) * double(y[i]);
+    s1 += double(x[i + 32]) * double(y[i + 32]);
+    s2 += double(x[i + 64]) * double(y[i + 64]);
+    s3 += double(x[i + 96]) * double(y[i + 96]);
+  }
+  for (; i < L; i += 32) s0 += double(x[i]) * double(y[i]);
+  return (s0 + s1) + (s2 + s3);
 }
 
 template <typename T>
@@ -32,7 +50,8 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ double s_tail[kMaxPanelWidth];               // column j's squared norm below row j
   __shared__ double s_tau[kMaxPanelWidth], s_scale[kMaxPanelWidth], s_beta[kMaxPanelWidth];
   __shared__ double s_t[kMaxPanelWidth][kMaxPanelWidth + 1];  // G = V^T V, then T (upper triangles)
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = kThreads / 32;
+  constexpr int nwarps = kThreads / 32;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   T* const Ag = A + blockIdx.x * a_bs;
 
   for (int c = warp; c < w; c += nwarps)
@@ -73,21 +92,24 @@ __global__ void __launch_bounds__(kThreads)
     // H_j applied to columns c > j: y -= tau (y_j + scale x^T y) [1; scale x].
     for (int c = j + 1 + warp; c < w; c += nwarps) {
       T* y = a + c * L;
-      double s = 0;
-      for (int i = j + 1 + lane; i < L; i += 32) s += double(x[i]) * double(y[i]);
-      s = warp_sum(s);
+      const double s = warp_sum(lane_dot(x, y, j + 1 + lane, L));
       const double wc = tau * (double(y[j]) + scale * s);
       const double ws = wc * scale;
       __syncwarp();  // every lane has read y[j] before lane 0 writes it
       if (lane == 0) y[j] = T(double(y[j]) - wc);
-      double t = 0;
-      for (int i = j + 1 + lane; i < L; i += 32) {
-        const T v = T(double(y[i]) - ws * double(x[i]));
-        y[i] = v;
-        if (i > c) t += double(v) * double(v);  // (each lane sums the rows it wrote)
+      int i = j + 1 + lane;
+      for (; i + 96 < L; i += 128) {  // (loads first: y and x share the array)
+        const double x0 = x[i], x1 = x[i + 32], x2 = x[i + 64], x3 = x[i + 96];
+        const double y0 = y[i], y1 = y[i + 32], y2 = y[i + 64], y3 = y[i + 96];
+        y[i] = T(y0 - ws * x0);
+        y[i + 32] = T(y1 - ws * x1);
+        y[i + 64] = T(y2 - ws * x2);
+        y[i + 96] = T(y3 - ws * x3);
       }
-      if (c == j + 1) {  // the next reflector's tail
-        t = warp_sum(t);
+      for (; i < L; i += 32) y[i] = T(double(y[i]) - ws * double(x[i]));
+      if (c == j + 1) {  // the next reflector's tail, from the rows this warp wrote
+        __syncwarp();
+        const double t = warp_sum(lane_dot(y, y, c + 1 + lane, L));
         if (lane == 0) s_tail[c] = t;
       }
     }
@@ -105,9 +127,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int t = warp; t < w * w; t += nwarps) {
     const int i = t / w, j = t % w;
     if (i >= j) continue;
-    double s = 0;
-    for (int r = j + 1 + lane; r < L; r += 32) s += double(a[i * L + r]) * double(a[j * L + r]);
-    s = warp_sum(s);
+    const double s = warp_sum(lane_dot(a + i * L, a + j * L, j + 1 + lane, L));
     if (lane == 0) s_t[i][j] = s + double(a[i * L + j]);
   }
   __syncthreads();

@@ -62,10 +62,29 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="one JSON object per case instead of a line")
+    ap.add_argument("--profile", action="store_true", help="also print the GPU time of each kernel of one call")
     a = ap.parse_args()
     for case in a.cases:
         d = measure(case, a.reps, a.seed)
         print(json.dumps(d) if a.json else line(d), flush=True)
+        if a.profile:
+            profile(case, a.seed)
+
+
+def profile(case, seed):
+    """torch.profiler's per-kernel GPU time (total and calls) for one svd call of the case."""
+    from torch.profiler import ProfilerActivity, profile as prof
+    b, m, n = (int(v) for v in case.split(":")[0].split("x"))
+    A = torch.randn(b, m, n, device="cuda", dtype=getattr(torch, case.split(":")[1]),
+                    generator=torch.Generator(device="cuda").manual_seed(seed))
+    with prof(activities=[ProfilerActivity.CUDA]) as p:
+        torch_jsvd.svd(A, full_matrices=False)
+        torch.cuda.synchronize()
+    rows = sorted((e for e in p.key_averages() if e.device_time_total > 0), key=lambda e: -e.device_time_total)
+    total = sum(e.self_device_time_total for e in rows)
+    print(f"  profile: {total / 1e3:.2f} ms of kernels")
+    for e in rows[:14]:
+        print(f"  {e.self_device_time_total / 1e3:8.3f} ms  {e.count:5d}x  {e.key[:90]}")
 
 
 if __name__ == "__main__":
