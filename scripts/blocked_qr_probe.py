@@ -9,8 +9,9 @@ What it answers: how long a batched QR (and the application of Q) takes when the
 whether Jacobi on R^T (3 sweeps fewer at 512², 60.1 against 70.9 ms on the H100 at 55e061b) can pay.
 Prints per-phase times (wall time between device synchronisations, after a warm-up), the sweeps, and the accuracy.
 Checked for correctness on the CPU (small sizes).
-Usage: blocked_qr_probe.py 100x512x512 [...] [--nb 32 16 64] [--panel torch cublas jsvd] [--device cuda] [--reps 3]
-(jsvd: the panel kernel of scripts/experiments/householder_panel.cu, CUDA only)"""
+Usage: blocked_qr_probe.py 100x512x512 [...] [--nb 32 16 64] [--panel torch cublas] [--device cuda] [--reps 3]
+(The panel kernel this probe also timed, a block per panel in shared memory, became the engine's
+kernels/householder_panel.cu; its probe copy is gone. Times on the H100: benchmarks/RESULTS.md.)"""
 import argparse
 import time
 
@@ -42,35 +43,17 @@ def geqrf_cublas(P):
     return Pc.mT, tau
 
 
-_PANELS = None
-
-
-def geqrf_jsvd(P):
-    """torch.geqrf's result from scripts/experiments/householder_panel.cu (a block per panel, the panel in
-    shared memory), compiled here on first use (torch.utils.cpp_extension.load; on the GPU machine with
-    CXX=/usr/bin/g++, as gpu_check.sh builds)."""
-    global _PANELS
-    if not P.is_cuda:
-        raise RuntimeError("the jsvd panel kernel is CUDA only")
-    if _PANELS is None:
-        import os
-        from torch.utils.cpp_extension import load
-        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "experiments", "householder_panel.cu")
-        _PANELS = load(name="jsvd_householder_panel", sources=[src], extra_cuda_cflags=["-O3"])
-    return tuple(_PANELS.householder_panels(P))
-
-
 def blocked_qr(A, nb, panel="torch"):
     """A (B, m, n), m >= n, overwritten with R on and above the diagonal. Returns [(k0, Y, T)]: Y (B, m-k0, w)
     unit lower trapezoidal, T (B, w, w) upper triangular, so that the panel's Q = I - Y T Y^T.
-    panel: "torch" (torch.geqrf), "cublas" (geqrf_cublas) or "jsvd" (geqrf_jsvd)."""
+    panel: "torch" (torch.geqrf) or "cublas" (geqrf_cublas)."""
     B, m, n = A.shape
     eye = torch.eye(nb, dtype=A.dtype, device=A.device)
     blocks = []
     for k0 in range(0, n, nb):
         w = min(nb, n - k0)
         P = A[:, k0:, k0:k0 + w]
-        a, tau = {"cublas": geqrf_cublas, "jsvd": geqrf_jsvd}.get(panel, torch.geqrf)(P)
+        a, tau = {"cublas": geqrf_cublas}.get(panel, torch.geqrf)(P)
         Y = torch.tril(a, -1) + torch.eye(m - k0, w, dtype=A.dtype, device=A.device)
         Tinv = torch.triu(Y.mT @ Y, 1) + torch.diag_embed(1 / tau)  # (tau = 0 only for an exact zero column)
         T = torch.linalg.solve_triangular(Tinv, eye[:w, :w].expand(B, w, w), upper=True)
@@ -124,7 +107,7 @@ def main():
     ap.add_argument("--nb", type=int, nargs="+", default=[32])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--panel", nargs="+", default=["torch"], choices=["torch", "cublas", "jsvd"])
+    ap.add_argument("--panel", nargs="+", default=["torch"], choices=["torch", "cublas"])
     ap.add_argument("--profile", action="store_true", help="print torch.profiler's per-kernel GPU times of one run")
     a = ap.parse_args()
     for case in a.cases:
