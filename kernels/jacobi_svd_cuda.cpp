@@ -11,11 +11,13 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CachingHostAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -298,8 +300,27 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     const int64_t pc = std::max<int64_t>(pair_c, 2);
     const bool delta = uv && pair_delta && pair_p_min == pair_p && pc == 32;
     const SmemLaunch pair_cfg = pair_smem_config(std::max<int64_t>(pair_p, 1), pair_q, pc, es, uv, delta);
-    at::Tensor active;
-    if (opt.may_sync) active = at::empty({1}, opts.dtype(at::kInt));
+    // svd's stop test: each sweep's count of matrices still rotating, copied
+    // to pinned host slots behind events. While every matrix still rotates,
+    // the host queues sweep s + 1 before it reads sweep s's count (pipelined),
+    // so the device does not wait for the host's round trip (60-90 us a sweep
+    // on the H100, measure.py --profile); once some have converged the end is
+    // near, and it reads each sweep's count before queuing the next, since a
+    // sweep queued past convergence, though every task returns at once, still
+    // costs its ~50k blocks (0.25 ms at 100x512²). JSVD_SWEEP_PIPELINE=0 never
+    // reads ahead (experiments).
+    static const bool pipelined = knob_on("JSVD_SWEEP_PIPELINE");
+    at::Tensor active, active_host;
+    std::array<at::cuda::CUDAEvent, 2> counted;
+    if (opt.may_sync) {
+      active = at::empty({2}, opts.dtype(at::kInt));
+      active_host = at::empty({2}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
+    }
+    int32_t still_active = nbl;  // the last count read
+    const auto read_count = [&](int64_t sw) {
+      counted[sw & 1].synchronize();
+      still_active = active_host.const_data_ptr<int32_t>()[sw & 1];
+    };
     // Block pairs: one queued launch a sweep (svd_smem_kernel.cuh). Against one
     // launch per round-robin step, same build, H100: 200x256² float32 43.4 ->
     // 39.4 ms, 100x512² 191.8 -> 179.2, 10x1024² 259.3 -> 227.0, 1x1536² 104.0
@@ -326,9 +347,22 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
       for (const auto& g : gram_where)
         launch_gram_evd(inner, reinterpret_cast<const PairTask*>(base + g.first), g.second, gram_c, stream);
       if (opt.may_sync) {
-        active.zero_();
-        launch_end_sweep(args.state, bl, nbl, active.data_ptr<int32_t>(), stream);
-        if (active.item<int32_t>() == 0) break;  // the one small read per sweep
+        const int slot = static_cast<int>(sweep & 1);
+        int32_t* dev = active.data_ptr<int32_t>() + slot;
+        C10_CUDA_CHECK(cudaMemsetAsync(dev, 0, sizeof(int32_t), stream));
+        launch_end_sweep(args.state, bl, nbl, dev, stream);
+        C10_CUDA_CHECK(cudaMemcpyAsync(active_host.mutable_data_ptr<int32_t>() + slot, dev, sizeof(int32_t),
+                                       cudaMemcpyDeviceToHost, stream));
+        counted[slot].record(at::cuda::getCurrentCUDAStream());
+        // The one small read per sweep (its slot is not written again before).
+        if (pipelined && still_active == nbl) {
+          if (sweep > 1) read_count(sweep - 1);
+          if (still_active == 0) break;  // (this sweep finds nothing to do)
+        }
+        if (!pipelined || still_active < nbl) {
+          read_count(sweep);
+          if (still_active == 0) break;
+        }
       } else {
         launch_end_sweep(args.state, bl, nbl, nullptr, stream);
       }
@@ -336,6 +370,14 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     const at::Tensor norms = at::empty({b.s_numel}, opts.dtype(at::kDouble));
     const at::Tensor order = at::empty({b.s_numel}, opts.dtype(at::kInt));
     launch_finalize(args, bl, nbl, blocked_q, norms.data_ptr<double>(), order.data_ptr<int32_t>(), stream);
+    if (uv) launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, opt.full_matrices, stream);
+    // The last count's copy may still be pending: the caching host allocator
+    // must not hand active_host out again before it lands.
+    if (opt.may_sync)
+      at::getHostAllocator(at::kCUDA)->record_event(active_host.mutable_data_ptr(),
+                                                    active_host.storage().data_ptr().get_context(),
+                                                    at::cuda::getCurrentCUDAStream().unwrap());
+    return r;
   }
 
   if (uv) launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, opt.full_matrices, stream);

@@ -1,21 +1,73 @@
 // Blocked Householder QR (LAPACK xGEQRT's compact WY form, Schreiber & Van
 // Loan) of a uniform batch, its use as the Jacobi's preconditioner, and the
 // application of Q to the Jacobi's vectors. Panels: householder_panel.cu, one
-// launch for the batch; trailing updates and Q: batched GEMMs (ATen, cuBLAS),
-// three a panel, in full float32/float64 (never TF32).
+// launch for the batch; trailing updates and Q: cuBLAS strided batched GEMMs,
+// three a panel, in full float32/float64 (never TF32). They are called
+// directly: through at::bmm the host took longer per GEMM than the device
+// (30 us GEMMs at 100x512²), which waited 25-70 us between them.
 #include "qr_precondition.h"
 
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/Exceptions.h>
+
+#include <algorithm>
 
 #include <vector>
 
+#include "batched_transpose.h"
 #include "householder_panel.h"
 #include "tuning_knobs.h"
 
 namespace jsvd {
 namespace cuda {
 namespace {
+
+// A row-major batched view (B, r, c) as cuBLAS sees it: column-major, so the
+// view itself (unit stride along c) is the transpose of cuBLAS's matrix, and a
+// transposed view (unit stride along r) is that matrix.
+struct BlasView {
+  cublasOperation_t op;  // what turns cuBLAS's matrix into the view's transpose
+  int64_t ld;
+};
+
+BlasView blas_view(const at::Tensor& M) {
+  if (M.stride(2) == 1 && M.stride(1) >= std::max<int64_t>(M.size(2), 1)) return {CUBLAS_OP_N, M.stride(1)};
+  TORCH_CHECK(M.stride(1) == 1 && M.stride(2) >= std::max<int64_t>(M.size(1), 1),
+              "jsvd internal: a GEMM operand needs unit stride in one of its matrix dimensions");
+  return {CUBLAS_OP_T, M.stride(2)};
+}
+
+inline cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                           int k, const float* alpha, const float* a, int64_t lda, int64_t sa,
+                                           const float* b, int64_t ldb, int64_t sb, const float* beta, float* c,
+                                           int64_t ldc, int64_t sc, int batch) {
+  return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, static_cast<int>(lda), sa, b, static_cast<int>(ldb),
+                                   sb, beta, c, static_cast<int>(ldc), sc, batch);
+}
+
+inline cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                           int k, const double* alpha, const double* a, int64_t lda, int64_t sa,
+                                           const double* b, int64_t ldb, int64_t sb, const double* beta, double* c,
+                                           int64_t ldc, int64_t sc, int batch) {
+  return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, static_cast<int>(lda), sa, b, static_cast<int>(ldb),
+                                   sb, beta, c, static_cast<int>(ldc), sc, batch);
+}
+
+// Z = alpha X Y + beta Z for batched row-major views (Z with unit stride along
+// its rows; X and Y either way), on the current stream: row-major Z = X Y is
+// column-major Z^T = Y^T X^T, so cuBLAS's A is Y and its B is X.
+template <typename T>
+void bmm_into(const at::Tensor& Z, const at::Tensor& X, const at::Tensor& Y, T alpha, T beta) {
+  TORCH_CHECK(Z.stride(2) == 1 && X.size(2) == Y.size(1) && Z.size(1) == X.size(1) && Z.size(2) == Y.size(2),
+              "jsvd internal: bmm_into shapes");
+  const BlasView x = blas_view(X), y = blas_view(Y);
+  const cublasHandle_t h = at::cuda::getCurrentCUDABlasHandle();  // (current stream; TF32 off under NoTF32Guard)
+  TORCH_CUDABLAS_CHECK(gemm_strided_batched(
+      h, y.op, x.op, static_cast<int>(Z.size(2)), static_cast<int>(Z.size(1)), static_cast<int>(X.size(2)), &alpha,
+      Y.const_data_ptr<T>(), y.ld, Y.stride(0), X.const_data_ptr<T>(), x.ld, X.stride(0), &beta,
+      Z.mutable_data_ptr<T>(), Z.stride(1), Z.stride(0), static_cast<int>(Z.size(0))));
+}
 
 // The Householder blocks of Q = Q_0 Q_1 ..., Q_k = I - Y_k T_k Y_k^T, Y_k
 // acting on rows k0.. of each matrix (stored as Yt = Y_k^T).
@@ -43,9 +95,13 @@ Reflectors householder_qr_(const at::Tensor& W, int64_t panel, bool keep) {
     if (k0 + w < q) {
       // C <- Q_k^T C on the columns right of the panel; as rows of W:
       // C^T -= C^T Y T Y^T.
-      at::Tensor Ct = W.narrow(1, k0 + w, q - k0 - w).narrow(2, k0, L);
-      const at::Tensor Z = at::bmm(at::bmm(Ct, Yt.transpose(1, 2)), T);
-      Ct.baddbmm_(Z, Yt, /*beta=*/1, /*alpha=*/-1);
+      const at::Tensor Ct = W.narrow(1, k0 + w, q - k0 - w).narrow(2, k0, L);
+      const at::Tensor Z1 = at::empty({B, Ct.size(1), w}, W.options()), Z2 = at::empty_like(Z1);
+      AT_DISPATCH_FLOATING_TYPES(W.scalar_type(), "qr_trailing_update", [&] {
+        bmm_into<scalar_t>(Z1, Ct, Yt.transpose(1, 2), 1, 0);
+        bmm_into<scalar_t>(Z2, Z1, T, 1, 0);
+        bmm_into<scalar_t>(Ct, Z2, Yt, -1, 1);
+      });
     }
     if (keep) {
       f.k0.push_back(k0);
@@ -59,10 +115,16 @@ Reflectors householder_qr_(const at::Tensor& W, int64_t panel, bool keep) {
 // Mt (B, c, p) <- (Q M)^T for M = Mt^T: the blocks last to first, each
 // M <- M - Y T Y^T M, that is Mt -= Mt Y T^T Y^T on rows k0...
 void apply_q_(const Reflectors& f, const at::Tensor& Mt) {
+  const int64_t B = Mt.size(0), c = Mt.size(1);
   for (size_t i = f.k0.size(); i-- > 0;) {
-    at::Tensor Ms = Mt.narrow(2, f.k0[i], Mt.size(2) - f.k0[i]);
-    const at::Tensor Z = at::bmm(at::bmm(Ms, f.Yt[i].transpose(1, 2)), f.T[i].transpose(1, 2));
-    Ms.baddbmm_(Z, f.Yt[i], /*beta=*/1, /*alpha=*/-1);
+    const at::Tensor Ms = Mt.narrow(2, f.k0[i], Mt.size(2) - f.k0[i]);
+    const int64_t w = f.T[i].size(1);
+    const at::Tensor Z1 = at::empty({B, c, w}, Mt.options()), Z2 = at::empty_like(Z1);
+    AT_DISPATCH_FLOATING_TYPES(Mt.scalar_type(), "qr_apply_q", [&] {
+      bmm_into<scalar_t>(Z1, Ms, f.Yt[i].transpose(1, 2), 1, 0);
+      bmm_into<scalar_t>(Z2, Z1, f.T[i].transpose(1, 2), 1, 0);
+      bmm_into<scalar_t>(Ms, Z2, f.Yt[i], -1, 1);
+    });
   }
 }
 
@@ -86,7 +148,7 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   const at::Tensor W = A.view({B, q, p});
   const Reflectors f = householder_qr_(W, panel, opt.compute_uv);
   // X = R^T, packed column-major: X's column j is R's row j.
-  const at::Tensor X = W.narrow(2, 0, q).transpose(1, 2).contiguous();
+  const at::Tensor X = leading_block_transpose(W, q);
   const std::vector<int64_t> n(static_cast<size_t>(B), q);
   SvdOptions xo = opt;
   xo.full_matrices = false;
@@ -100,9 +162,14 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
     // U_W = Q [V_x 0; 0 I] (I: the extra columns of full_matrices), packed
     // column-major, i.e. as (B, ucols, p) rows: Mt = M^T.
     const int64_t uc = b.ucols[0];
-    at::Tensor Mt = at::zeros({B, uc, p}, A.options());
-    Mt.narrow(1, 0, q).narrow(2, 0, q).copy_(rx.V.view({B, q, q}));
-    if (uc > q) Mt.narrow(1, q, uc - q).narrow(2, q, p - q).diagonal(0, 1, 2).fill_(1);
+    at::Tensor Mt;
+    if (p == q) {
+      Mt = rx.V.view({B, q, q});  // the engine's own buffer, Q applied in place
+    } else {
+      Mt = at::zeros({B, uc, p}, A.options());
+      Mt.narrow(1, 0, q).narrow(2, 0, q).copy_(rx.V.view({B, q, q}));
+      if (uc > q) Mt.narrow(1, q, uc - q).narrow(2, q, p - q).diagonal(0, 1, 2).fill_(1);
+    }
     apply_q_(f, Mt);
     r.U = Mt.view({-1});
   }

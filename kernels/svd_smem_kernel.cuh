@@ -164,12 +164,17 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
   if (kPair) {
     if (queued) {
       // The next task of the sweep's queue, once the tasks before it on its
-      // two block columns are done.
+      // two block columns are done. A converged matrix's tasks touch nothing
+      // (they return below), so they need not wait: a sweep queued past
+      // convergence (the engine's pipelined check) is then a pass of blocks
+      // that count themselves done, not a chain of waits.
       if (threadIdx.x == 0) {
         const int t = atomicAdd(args.pair_next, 1);
         const PairTask pt = pair_tasks[t];
-        wait_count(args.pair_done + pt.b0, pt.need0);
-        wait_count(args.pair_done + pt.b1, pt.need1);
+        if (!args.state[pt.k].converged) {
+          wait_count(args.pair_done + pt.b0, pt.need0);
+          wait_count(args.pair_done + pt.b1, pt.need1);
+        }
         s_task = t;
       }
       __syncthreads();  // (wait_count's acquire extends to the block's later reads)

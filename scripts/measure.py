@@ -85,6 +85,19 @@ def profile(case, seed):
     print(f"  profile: {total / 1e3:.2f} ms of kernels")
     for e in rows[:14]:
         print(f"  {e.self_device_time_total / 1e3:8.3f} ms  {e.count:5d}x  {e.key[:90]}")
+    # Where the device waited between the call's first and last kernel (host
+    # round trips, launch latency): the largest gaps and what they lie between.
+    from torch.autograd import DeviceType
+    ks = sorted((e for e in p.events() if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start)
+    gaps, end = [], ks[0].time_range.end
+    for a_, b_ in zip(ks, ks[1:]):
+        if b_.time_range.start > end:
+            gaps.append((b_.time_range.start - end, a_.name, b_.name))
+        end = max(end, b_.time_range.end)
+    span = ks[-1].time_range.end - ks[0].time_range.start
+    print(f"  span {span / 1e3:.2f} ms, device idle {sum(g[0] for g in gaps) / 1e3:.2f} ms in {len(gaps)} gaps; largest:")
+    for g, a_, b_ in sorted(gaps, reverse=True)[:10]:
+        print(f"    {g:8.1f} us  {a_[:40]} -> {b_[:40]}")
 
 
 if __name__ == "__main__":

@@ -230,6 +230,34 @@ def test_svd_ex_info_and_no_convergence(n):
         torch_jsvd.svd(A, max_sweeps=1)
 
 
+# Blocked levels: pair SVD, Gram EVD, the QR-preconditioned Jacobi; a list.
+@pytest.mark.parametrize("shape", [(6, 200, 200), (3, 2048, 16), (4, 300, 300), "list"])
+def test_svd_stops_where_svd_ex_converges(shape):
+    """svd stops sweeping once no matrix rotates (it reads each sweep's count on
+    the host, pipelined a sweep behind); svd_ex queues max_sweeps sweeps, which
+    converged matrices sit out. So both must give the same bits and sweeps,
+    while a max_sweeps short of convergence is reported by both."""
+    g = torch.Generator(device="cuda").manual_seed(torch.seed() % 2**31)
+    if shape == "list":
+        As = [torch.randn(m, n, device="cuda", generator=g) for m, n in [(300, 40), (64, 200), (257, 257), (16, 16)]]
+        # (svd_varlen has no _ex to compare with: its results are checked.)
+        for A, U, S, Vh in zip(As, *torch_jsvd.svd_varlen(As, full_matrices=False)):
+            assert_valid_svd(A, U, S, Vh, False, 10.0)
+        return
+    A = torch.randn(*shape, device="cuda", generator=g)
+    # Graded columns spread the sweeps the matrices take.
+    A[0] *= torch.logspace(0, 6, shape[-1], device="cuda")
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    U1, S1, Vh1, info = torch_jsvd.svd_ex(A, full_matrices=False)
+    assert (info > 0).all()
+    assert torch.equal(S, S1) and torch.equal(U, U1) and torch.equal(Vh, Vh1)
+    short = int(info.max()) - 1
+    _, _, _, info_short = torch_jsvd.svd_ex(A, full_matrices=False, max_sweeps=short)
+    assert (info_short == torch_jsvd.INFO_NOT_CONVERGED).any()
+    with pytest.raises(RuntimeError):
+        torch_jsvd.svd(A, full_matrices=False, max_sweeps=short)
+
+
 # (warp level: 3 matrices in one warp; shared memory; blocked; Gram EVD)
 @pytest.mark.parametrize("shape", [(3, 16, 16), (3, 100, 100), (2, 512, 512), (2, 2048, 16)])
 def test_non_finite_input(shape):
