@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Everything the GPU machine has to do, in one call: build (sm_90, 16 jobs),
 # CUDA + CPU tests, compute-sanitizer on the new kernels, benchmarks.
-# Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [sanitize] [race-delta] [bench|bench-quick]
-# (sanitize: memcheck over every case, racecheck over every case but the 512-row block pairs
-# (the delta case, past 300 s under racecheck with every kernel instrumented), which race-delta
-# checks alone, one sweep)
+# Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [sanitize] [race-qr] [race-delta] [bench|bench-quick]
+# (sanitize: memcheck over every case, racecheck over the warp, whole and pair cases but the
+# 512-row block pairs, and the Gram EVD kernel alone; race-qr: the QR's panel and transpose
+# kernels alone; race-delta: the 512-row block pairs' kernel alone, one sweep. Under racecheck
+# with every kernel instrumented the Gram and delta cases each run past 300 s, and the three
+# stages together past a 600 s device call: sanitize in one call, race-qr race-delta in another)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu_logs}
@@ -34,12 +36,17 @@ for s in $stages; do
         # and QR cases are checked with only their own kernels instrumented, one sweep
         JSVD_SANITIZE_ONLY=${JSVD_SANITIZE_ONLY:-warp,whole,pair} JSVD_SANITIZE_SKIP=delta JSVD_SANITIZE_SWEEPS=2 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 $PY scripts/sanitize_cases.py
         echo "racecheck rc=$?"
-        for only_kernel in gram:gram_evd_kernel qr:householder_panel qr:transpose_kernel; do
-          JSVD_SANITIZE_ONLY=${only_kernel%%:*} JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
-            --kernel-name kns=${only_kernel#*:} --error-exitcode 9 $PY scripts/sanitize_cases.py
-          echo "racecheck ($only_kernel) rc=$?"
-        done; } >"$OUT/sanitizer.log" 2>&1
+        JSVD_SANITIZE_ONLY=gram JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
+          --kernel-name kns=gram_evd_kernel --error-exitcode 9 $PY scripts/sanitize_cases.py
+        echo "racecheck (gram_evd_kernel) rc=$?"; } >"$OUT/sanitizer.log" 2>&1
       grep -E "rc=|ERROR SUMMARY|RACECHECK SUMMARY|hazard" "$OUT/sanitizer.log" | head -20 ;;
+    race-qr)
+      for k in householder_panel transpose_kernel; do
+        JSVD_SANITIZE_ONLY=qr JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
+          --kernel-name kns=$k --error-exitcode 9 $PY scripts/sanitize_cases.py
+        echo "racecheck ($k) rc=$?"
+      done >"$OUT/racecheck_qr.log" 2>&1
+      grep -E "rc=|RACECHECK SUMMARY|hazard" "$OUT/racecheck_qr.log" | head -8 ;;
     race-delta)
       JSVD_SANITIZE_ONLY=delta JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
         --kernel-name kns=svd_smem_kernel --error-exitcode 9 $PY scripts/sanitize_cases.py >"$OUT/racecheck_delta.log" 2>&1
