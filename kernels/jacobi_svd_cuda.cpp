@@ -367,17 +367,15 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
         launch_end_sweep(args.state, bl, nbl, nullptr, stream);
       }
     }
-    const at::Tensor norms = at::empty({b.s_numel}, opts.dtype(at::kDouble));
-    const at::Tensor order = at::empty({b.s_numel}, opts.dtype(at::kInt));
-    launch_finalize(args, bl, nbl, blocked_q, norms.data_ptr<double>(), order.data_ptr<int32_t>(), stream);
-    if (uv) launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, opt.full_matrices, stream);
     // The last count's copy may still be pending: the caching host allocator
     // must not hand active_host out again before it lands.
     if (opt.may_sync)
       at::getHostAllocator(at::kCUDA)->record_event(active_host.mutable_data_ptr(),
                                                     active_host.storage().data_ptr().get_context(),
                                                     at::cuda::getCurrentCUDAStream().unwrap());
-    return r;
+    const at::Tensor norms = at::empty({b.s_numel}, opts.dtype(at::kDouble));
+    const at::Tensor order = at::empty({b.s_numel}, opts.dtype(at::kInt));
+    launch_finalize(args, bl, nbl, blocked_q, norms.data_ptr<double>(), order.data_ptr<int32_t>(), stream);
   }
 
   if (uv) launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, opt.full_matrices, stream);

@@ -11,7 +11,7 @@
 #include <ATen/cuda/Exceptions.h>
 
 #include <algorithm>
-
+#include <type_traits>
 #include <vector>
 
 #include "batched_transpose.h"
@@ -37,22 +37,6 @@ BlasView blas_view(const at::Tensor& M) {
   return {CUBLAS_OP_T, M.stride(2)};
 }
 
-inline cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                                           int k, const float* alpha, const float* a, int64_t lda, int64_t sa,
-                                           const float* b, int64_t ldb, int64_t sb, const float* beta, float* c,
-                                           int64_t ldc, int64_t sc, int batch) {
-  return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, static_cast<int>(lda), sa, b, static_cast<int>(ldb),
-                                   sb, beta, c, static_cast<int>(ldc), sc, batch);
-}
-
-inline cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                                           int k, const double* alpha, const double* a, int64_t lda, int64_t sa,
-                                           const double* b, int64_t ldb, int64_t sb, const double* beta, double* c,
-                                           int64_t ldc, int64_t sc, int batch) {
-  return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, static_cast<int>(lda), sa, b, static_cast<int>(ldb),
-                                   sb, beta, c, static_cast<int>(ldc), sc, batch);
-}
-
 // Z = alpha X Y + beta Z for batched row-major views (Z with unit stride along
 // its rows; X and Y either way), on the current stream: row-major Z = X Y is
 // column-major Z^T = Y^T X^T, so cuBLAS's A is Y and its B is X.
@@ -62,10 +46,28 @@ void bmm_into(const at::Tensor& Z, const at::Tensor& X, const at::Tensor& Y, T a
               "jsvd internal: bmm_into shapes");
   const BlasView x = blas_view(X), y = blas_view(Y);
   const cublasHandle_t h = at::cuda::getCurrentCUDABlasHandle();  // (current stream; TF32 off under NoTF32Guard)
-  TORCH_CUDABLAS_CHECK(gemm_strided_batched(
-      h, y.op, x.op, static_cast<int>(Z.size(2)), static_cast<int>(Z.size(1)), static_cast<int>(X.size(2)), &alpha,
-      Y.const_data_ptr<T>(), y.ld, Y.stride(0), X.const_data_ptr<T>(), x.ld, X.stride(0), &beta,
-      Z.mutable_data_ptr<T>(), Z.stride(1), Z.stride(0), static_cast<int>(Z.size(0))));
+  const auto gemm = [&](auto strided_batched) {
+    TORCH_CUDABLAS_CHECK(strided_batched(h, y.op, x.op, static_cast<int>(Z.size(2)), static_cast<int>(Z.size(1)),
+                                         static_cast<int>(X.size(2)), &alpha, Y.const_data_ptr<T>(),
+                                         static_cast<int>(y.ld), Y.stride(0), X.const_data_ptr<T>(),
+                                         static_cast<int>(x.ld), X.stride(0), &beta, Z.mutable_data_ptr<T>(),
+                                         static_cast<int>(Z.stride(1)), Z.stride(0), static_cast<int>(Z.size(0))));
+  };
+  if constexpr (std::is_same_v<T, float>)
+    gemm(cublasSgemmStridedBatched);
+  else
+    gemm(cublasDgemmStridedBatched);
+}
+
+// Mr <- Mr (I - Y Tb Y^T) for the rows Mr (B, c, L) of a batch and a block
+// reflector's Yt = Y^T (B, w, L), Tb = T or T^T (B, w, w): three GEMMs.
+void apply_block_reflector_(const at::Tensor& Mr, const at::Tensor& Yt, const at::Tensor& Tb) {
+  const at::Tensor Z1 = at::empty({Mr.size(0), Mr.size(1), Yt.size(1)}, Mr.options()), Z2 = at::empty_like(Z1);
+  AT_DISPATCH_FLOATING_TYPES(Mr.scalar_type(), "apply_block_reflector", [&] {
+    bmm_into<scalar_t>(Z1, Mr, Yt.transpose(1, 2), 1, 0);
+    bmm_into<scalar_t>(Z2, Z1, Tb, 1, 0);
+    bmm_into<scalar_t>(Mr, Z2, Yt, -1, 1);
+  });
 }
 
 // The Householder blocks of Q = Q_0 Q_1 ..., Q_k = I - Y_k T_k Y_k^T, Y_k
@@ -94,13 +96,7 @@ Reflectors householder_qr_(const at::Tensor& W, int64_t panel, bool keep) {
     if (k0 + w < q) {
       // C <- Q_k^T C on the columns right of the panel; as rows of W:
       // C^T -= C^T Y T Y^T.
-      const at::Tensor Ct = W.narrow(1, k0 + w, q - k0 - w).narrow(2, k0, L);
-      const at::Tensor Z1 = at::empty({B, Ct.size(1), w}, W.options()), Z2 = at::empty_like(Z1);
-      AT_DISPATCH_FLOATING_TYPES(W.scalar_type(), "qr_trailing_update", [&] {
-        bmm_into<scalar_t>(Z1, Ct, Yt.transpose(1, 2), 1, 0);
-        bmm_into<scalar_t>(Z2, Z1, T, 1, 0);
-        bmm_into<scalar_t>(Ct, Z2, Yt, -1, 1);
-      });
+      apply_block_reflector_(W.narrow(1, k0 + w, q - k0 - w).narrow(2, k0, L), Yt, T);
     }
     if (keep) {
       f.k0.push_back(k0);
@@ -114,17 +110,8 @@ Reflectors householder_qr_(const at::Tensor& W, int64_t panel, bool keep) {
 // Mt (B, c, p) <- (Q M)^T for M = Mt^T: the blocks last to first, each
 // M <- M - Y T Y^T M, that is Mt -= Mt Y T^T Y^T on rows k0...
 void apply_q_(const Reflectors& f, const at::Tensor& Mt) {
-  const int64_t B = Mt.size(0), c = Mt.size(1);
-  for (size_t i = f.k0.size(); i-- > 0;) {
-    const at::Tensor Ms = Mt.narrow(2, f.k0[i], Mt.size(2) - f.k0[i]);
-    const int64_t w = f.T[i].size(1);
-    const at::Tensor Z1 = at::empty({B, c, w}, Mt.options()), Z2 = at::empty_like(Z1);
-    AT_DISPATCH_FLOATING_TYPES(Mt.scalar_type(), "qr_apply_q", [&] {
-      bmm_into<scalar_t>(Z1, Ms, f.Yt[i].transpose(1, 2), 1, 0);
-      bmm_into<scalar_t>(Z2, Z1, f.T[i].transpose(1, 2), 1, 0);
-      bmm_into<scalar_t>(Ms, Z2, f.Yt[i], -1, 1);
-    });
-  }
+  for (size_t i = f.k0.size(); i-- > 0;)
+    apply_block_reflector_(Mt.narrow(2, f.k0[i], Mt.size(2) - f.k0[i]), f.Yt[i], f.T[i].transpose(1, 2));
 }
 
 }  // namespace
