@@ -21,6 +21,7 @@ namespace jsvd {
 // info codes written per matrix (int32). info >= 0: sweeps taken to converge.
 constexpr int32_t kInfoNotConverged = -1;  // max_sweeps reached; result is the last iterate
 constexpr int32_t kInfoNonFinite = -2;     // input held NaN or Inf; outputs are NaN
+constexpr int32_t kInfoNonFiniteResult = -3;  // finite input, but S, U or V not finite (S beyond the dtype's range)
 
 // Random matrices need 10-15 sweeps; strongly row-graded ones (kappa 1e12, n = 512)
 // were measured needing up to 49 on the CPU engine.

@@ -84,6 +84,10 @@ void check_info(const Tensor& info, const char* op, const SvdOptions& opt) {
                      " sweeps for at least one matrix (info = ", kInfoNotConverged,
                      "). Increase max_sweeps or tol, or use torch_jsvd.svd_ex, which returns the last iterate "
                      "and per-matrix info without raising.");
+  TORCH_CHECK_LINALG(worst != kInfoNonFiniteResult, op,
+                     ": the result is not finite although the input is (info = ", kInfoNonFiniteResult,
+                     "): the singular values exceed the range of the dtype (entries near its overflow limit); "
+                     "scale the input down, or compute in float64.");
   TORCH_CHECK(worst >= 0, op, ": engine returned an unknown info code ", worst);
 }
 

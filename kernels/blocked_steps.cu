@@ -85,11 +85,11 @@ __global__ void __launch_bounds__(kPassThreads) scale_kernel(EngineArgs<T> args,
   const double amax = args.state[k].scale;
   const bool bad = args.state[k].converged != 0;
   if (!bad && amax > 0) {
-    const T inv = T(1) / static_cast<T>(amax);
+    const T div = static_cast<T>(amax);  // (a division: 1 / max|a| overflows for subnormal max|a|)
     for_warp_columns(md.q, [&](int c) {
       T* x = args.A + md.a_off + static_cast<int64_t>(c) * md.p;
 #pragma unroll 4
-      for (int r = lane; r < md.p; r += 32) x[r] *= inv;
+      for (int r = lane; r < md.p; r += 32) x[r] /= div;
     });
   }
   if (args.U) {
@@ -150,7 +150,7 @@ __global__ void order_kernel(EngineArgs<T> args, const int32_t* mats, const doub
   __syncthreads();
   const MatrixState st = args.state[k];
   const double scale = st.scale > 0 ? st.scale : 1.0;  // a zero matrix was not scaled
-  write_descending_s(d, md.q, scale, args.S + md.s_off, order + md.s_off, &s_rank, args.info + k, args.rank + k,
+  write_descending_s(d, md.q, md.p, scale, args.S + md.s_off, order + md.s_off, &s_rank, args.info + k, args.rank + k,
                      st.converged ? st.sweeps : -1);
 }
 
@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(kPassThreads)
   const MatrixDesc md = matrix_desc(args, k);
   if (args.info[k] == -2) return;  // order_kernel wrote NaN
   const int lane = threadIdx.x & 31, p = md.p, q = md.q;
-  const double tiny = static_cast<double>(tiny_norm<T>());
+  const double tiny = tiny_norm<T>(p);
   for_warp_columns(q, [&](int l) {
     const double nrm = sqrt(norms[md.s_off + l]);
     const T inv = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // completed later

@@ -130,12 +130,13 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
 
   // 2. Already orthogonal? (the same relative test as the one-sided kernels)
   const double tol = convergence_tol<T>(args.tol, p);
+  const double negl = negligible_norm2<T>(p);  // numerically zero columns take no part (jacobi_device.cuh)
   int off = 0;
   for (int idx = tid; idx < c * c; idx += kThreads) {
     const int l = idx / c, j = idx % c;
     if (l < j) {
       const double bll = s.B[l * c + l], bjj = s.B[j * c + j], blj = s.B[idx];
-      off |= bll > 0 && bjj > 0 && fabs(blj) > tol * sqrt(bll) * sqrt(bjj);
+      off |= bll > negl && bjj > negl && fabs(blj) > tol * sqrt(bll) * sqrt(bjj);
     }
   }
   if (!__syncthreads_or(off)) return;
@@ -159,7 +160,7 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
         }
         const double bii = s.B[i * c + i], bjj = s.B[j * c + j], bij = s.B[j * c + i];
         double cs = 1, sn = 0, tau = 0;
-        if (bii > 0 && bjj > 0 && fabs(bij) > tol * sqrt(bii) * sqrt(bjj)) {
+        if (bii > negl && bjj > negl && fabs(bij) > tol * sqrt(bii) * sqrt(bjj)) {
           const double t = rotation_tan<double>(bii, bjj, bij);
           const RotationUpdate<double> ru(t);
           sn = ru.s;

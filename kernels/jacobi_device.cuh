@@ -136,7 +136,7 @@ __device__ __forceinline__ float rsqrt_ftz(float x) {
 }
 
 __device__ __forceinline__ StepRotation<float> step_rotation(float diff, float g) {
-  // |g| >= FLT_MIN where a rotation is computed (its norms exceed
+  // |g| > eps^3 p where a rotation is computed (its norms exceed
   // negligible_norm2 and |g| > eps sqrt(dx dy)), so 1 / (2g) is finite.
   const float zeta = diff * rcp_ftz(2.0f * g);
   const float az = fabsf(zeta);
@@ -196,31 +196,26 @@ __device__ __forceinline__ StepTolerances step_tolerances(double tol_arg, int p)
   return {tol * tol, apply * apply};
 }
 
-// Columns whose squared norm (of the matrix scaled to max|a| = 1) is at or
-// below this take no part in rotations and carry no direction in U (their U
-// column is completed instead). In a rank-deficient matrix such a column is
-// rounding noise that each rotation shrinks by about eps without ever becoming
-// orthogonal to working precision, until the rotation angle underflows; left
-// in, it would be normalised into a U column that is not orthogonal to the
-// others. float32 (norms in double): norm <= FLT_MIN/eps. float64: the
-// smallest d for which the convergence test's d_i d_j tol^2 stays a normal
-// number, sqrt(DBL_MIN)/eps (norm ~8e-70); before it was zero, and a float64
-// noise column of norm 1e-161 became such a U column (tests/test_cuda_engine.py,
-// test_rank_deficient_rows).
+// Numerically zero columns (README, "Convergence"): with the matrix scaled to
+// max|a_ij| = 1, a column whose squared norm is at or below p eps^2 is at the
+// level of the rounding errors the rotations leave in it. It takes no part in
+// rotations and carries no direction in U (its U column is completed). In a
+// rank-deficient matrix the n - r collapsing columns are such noise, which no
+// rotation makes orthogonal to the columns it was cut from (each leaves a new
+// eps of it in a random direction): under the relative test alone they were
+// rotated sweep after sweep, shrinking by ~eps each time (0/1 graph matrices
+// did not converge, float32 rotations of ~1e-38 norms overflowed to NaN).
+// The same rule as the CPU engine (csrc/cpu/jacobi_cpu_solver.h).
 template <typename T>
-__device__ __forceinline__ double negligible_norm2() {
-  if constexpr (sizeof(T) == sizeof(float)) {
-    const double t = static_cast<double>(Limits<float>::min) / Limits<float>::eps;
-    return t * t;
-  } else {
-    return 1.4916681462400413e-154 / Limits<double>::eps;  // sqrt(DBL_MIN) / eps
-  }
+__host__ __device__ __forceinline__ double negligible_norm2(int p) {
+  const double eps = static_cast<double>(Limits<T>::eps);
+  return static_cast<double>(p) * eps * eps;
 }
 
 // Columns with norm at or below this carry no direction (see negligible_norm2).
 template <typename T>
-__device__ __forceinline__ T tiny_norm() {
-  return static_cast<T>(sqrt(negligible_norm2<T>()));
+__device__ __forceinline__ double tiny_norm(int p) {
+  return sqrt(negligible_norm2<T>(p));
 }
 
 template <typename T>
@@ -250,10 +245,11 @@ __device__ void write_non_finite(const EngineArgs<T>& args, const MatrixDesc& md
 // shared memory, S in descending order (scaled back by `scale`), each
 // column's position in it (order[l]), and the matrix's info and rank (columns
 // with a direction). *s_rank (shared) must be 0 and d complete, behind a barrier.
+// p: the matrix's rows (negligible_norm2).
 template <typename T>
-__device__ void write_descending_s(const double* d, int c, double scale, T* S, int* order, int* s_rank,
+__device__ void write_descending_s(const double* d, int c, int p, double scale, T* S, int* order, int* s_rank,
                                    int32_t* info, int32_t* rank, int32_t info_value) {
-  const double tiny = static_cast<double>(tiny_norm<T>());
+  const double tiny = tiny_norm<T>(p);
   for (int l = threadIdx.x; l < c; l += blockDim.x) {
     const double dl = d[l];
     int r = 0;  // rank counting; ties by index, so r is a permutation

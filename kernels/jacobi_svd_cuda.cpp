@@ -28,6 +28,7 @@
 #include "blocked_steps.h"
 #include "device_upload.h"
 #include "engine_types.h"
+#include "finite_check.h"
 #include "gram_evd_smem.h"
 #include "pair_tasks.h"
 #include "planner.h"
@@ -379,6 +380,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
   }
 
   if (uv) launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, opt.full_matrices, stream);
+  launch_flag_non_finite(args.S, args.U, args.V, args.info, args.desc, args.uni, static_cast<int>(N), stream);
   return r;
 }
 

@@ -292,15 +292,15 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
     const T amax = block_max(local_max, s_red);
     if (amax > T(0)) {
       scale = static_cast<double>(amax);
-      const T inv = T(1) / amax;
-      for_each_column(c, p, [&](int l, int r) { As[l * ld + r] *= inv; });
+      // (a division: 1 / max|a| overflows for subnormal max|a|)
+      for_each_column(c, p, [&](int l, int r) { As[l * ld + r] /= amax; });
     }
   }
   __syncthreads();
 
   const StepTolerances tols = step_tolerances<T>(args.tol, p);  // (jacobi_device.cuh)
   const double tol2 = tols.tol2, apply2 = tols.apply2;
-  const double tiny2 = negligible_norm2<T>();
+  const double tiny2 = negligible_norm2<T>(p);
   // Pairs of a step. Whole matrices, and a block pair's first task of a sweep
   // (intra): the round-robin over all c columns. Other block pairs: only the
   // w0 x w1 cross pairs, in max(w0, w1) steps (column k of the first block
@@ -933,9 +933,9 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
     exact_norms();
     if (tid == 0) s_rank = 0;
     __syncthreads();
-    write_descending_s(d, c, scale, args.S + md.s_off, rank_s, &s_rank, args.info + k, args.rank + k,
+    write_descending_s(d, c, p, scale, args.S + md.s_off, rank_s, &s_rank, args.info + k, args.rank + k,
                        converged ? sweeps : -1);
-    const double tiny = static_cast<double>(tiny_norm<T>());
+    const double tiny = tiny_norm<T>(p);
     if (!args.U) return;
     T* Ug = args.U + md.u_off;
     for (int l = tid; l < c; l += nt) {  // 1 / ||a_l||, once per column (in the free pair slots)

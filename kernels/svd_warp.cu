@@ -132,22 +132,22 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
   if (live && bad) write_non_finite(args, md, kmat, li, NC);
   bool done = !live || bad;
 
-  // Divide by max|a| so that squared norms neither overflow nor underflow.
+  // Divide by max|a| so that squared norms neither overflow nor underflow
+  // (a division: 1 / max|a| overflows for subnormal max|a|).
   double scale = 1.0;
   if (amax > T(0)) {
     scale = static_cast<double>(amax);
-    const T inv = T(1) / amax;
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int c = 0; c < NC; ++c) a[r][c] *= inv;
+      for (int c = 0; c < NC; ++c) a[r][c] /= amax;
   }
 
   // Convergence at tol, rotations applied down to eps where the inner
   // products are exact (float32 data, double sums): jacobi_device.cuh.
   const StepTolerances tols = step_tolerances<T>(args.tol, p);
   const double tol2 = tols.tol2, apply2 = tols.apply2;
-  const double tiny2 = negligible_norm2<T>();
+  const double tiny2 = negligible_norm2<T>(p);
 
   // Squared norms of slots 2 kp and 2 kp + 1, exact.
   auto exact_norms = [&](Acc& dT, Acc& dB) {
@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
   // normalised; V's rows follow.
   exact_norms(dT, dB);
   const Acc own = (li & 1) ? dB : dT;  // squared norm of column li
-  const double tiny = static_cast<double>(tiny_norm<T>());
+  const double tiny = tiny_norm<T>(p);
   int rank = 0, nonzero = 0;
 #pragma unroll
   for (int c = 0; c < NC; ++c) {

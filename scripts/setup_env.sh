@@ -17,9 +17,9 @@ if ! "$PY" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2
   "$PY" -m pip install --upgrade pip
   "$PY" -m pip install torch==2.11.0
 fi
-if ! "$PY" -c 'import setuptools, wheel, ninja, pytest, expecttest, numpy, mpmath' 2>/dev/null; then
+if ! "$PY" -c 'import setuptools, wheel, ninja, pytest, expecttest, numpy, mpmath, hypothesis' 2>/dev/null; then
   echo "== installing build and test tools"
-  "$PY" -m pip install "setuptools>=64" wheel ninja pytest expecttest numpy mpmath
+  "$PY" -m pip install "setuptools>=64" wheel ninja pytest expecttest numpy mpmath hypothesis
 fi
 
 # Rebuild when the extension is missing or older than any of its sources.

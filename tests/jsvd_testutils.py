@@ -15,6 +15,11 @@ def rel_reconstruction_error(A, U, S, Vh):
     """||A - U diag(S) Vh||_F / ||A||_F per matrix, in float64 (so the check itself adds no error)."""
     k = S.shape[-1]
     A, U, S, Vh = (t.double() for t in (A, U, S, Vh))
+    # scaled by max|a_ij| first (a power of two, exact), so that entries near float64's limits
+    # neither overflow nor underflow in the norms
+    amax = A.abs().amax((-2, -1), keepdim=True) if A.numel() else torch.ones(A.shape[:-2] + (1, 1))
+    scale = torch.where(amax > 0, torch.exp2(torch.floor(torch.log2(amax))), torch.ones_like(amax))
+    A, S = A / scale, S / scale.squeeze(-1)
     R = (U[..., :k] * S.unsqueeze(-2)) @ Vh[..., :k, :]
     num = torch.linalg.matrix_norm(A - R)
     den = torch.linalg.matrix_norm(A).clamp_min(torch.finfo(torch.float64).tiny)

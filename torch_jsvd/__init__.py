@@ -20,6 +20,7 @@ from . import _autograd, _fake  # noqa: F401  (fake kernels and autograd formula
 from ._plan import plan
 from ._ops import (
     INFO_NON_FINITE,
+    INFO_NON_FINITE_RESULT,
     INFO_NOT_CONVERGED,
     SVDExResult,
     SVDResult,
@@ -42,6 +43,7 @@ __all__ = [
     "SVDVarlenResult",
     "INFO_NOT_CONVERGED",
     "INFO_NON_FINITE",
+    "INFO_NON_FINITE_RESULT",
     "default_tol",
 ]
 __version__ = "0.1.0"

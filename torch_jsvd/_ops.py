@@ -10,6 +10,7 @@ from torch import Tensor
 # info codes (csrc/core.h): info >= 0 is the number of sweeps taken.
 INFO_NOT_CONVERGED = -1  # max_sweeps reached; the result is the last iterate
 INFO_NON_FINITE = -2  # the input held NaN or Inf; outputs are NaN
+INFO_NON_FINITE_RESULT = -3  # finite input, non-finite S, U or V (S beyond the dtype's range)
 
 DEFAULT_MAX_SWEEPS = 64
 
@@ -98,7 +99,8 @@ def svd(A: Tensor, full_matrices: bool = True, *, driver: Optional[str] = None, 
     and ignored; out=(U, S, Vh) follows torch's out= rules (same dtype and
     device, resized where the shape differs, no autograd). Raises
     torch.linalg.LinAlgError if a matrix did not converge within max_sweeps
-    (default 64) or holds NaN/Inf; svd_ex reports that in info instead.
+    (default 64), holds NaN/Inf, or has singular values beyond the dtype's
+    range; svd_ex reports that in info instead.
     """
     _check_driver("svd", driver)
     if out is not None:
@@ -116,8 +118,9 @@ def svd_ex(A: Tensor, full_matrices: bool = True, *, compute_uv: bool = True, to
            max_sweeps: Optional[int] = None) -> SVDExResult:
     """svd without error checks or host synchronisation.
 
-    info (int32, batch shape): sweeps taken, INFO_NOT_CONVERGED (-1) or
-    INFO_NON_FINITE (-2). With compute_uv=False, U and Vh are empty tensors of
+    info (int32, batch shape): sweeps taken, INFO_NOT_CONVERGED (-1),
+    INFO_NON_FINITE (-2: the input holds NaN/Inf) or INFO_NON_FINITE_RESULT
+    (-3: finite input, but S, U or V not finite). With compute_uv=False, U and Vh are empty tensors of
     shape (0,) (as torch._linalg_svd).
 
     Without a host read it cannot stop early: on CUDA, matrices too large for

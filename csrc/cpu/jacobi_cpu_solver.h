@@ -326,7 +326,24 @@ struct Work {
   double tol;    // convergence: a pair counts while |x^T y| > tol ||x|| ||y||
   double* d;     // squared column norms, kept current by the rotations
   double apply;  // rotations are applied down to this (<= tol; apply_tol below)
+  double negl;   // squared norms at or below this are numerically zero (negligible_norm2)
 };
+
+// Numerically zero columns (README, "Convergence"). With the matrix scaled to
+// max|a_ij| = 1, a column of norm <= sqrt(p) eps is at the level of the
+// rounding errors that the rotations leave in it. In a rank-deficient matrix
+// the n - r columns that collapse are such noise, and noise cannot be made
+// orthogonal to the columns it was cut from (each rotation leaves a new eps of
+// it, in a random direction): with the relative test alone they were rotated
+// sweep after sweep, shrinking by ~eps each time, and never converged
+// (0/1 graph matrices, duplicated rows: info = -1). So they take no part in
+// rotations, and their U columns come from the orthonormal completion.
+// Singular values above this level keep Jacobi's relative accuracy.
+template <typename T>
+inline double negligible_norm2(int64_t p) {
+  const double eps = std::numeric_limits<T>::epsilon();
+  return static_cast<double>(p) * eps * eps;
+}
 
 // Rotations are applied down to apply_tol, convergence is judged at tol (as
 // the CUDA engine's step_tolerances, kernels/jacobi_device.cuh). float32 inner
@@ -360,6 +377,8 @@ struct Fusion {
   int64_t base;
 };
 
+constexpr double kRootEps = 1.4901161193847656e-08;  // sqrt(DBL_EPSILON)
+
 template <typename T>
 bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64_t n, const Fusion* fu = nullptr) {
   constexpr int G = 8;
@@ -373,8 +392,8 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
       const int64_t i = pi[k0 + k], j = pj[k0 + k];
       di[k] = m.d[i];
       dj[k] = m.d[j];
-      // a zero column is orthogonal to everything
-      if (di[k] == 0.0 || dj[k] == 0.0) {
+      // a zero (or numerically zero) column is orthogonal to everything
+      if (di[k] <= m.negl || dj[k] <= m.negl) {
         g[k] = 0.0;
       } else if (fu && !std::isnan(fu->pre[fu->base + k0 + k])) {
         g[k] = fu->pre[fu->base + k0 + k];
@@ -383,14 +402,11 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
       }
     }
     for (int k = 0; k < g_n; ++k) {
-      // |g| > tol ||a_i|| ||a_j||; squared norms are <= p after scaling, so the
-      // product only underflows for columns far below the working range, where
-      // the sqrt form is used.
+      // |g| > tol ||a_i|| ||a_j||; squared norms are in (negl, p] after scaling,
+      // so neither side of the squared test under- or overflows.
       const double pd = di[k] * dj[k];
-      const bool tiny_norms = pd <= 1e-280;
-      const double ga = std::fabs(g[k]), sd = tiny_norms ? std::sqrt(di[k]) * std::sqrt(dj[k]) : 0.0;
-      rot[k] = tiny_norms ? ga > m.apply * sd : g[k] * g[k] > apply2 * pd;
-      above[k] = tiny_norms ? ga > m.tol * sd : g[k] * g[k] > tol2 * pd;
+      rot[k] = g[k] * g[k] > apply2 * pd;
+      above[k] = g[k] * g[k] > tol2 * pd;
       if (!rot[k]) continue;
       const double t = rotation_tan(di[k], dj[k], g[k]);
       // sin and tau = sin/(1+cos) = t/(1+sqrt(1+t^2)) for the update form of
@@ -415,10 +431,14 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
         JSVD_ROTATE(m.a + i * m.p, m.a + j * m.p, m.p, s[k], tau[k]);
       }
       if (m.v) JSVD_ROTATE(m.v + i * m.q, m.v + j * m.q, m.q, s[k], tau[k]);
-      // eq. (6) of the W-cycle paper, in the cancellation-free form that follows
-      // from the choice of t: the new squared norms without new inner products.
-      m.d[i] = std::max(di[k] - tg[k], 0.0);
-      m.d[j] = dj[k] + tg[k];
+      // eq. (6) of the W-cycle paper: the new squared norms without new inner
+      // products. The one that decreases cancels when the two columns are
+      // nearly parallel; where it fell below sqrt(eps) of its old value it is
+      // recomputed (as LAPACK's xGESVJ does), since the later rotations of
+      // the sweep take their angles and tests from it.
+      const double ni = di[k] - tg[k], nj = dj[k] + tg[k];
+      m.d[i] = ni < kRootEps * di[k] ? dot(m.a + i * m.p, m.a + i * m.p, m.p) : ni;
+      m.d[j] = nj < kRootEps * dj[k] ? dot(m.a + j * m.p, m.a + j * m.p, m.p) : nj;
     }
   }
   return any;
@@ -735,6 +755,13 @@ void complete_basis(T* u, int64_t p, int64_t r, int64_t ucols) {
   }
 }
 
+template <typename T>
+bool all_finite(const T* x, int64_t n) {
+  T acc = 0;  // x * 0 is NaN exactly when x is NaN or Inf
+  for (int64_t k = 0; k < n; ++k) acc += x[k] * T(0);
+  return acc == T(0);
+}
+
 // Block width for the sweep ordering: 2w columns of A and V should stay in
 // the per-core cache while a block pair is processed; small matrices fit whole.
 inline int64_t block_width(int64_t p, int64_t q, bool want_uv, size_t elem) {
@@ -784,7 +811,7 @@ int32_t svd_one(T* a, T* u, T* s_out, T* v_out, int64_t p, int64_t q, int64_t uc
   std::vector<T> v_work;
   std::vector<double> d(q);
   // (svdvals: S is as accurate either way, so the smaller rotations only cost time)
-  Work<T> m{a, nullptr, p, q, tol, d.data(), want_uv ? apply_tol<T>(tol) : tol};
+  Work<T> m{a, nullptr, p, q, tol, d.data(), want_uv ? apply_tol<T>(tol) : tol, negligible_norm2<T>(p)};
   if (want_uv) {
     v_work.assign(static_cast<size_t>(q * q), T(0));
     for (int64_t k = 0; k < q; ++k) v_work[k * q + k] = T(1);
@@ -807,15 +834,18 @@ int32_t svd_one(T* a, T* u, T* s_out, T* v_out, int64_t p, int64_t q, int64_t uc
   std::vector<int64_t> order(q);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return norms[x] > norms[y]; });
-  // Columns whose norm is zero (or so small that 1/norm would overflow) carry
-  // no direction: their U columns come from the completion below.
-  const double tiny = double(std::numeric_limits<T>::min()) / double(std::numeric_limits<T>::epsilon());
+  // Numerically zero columns carry no direction: their U columns come from
+  // the completion below.
+  const double tiny = std::sqrt(m.negl);
   int64_t rank = 0;
+  bool finite = true;  // S overflows where the input's entries are near the dtype's limit
   for (int64_t k = 0; k < q; ++k) {
     const double nk = norms[order[k]];
     s_out[k] = static_cast<T>(nk * double(scale));
+    finite = finite && std::isfinite(s_out[k]);
     if (nk > tiny) rank = k + 1;
   }
+  if (!finite && info >= 0) info = kInfoNonFiniteResult;
   if (!want_uv) return info;
   for (int64_t k = 0; k < q; ++k) {
     const int64_t src = order[k];
@@ -828,6 +858,8 @@ int32_t svd_one(T* a, T* u, T* s_out, T* v_out, int64_t p, int64_t q, int64_t uc
     std::copy(m.v + src * q, m.v + (src + 1) * q, v_out + k * q);
   }
   complete_basis(u, p, rank, ucols);
+  // Never a non-finite result reported as converged.
+  if (info >= 0 && !(all_finite(u, p * ucols) && all_finite(v_out, q * q))) info = kInfoNonFiniteResult;
   return info;
 }
 
