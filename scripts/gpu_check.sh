@@ -30,7 +30,7 @@ for s in $stages; do
       $PY -m pytest -v -rs -n 8 --timeout=300 tests >"$OUT/pytest.log" 2>&1 || status=1
       tail -15 "$OUT/pytest.log" ;;
     robust)
-      JSVD_CORPUS=full JSVD_FUZZ_EXAMPLES=400 $PY -m pytest -q -rs -n 8 --timeout=300 -k cuda -p no:benchmark \
+      JSVD_CORPUS=full JSVD_FUZZ_EXAMPLES=400 $PY -m pytest -v -rfs --tb=line -n 8 --timeout=300 -k cuda -p no:benchmark \
         tests/test_corpus.py tests/test_fuzz.py tests/test_finite_or_flagged.py tests/test_load.py \
         >"$OUT/robust.log" 2>&1 || status=1
       tail -15 "$OUT/robust.log"
