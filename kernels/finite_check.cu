@@ -35,7 +35,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     md.u_off *= k;
     md.v_off *= k;
   }
-  bool bad = any_non_finite(S + md.s_off, md.q, lane);
+  bool bad = false;
+  if (S) bad |= any_non_finite(S + md.s_off, md.q, lane);
   if (U) bad |= any_non_finite(U + md.u_off, static_cast<int64_t>(md.p) * md.ucols, lane);
   if (V) bad |= any_non_finite(V + md.v_off, static_cast<int64_t>(md.q) * md.q, lane);
   if (__any_sync(0xffffffffu, bad) && lane == 0) info[k] = -3;

@@ -207,7 +207,7 @@ __device__ __forceinline__ StepTolerances step_tolerances(double tol_arg, int p)
 // did not converge, float32 rotations of ~1e-38 norms overflowed to NaN).
 // The same rule as the CPU engine (csrc/cpu/jacobi_cpu_solver.h).
 template <typename T>
-__host__ __device__ __forceinline__ double negligible_norm2(int p) {
+__device__ __forceinline__ double negligible_norm2(int p) {
   const double eps = static_cast<double>(Limits<T>::eps);
   return static_cast<double>(p) * eps * eps;
 }

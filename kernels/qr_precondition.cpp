@@ -160,13 +160,12 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
     }
     apply_q_(f, Mt);
     r.U = Mt.view({-1});
-    // U = Q U_R is new: finite or flagged (finite_check.h).
+    // The engine checked S and V_W (its U_x); U = Q U_R is new: finite or flagged (finite_check.h).
     AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "svd_qr_preconditioned", [&] {
-      const MatrixDesc uni{0, p * uc, q, q * q, static_cast<int32_t>(p), static_cast<int32_t>(q),
+      const MatrixDesc uni{0, p * uc, 0, 0, static_cast<int32_t>(p), static_cast<int32_t>(q),
                            static_cast<int32_t>(uc), 0};
-      launch_flag_non_finite(r.S.data_ptr<scalar_t>(), r.U.data_ptr<scalar_t>(), r.V.data_ptr<scalar_t>(),
-                             r.info.data_ptr<int32_t>(), nullptr, uni, static_cast<int>(B),
-                             at::cuda::getCurrentCUDAStream());
+      launch_flag_non_finite<scalar_t>(nullptr, r.U.data_ptr<scalar_t>(), nullptr, r.info.data_ptr<int32_t>(),
+                                       nullptr, uni, static_cast<int>(B), at::cuda::getCurrentCUDAStream());
     });
   }
   return r;

@@ -57,6 +57,20 @@ def assert_valid_svd(A, U, S, Vh, full_matrices, factor=10.0, check_strides=True
     assert ov <= tol, f"V orthogonality {ov:.3g} > {tol:.3g}"
 
 
+def subnormal_factor(A, factor=10.0):
+    """factor, raised by what rounding S to A's subnormal grid alone costs (the grid's spacing, tiny * eps,
+    against ||A||_F, in units of max(m, n) eps): where S is subnormal the grid, not the engine, limits
+    the accuracy. Unchanged for matrices of normal scale."""
+    m, n = A.shape[-2:]
+    fi = torch.finfo(A.dtype)
+    X = A.double().cpu()
+    amax = X.abs().max().item() if X.numel() else 0.0
+    if amax == 0:
+        return factor
+    fro = amax * torch.linalg.matrix_norm(X / amax).min().item()  # (scaled: the squares underflow)
+    return factor + min(m, n) ** 0.5 * fi.tiny * fi.eps / fro / (max(m, n) * fi.eps)
+
+
 def random_rank(shape, rank, dtype=torch.float64, device="cpu"):
     *batch, m, n = shape
     return (torch.randn(*batch, m, rank, dtype=dtype, device=device)

@@ -15,7 +15,7 @@ import torch
 
 import torch_jsvd
 from corpus import FAMILIES, build, shapes
-from jsvd_testutils import assert_valid_svd, bound
+from jsvd_testutils import assert_valid_svd, bound, subnormal_factor
 
 FULL = os.environ.get("JSVD_CORPUS") == "full"
 SIZES = [2, 3, 7, 16, 33, 64, 130, 257, 512, 1024] if FULL else [2, 3, 7, 16, 33, 64]
@@ -43,11 +43,7 @@ def check_matrix(A, name, full_matrices=False):
     assert info <= max(limit, 6), f"{name}: {info} sweeps, Gaussian x3 = {limit}"
     for t in (U, S, Vh):
         assert torch.isfinite(t).all(), f"{name}: non-finite output with info {info}"
-    # S is returned in A's dtype: where it is subnormal, its spacing (not the engine) limits accuracy
-    amax = A.double().abs().max().item() if A.numel() else 0.0
-    fro = amax * torch.linalg.matrix_norm(A.double().cpu() / amax).item() if amax > 0 else 0.0
-    grid = min(m, n) ** 0.5 * torch.finfo(A.dtype).tiny * torch.finfo(A.dtype).eps / fro if fro > 0 else 0.0
-    factor = 10.0 + grid / (max(m, n) * torch.finfo(A.dtype).eps)
+    factor = subnormal_factor(A)
     assert_valid_svd(A, U, S, Vh, full_matrices, factor=factor)
     ref = torch.linalg.svdvals(A.double().cpu())
     err = ((S.double().cpu() - ref).abs().max() / ref.max().clamp_min(torch.finfo(torch.float64).tiny)).item()

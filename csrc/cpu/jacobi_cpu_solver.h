@@ -790,16 +790,14 @@ int32_t svd_one(T* a, T* u, T* s_out, T* v_out, int64_t p, int64_t q, int64_t uc
                 int64_t max_sweeps, bool parallel) {
   const bool want_uv = u != nullptr;
   // Non-finite input: report, fill with NaN (as torch's outputs would be garbage).
-  for (int64_t k = 0; k < p * q; ++k) {
-    if (!std::isfinite(a[k])) {
-      const T nan = std::numeric_limits<T>::quiet_NaN();
-      std::fill(s_out, s_out + q, nan);
-      if (want_uv) {
-        std::fill(u, u + p * ucols, nan);
-        std::fill(v_out, v_out + q * q, nan);
-      }
-      return kInfoNonFinite;
+  if (!all_finite(a, p * q)) {
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    std::fill(s_out, s_out + q, nan);
+    if (want_uv) {
+      std::fill(u, u + p * ucols, nan);
+      std::fill(v_out, v_out + q * q, nan);
     }
+    return kInfoNonFinite;
   }
   // Scale so that max |a| = 1: squared norms can then neither overflow nor
   // (for representable singular values) lose everything to underflow.
@@ -838,14 +836,14 @@ int32_t svd_one(T* a, T* u, T* s_out, T* v_out, int64_t p, int64_t q, int64_t uc
   // the completion below.
   const double tiny = std::sqrt(m.negl);
   int64_t rank = 0;
-  bool finite = true;  // S overflows where the input's entries are near the dtype's limit
   for (int64_t k = 0; k < q; ++k) {
     const double nk = norms[order[k]];
     s_out[k] = static_cast<T>(nk * double(scale));
-    finite = finite && std::isfinite(s_out[k]);
     if (nk > tiny) rank = k + 1;
   }
-  if (!finite && info >= 0) info = kInfoNonFiniteResult;
+  // Never a non-finite result reported as converged (S overflows where the
+  // input's entries are near the dtype's limit).
+  if (info >= 0 && !all_finite(s_out, q)) info = kInfoNonFiniteResult;
   if (!want_uv) return info;
   for (int64_t k = 0; k < q; ++k) {
     const int64_t src = order[k];
@@ -858,7 +856,6 @@ int32_t svd_one(T* a, T* u, T* s_out, T* v_out, int64_t p, int64_t q, int64_t uc
     std::copy(m.v + src * q, m.v + (src + 1) * q, v_out + k * q);
   }
   complete_basis(u, p, rank, ucols);
-  // Never a non-finite result reported as converged.
   if (info >= 0 && !(all_finite(u, p * ucols) && all_finite(v_out, q * q))) info = kInfoNonFiniteResult;
   return info;
 }
