@@ -17,7 +17,8 @@ def rel_reconstruction_error(A, U, S, Vh):
     A, U, S, Vh = (t.double() for t in (A, U, S, Vh))
     # scaled by max|a_ij| first (a power of two, exact), so that entries near float64's limits
     # neither overflow nor underflow in the norms
-    amax = A.abs().amax((-2, -1), keepdim=True) if A.numel() else torch.ones(A.shape[:-2] + (1, 1))
+    amax = (A.abs().amax((-2, -1), keepdim=True) if A.numel()
+            else torch.ones(A.shape[:-2] + (1, 1), dtype=A.dtype, device=A.device))
     scale = torch.where(amax > 0, torch.exp2(torch.floor(torch.log2(amax))), torch.ones_like(amax))
     A, S = A / scale, S / scale.squeeze(-1)
     R = (U[..., :k] * S.unsqueeze(-2)) @ Vh[..., :k, :]
