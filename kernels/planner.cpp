@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <mutex>
 #include <sstream>
+#include <string>
 
 #include "gram_evd_smem.h"
 #include "qr_precondition.h"
@@ -43,14 +44,23 @@ int inner_sweeps() {
   return n;
 }
 
+// JSVD_LEVEL (tuning_knobs.h): 0 (unset) warp, 1 whole, 2 pair, 3 gram.
+static int forced_level() {
+  const char* v = std::getenv("JSVD_LEVEL");
+  if (!v) return 0;
+  const std::string s(v);
+  return s == "whole" ? 1 : s == "pair" ? 2 : s == "gram" ? 3 : 0;
+}
+
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
                        const DeviceLimits& lim) {
   MatrixPlan mp;
+  // Test hook: JSVD_LEVEL=whole|pair|gram sends every matrix that would go to
+  // a lower level to that one instead (the levels' tests on any shape).
+  static const int min_level = forced_level();
   // Level 0: at most 32 columns, the whole matrix in registers (no barriers;
-  // measured in benchmarks/RESULTS.md). Tuning knob for experiments:
-  // JSVD_WARP=0 sends these matrices to shared memory instead.
-  static const bool use_warp = knob_on("JSVD_WARP");
-  const WarpLaunch wl = use_warp ? svd_warp_config(rows, cols, elem) : WarpLaunch{};
+  // measured in benchmarks/RESULTS.md).
+  const WarpLaunch wl = min_level <= 0 ? svd_warp_config(rows, cols, elem) : WarpLaunch{};
   if (wl.lanes > 0) {
     mp.level = Level::kWholeWarp;
     mp.warp_lanes = wl.lanes;
@@ -60,7 +70,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // Level 1: the whole matrix in shared memory (Observation 1: its SVD
   // directly, no Gram matrix, no global traffic between sweeps).
   const int64_t vrows = compute_uv ? cols : 0;  // V rides along under A's columns
-  if (svd_smem_bytes(rows, vrows, cols, elem) <= lim.smem_per_block) {
+  if (min_level <= 1 && svd_smem_bytes(rows, vrows, cols, elem) <= lim.smem_per_block) {
     mp.level = Level::kWholeSmem;
     mp.launch = svd_smem_config(rows, vrows, cols, elem);
     return mp;
@@ -72,9 +82,6 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // matrix itself is that narrow) waste the block on a tall sliver: the Gram
   // EVD serves those better.
   const int64_t half = (cols + 1) / 2;
-  // Tuning knob for experiments (benchmarks/); not part of the API:
-  // JSVD_GRAM=1 sends every blocked matrix to the Gram EVD level.
-  static const bool force_gram = knob_int("JSVD_GRAM", 0) > 0;
   // The launch of block pairs of width w, sized as the engine launches it
   // (pair_smem_config). Float32 pairs of the register buckets' sizes carry
   // E = J - I (2w rows under a column) instead of V's q rows
@@ -108,7 +115,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     const int64_t w = std::min<int64_t>(forced_width, half);
     if (pair_bytes(w) <= lim.smem_per_block) chosen = w;
   }
-  if (chosen > 0 && !force_gram) {
+  if (chosen > 0 && min_level <= 2) {
     mp.level = Level::kPairSvd;
     mp.width = chosen;
     mp.launch = pair_launch(chosen);

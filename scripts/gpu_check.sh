@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything the GPU machine has to do, in one call: build (sm_90, 16 jobs),
 # CUDA + CPU tests, compute-sanitizer on the new kernels, benchmarks.
-# Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [sanitize] [race-qr] [race-delta] [bench|bench-quick]
+# Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [sanitize] [race-qr] [race-delta]
+#   [robust-corpus] [robust-fuzz] [robust-forced] [bench|bench-quick] [bench-corpus] [script.py]
 # (sanitize: memcheck over every case, racecheck over the warp, whole and pair cases but the
 # 512-row block pairs, and the Gram EVD kernel alone; race-qr: the QR's panel and transpose
 # kernels alone; race-delta: the 512-row block pairs' kernel alone, one sweep. Under racecheck
@@ -29,14 +30,28 @@ for s in $stages; do
     test)
       $PY -m pytest -v -rs -n 8 --timeout=300 tests >"$OUT/pytest.log" 2>&1 || status=1
       tail -15 "$OUT/pytest.log" ;;
-    robust)
-      JSVD_CORPUS=full JSVD_FUZZ_EXAMPLES=400 $PY -m pytest -v -rfs --tb=line -n 8 --timeout=300 -k cuda -p no:benchmark \
-        tests/test_corpus.py tests/test_fuzz.py tests/test_finite_or_flagged.py tests/test_load.py \
-        >"$OUT/robust.log" 2>&1 || status=1
-      tail -15 "$OUT/robust.log"
-      JSVD_GRAM=1 JSVD_WARP=0 $PY -m pytest -q -rs -n 8 --timeout=300 -p no:benchmark tests/test_corpus.py -k cuda \
-        >"$OUT/robust_forced.log" 2>&1 || status=1
-      tail -8 "$OUT/robust_forced.log" ;;
+    robust-corpus)
+      # the full corpus (sizes to 1024) on CUDA; ROBUST_K narrows it (pytest -k, e.g. "float32")
+      OMP_NUM_THREADS=2 JSVD_CORPUS=full $PY -m pytest -q -rfs --tb=line -n 8 --timeout=300 -p no:benchmark \
+        --durations=10 -k "cuda${ROBUST_K:+ and $ROBUST_K}" tests/test_corpus.py >"$OUT/robust_corpus.log" 2>&1 || status=1
+      tail -25 "$OUT/robust_corpus.log" ;;
+    robust-fuzz)
+      OMP_NUM_THREADS=2 JSVD_FUZZ_EXAMPLES=${JSVD_FUZZ_EXAMPLES:-400} $PY -m pytest -q -rfs --tb=line -n 8 --timeout=300 \
+        -p no:benchmark -k cuda tests/test_fuzz.py tests/test_finite_or_flagged.py tests/test_load.py \
+        >"$OUT/robust_fuzz.log" 2>&1 || status=1
+      tail -15 "$OUT/robust_fuzz.log" ;;
+    robust-forced)
+      # the CI-size corpus with each level forced on every shape it can take (JSVD_LEVEL), and QR
+      # preconditioning from 2 columns on
+      for env in JSVD_LEVEL=whole JSVD_LEVEL=pair JSVD_LEVEL=gram JSVD_QR_MIN_COLS=2; do
+        echo "== $env"
+        env OMP_NUM_THREADS=2 $env $PY -m pytest -q -rfs --tb=line -n 8 --timeout=300 -p no:benchmark -k cuda \
+          tests/test_corpus.py 2>&1 || status=1
+      done >"$OUT/robust_forced.log"
+      grep -E "^== |passed|failed" "$OUT/robust_forced.log" | tail -12 ;;
+    bench-corpus)
+      $PY benchmarks/bench_corpus.py --device cuda --sizes ${CORPUS_SIZES:-256,1024} 2>&1 | tee "$OUT/bench_corpus.log" | tail -8
+      cp benchmarks/RESULTS.md "$OUT/" ;;
     sanitize)
       { compute-sanitizer --tool memcheck --error-exitcode 9 $PY scripts/sanitize_cases.py
         echo "memcheck rc=$?"

@@ -34,6 +34,15 @@ cases = [
     # QR preconditioning (uniform, >= 256 columns): Householder panels of 32 and (float64, 1600 rows) 16 columns
     ("qr f32", torch.randn(2, 300, 270, device=dev)),
     ("qr f64 narrow panels", torch.randn(1, 1600, 256, dtype=torch.float64, device=dev)),
+    # numerically zero columns (rank deficient), subnormal entries, and S beyond the dtype's range (info -3,
+    # the finite check writing it)
+    ("warp f32 rank-deficient", torch.randn(3, 24, 4, device=dev) @ torch.randn(3, 4, 24, device=dev)),
+    ("warp f32 subnormal", torch.randn(3, 16, 16, device=dev) * 1e-40),
+    ("whole f64 rank-deficient", torch.randn(2, 48, 6, dtype=torch.float64, device=dev)
+     @ torch.randn(2, 6, 40, dtype=torch.float64, device=dev)),
+    ("pair f32 rank-deficient", (torch.rand(1, 300, 20, device=dev) < 0.2).float()
+     @ (torch.rand(1, 20, 150, device=dev) < 0.2).float()),
+    ("whole f32 overflow", torch.full((2, 40, 40), 3e38, device=dev)),
 ]
 for name, A in cases:
     if (ONLY and not any(k in name for k in ONLY)) or any(k in name for k in SKIP):

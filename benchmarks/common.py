@@ -1,0 +1,79 @@
+"""Shared pieces of the benchmark scripts: run metadata, timing, accuracy, RESULTS.md sections."""
+
+import datetime
+import os
+import re
+import subprocess
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS_MD = os.path.join(HERE, "RESULTS.md")
+
+
+def git_rev():
+    """Short commit of the tree, '+dirty' if tracked files differ from it."""
+    try:
+        root = os.path.dirname(HERE)
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True).stdout.strip()
+        return rev + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def meta(device_name, **extra):
+    """What every result file records: device, versions, commit, date and the command line."""
+    return dict(device=device_name, torch=torch.__version__, cuda=torch.version.cuda, commit=git_rev(),
+                date=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+                command="python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), **extra)
+
+
+def time_ms(fn, device, min_time=0.2, max_repeat=20):
+    """Median wall time of fn() in ms after one warm-up (CUDA: synchronised), and its last result."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    out = fn()
+    sync()
+    times = []
+    while len(times) < 3 or (len(times) < max_repeat and sum(times) < min_time):
+        t0 = time.perf_counter()
+        out = fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2] * 1e3, out
+
+
+def accuracy(A, U, S, Vh):
+    """(recon, orth_u, orth_v) in float64, max over the batch; each in units of max(m, n) eps of A's dtype.
+
+    recon = ||A - U diag(S) Vh||_F / ||A||_F, orth = ||X^T X - I||_F.
+    """
+    m, n = A.shape[-2:]
+    unit = max(m, n, 1) * torch.finfo(A.dtype).eps
+    A, U, S, Vh = (t.double().cpu() for t in (A, U, S, Vh))
+    scale = A.abs().amax((-2, -1), keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+    A, S = A / scale, S / scale[..., 0]
+    nA = torch.linalg.matrix_norm(A).clamp_min(torch.finfo(torch.float64).tiny)
+    recon = (torch.linalg.matrix_norm(A - (U * S.unsqueeze(-2)) @ Vh) / nA).max().item()
+
+    def orth(X):
+        k = X.shape[-1]
+        return torch.linalg.matrix_norm(X.mT @ X - torch.eye(k, dtype=X.dtype)).max().item()
+
+    return recon / unit, orth(U) / unit, orth(Vh.mT) / unit
+
+
+def update_results_md(key, section, path=RESULTS_MD):
+    """Replace the text between <!-- key:begin --> and <!-- key:end --> (append both if absent)."""
+    begin, end = f"<!-- {key}:begin -->", f"<!-- {key}:end -->"
+    body = f"{begin}\n{section.rstrip()}\n{end}\n"
+    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n\n"
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end) + "\n?", re.S)
+    text = pattern.sub(lambda _: body, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + body
+    with open(path, "w") as f:
+        f.write(text)
