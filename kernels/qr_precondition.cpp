@@ -134,6 +134,12 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   // The GEMMs stay in full precision whatever torch.backends.cuda.matmul.allow_tf32 says.
   const at::NoTF32Guard no_tf32;
   const at::Tensor W = A.view({B, q, p});
+  // Divided by max|a_ij| first, as the engine's prologue does (jacobi_device.cuh): the reflectors'
+  // norms of unscaled columns overflow (entries of 1e300) or underflow (subnormal entries) in float64,
+  // where the Jacobi alone would not. NaN or Inf stays non-finite (info -2 from the engine).
+  const at::Tensor amax = W.abs().amax({1, 2}, /*keepdim=*/true);
+  const at::Tensor scale = at::where(amax > 0, amax, at::ones_like(amax));
+  W.div_(scale);
   const Reflectors f = householder_qr_(W, panel, opt.compute_uv);
   // X = R^T, packed column-major: X's column j is R's row j.
   const at::Tensor X = leading_block_transpose(W, q);
@@ -143,7 +149,7 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   xo.tol = resolve_tol(opt, p, A.scalar_type());  // W's own threshold
   CoreResult rx = engine(X.view({-1}), PackedBatch::make(n, n, false), xo);
   CoreResult r;
-  r.S = rx.S;
+  r.S = rx.S.view({B, q}).mul_(scale.view({B, 1})).view({-1});
   r.info = rx.info;
   if (opt.compute_uv) {
     r.V = rx.U;  // V_W = U_x, q x q column-major either way
@@ -160,14 +166,16 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
     }
     apply_q_(f, Mt);
     r.U = Mt.view({-1});
-    // The engine checked S and V_W (its U_x); U = Q U_R is new: finite or flagged (finite_check.h).
-    AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "svd_qr_preconditioned", [&] {
-      const MatrixDesc uni{0, p * uc, 0, 0, static_cast<int32_t>(p), static_cast<int32_t>(q),
-                           static_cast<int32_t>(uc), 0};
-      launch_flag_non_finite<scalar_t>(nullptr, r.U.data_ptr<scalar_t>(), nullptr, r.info.data_ptr<int32_t>(),
-                                       nullptr, uni, static_cast<int>(B), at::cuda::getCurrentCUDAStream());
-    });
   }
+  // The engine checked its own S and V_W (its U_x); S times the scale and U = Q U_R are new: finite
+  // or flagged (finite_check.h).
+  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "svd_qr_preconditioned", [&] {
+    const int64_t uc = opt.compute_uv ? b.ucols[0] : 0;
+    const MatrixDesc uni{0, p * uc, q, 0, static_cast<int32_t>(p), static_cast<int32_t>(q), static_cast<int32_t>(uc), 0};
+    launch_flag_non_finite<scalar_t>(r.S.data_ptr<scalar_t>(), opt.compute_uv ? r.U.data_ptr<scalar_t>() : nullptr,
+                                     nullptr, r.info.data_ptr<int32_t>(), nullptr, uni, static_cast<int>(B),
+                                     at::cuda::getCurrentCUDAStream());
+  });
   return r;
 }
 

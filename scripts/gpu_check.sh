@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the GPU machine has to do, in one call: build (sm_90, 16 jobs),
 # CUDA + CPU tests, compute-sanitizer on the new kernels, benchmarks.
-# Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [sanitize] [race-qr] [race-delta]
+# Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [memcheck|sanitize] [race-qr] [race-delta]
 #   [robust-corpus] [robust-fuzz] [robust-forced] [bench|bench-quick] [bench-corpus] [script.py]
 # (sanitize: memcheck over every case, racecheck over the warp, whole and pair cases but the
 # 512-row block pairs, and the Gram EVD kernel alone; race-qr: the QR's panel and transpose
@@ -52,6 +52,9 @@ for s in $stages; do
     bench-corpus)
       $PY benchmarks/bench_corpus.py --device cuda --sizes ${CORPUS_SIZES:-256,1024} 2>&1 | tee "$OUT/bench_corpus.log" | tail -8
       cp benchmarks/RESULTS.md "$OUT/" ;;
+    memcheck)
+      compute-sanitizer --tool memcheck --error-exitcode 9 $PY scripts/sanitize_cases.py >"$OUT/memcheck.log" 2>&1
+      echo "memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck.log" ;;
     sanitize)
       { compute-sanitizer --tool memcheck --error-exitcode 9 $PY scripts/sanitize_cases.py
         echo "memcheck rc=$?"
