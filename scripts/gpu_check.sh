@@ -31,9 +31,9 @@ for s in $stages; do
       $PY -m pytest -v -rs -n 8 --timeout=300 tests >"$OUT/pytest.log" 2>&1 || status=1
       tail -15 "$OUT/pytest.log" ;;
     robust-corpus)
-      # the full corpus (sizes to 1024) on CUDA; ROBUST_K narrows it (pytest -k, e.g. "float32")
+      # the full corpus (sizes to 1024) on ROBUST_DEV (cuda, or cpu); ROBUST_K narrows it (pytest -k, e.g. "float32")
       OMP_NUM_THREADS=2 JSVD_CORPUS=full $PY -m pytest -q -rfs --tb=line -n 8 --timeout=300 -p no:benchmark \
-        --durations=10 -k "cuda${ROBUST_K:+ and $ROBUST_K}" tests/test_corpus.py >"$OUT/robust_corpus.log" 2>&1 || status=1
+        --durations=10 -k "${ROBUST_DEV:-cuda}${ROBUST_K:+ and $ROBUST_K}" tests/test_corpus.py >"$OUT/robust_corpus.log" 2>&1 || status=1
       tail -25 "$OUT/robust_corpus.log" ;;
     robust-fuzz)
       OMP_NUM_THREADS=2 JSVD_FUZZ_EXAMPLES=${JSVD_FUZZ_EXAMPLES:-400} $PY -m pytest -q -rfs --tb=line -n 8 --timeout=300 \
