@@ -1,17 +1,17 @@
 // Host-side pieces of the CUDA engine that need no GPU: the level selector
-// (kernels/planner.cpp) for given device limits, the register kernel's shape
+// (kernels/planner/planner.cpp) for given device limits, the register kernel's shape
 // choice, and the circle-method slot permutation the register kernel relies
 // on. Runs in CI, where CUDA tests skip. Exit status: 0 if every check passes.
 #include <cstdio>
 #include <set>
 #include <utility>
 
-#include "../kernels/halving_order.h"
-#include "../kernels/pair_tasks.h"
-#include "../kernels/planner.h"
-#include "../kernels/qr_precondition.h"
-#include "../kernels/round_robin.h"
-#include "../kernels/svd_warp.h"
+#include "../kernels/levels/smem/halving_order.h"
+#include "../kernels/levels/blocked/pair_tasks.h"
+#include "../kernels/planner/planner.h"
+#include "../kernels/qr/qr_precondition.h"
+#include "../kernels/common/round_robin.h"
+#include "../kernels/levels/warp/svd_warp.h"
 
 namespace {
 
@@ -214,7 +214,7 @@ int main() {
   check(plan_matrix(1024, 1024, 8, true, 10, h100).level == Level::kPairSvd,
         "10 x 1024x1024 float64: block pairs (carrying their rotation: V's rows would not fit)");
   check(plan_matrix(2048, 16, 8, true, 2, h100).level == Level::kGramEvd, "2 x 2048x16 float64: Gram EVD");
-  // QR preconditioning (kernels/qr_precondition.h): uniform batches of >= 256 columns, panels of
+  // QR preconditioning (kernels/qr/qr_precondition.h): uniform batches of >= 256 columns, panels of
   // 32 columns, narrower where a panel of all the rows would not fit in shared memory.
   check(qr_panel_width(512, 512, 4, true, h100) == 32 && qr_panel_width(1536, 1536, 4, true, h100) == 32,
         "QR: 512² and 1536² float32 uniform: panels of 32");

@@ -1,5 +1,5 @@
 // The op schemas, in one place. Backends add kernels with TORCH_LIBRARY_IMPL
-// (csrc/cpu/ops_cpu.cpp, kernels/ops_cuda.cpp); fake kernels and autograd are
+// (csrc/cpu/ops_cpu.cpp, kernels/engine/ops_cuda.cpp); fake kernels and autograd are
 // registered from Python (torch_jsvd/_fake.py, torch_jsvd/_autograd.py).
 #include <torch/library.h>
 

@@ -1,7 +1,7 @@
 // Device-generic op layer: validation, dtype handling, packing of any input
 // into a PackedBatch for an engine (core.h), and mapping of the packed results
 // back to torch.linalg.svd's (U, S, Vh). Each backend registers these functions
-// with its own engine (csrc/cpu/ops_cpu.cpp, kernels/ops_cuda.cpp).
+// with its own engine (csrc/cpu/ops_cpu.cpp, kernels/engine/ops_cuda.cpp).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -27,7 +27,7 @@ struct MatrixCopy {
   int64_t src_rs, src_cs, dst_rs, dst_cs;
 };
 
-// A backend may do a whole list of copies in one pass (kernels/batched_copy.cu:
+// A backend may do a whole list of copies in one pass (kernels/engine/batched_copy.cu:
 // one upload and one launch instead of a launch per matrix); svd_varlen packs
 // its inputs and unpacks its outputs with it. nullptr: one copy_ per matrix.
 using BatchedCopyFn = void (*)(const std::vector<MatrixCopy>& copies, at::ScalarType src, at::ScalarType dst,

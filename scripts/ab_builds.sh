@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# A/B of a source change on the GPU machine, in one call: builds this tree and a
-# copy with PATCH reversed (the baseline), then times CASES on both, alternating
-# builds per round so that drift of the machine hits both alike.
-# usage: scripts/ab_builds.sh PATCH "100x512x512:float32 1x1536x1536:float32" [rounds] [PATCH2]
-# PATCH: `git diff BASE -- kernels csrc > ab.diff` made where the history is.
-# PATCH2 (optional): a third build, "mid", this tree with PATCH2 reversed (the
-# last of two stacked changes), so one call times base, base + 1 and base + 2.
-# MEASURE_ARGS: more arguments for scripts/measure.py (e.g. "--reps 30" for small cases).
+# A/B of a source change on the GPU machine, in one call: builds this tree and a copy with ab.diff reversed
+# (the baseline), then times CASES with scripts/measure.py on both, alternating per round so that drift
+# of the machine hits both alike. Log: $OUT/ab.log (OUT defaults to ./gpu_logs).
+# Usage: bash scripts/ab_builds.sh ab.diff "100x512x512:float32 1x1536x1536:float32" [rounds=2] [PATCH2]
+#   ab.diff: `git diff BASE -- kernels csrc > ab.diff`, made where the git history is.
+#   PATCH2: a third build, "mid", this tree with PATCH2 reversed (the later of two stacked changes), so one
+#   call times base, base + 1 and base + 2.
+#   MEASURE_ARGS: more arguments for scripts/measure.py (e.g. "--reps 30" for small cases).
 set -eu
 cd "$(dirname "$0")/.."
 patch_file=$(realpath "$1"); cases=$2; rounds=${3:-2}; patch2=${4:+$(realpath "$4")}

@@ -1,15 +1,30 @@
-"""Where one torch_jsvd.svd call's time goes: host time before the first kernel, the GPU's busy time, and the
-gaps between kernels (torch.profiler). Usage: python scripts/call_timeline.py 200x256x256 [...]"""
+"""Where one CUDA torch_jsvd.svd call's time goes: host time, GPU busy time and gaps, per-call overhead.
+
+Usage: python scripts/call_timeline.py 200x256x256 [100x512x512:float64 1x4x4 ...]
+Per case (BxMxN[:dtype], float32 by default, seeded):
+1. torch.profiler: op start -> first GPU work, the GPU's span, busy time and gaps, the top kernels, the host table;
+2. without the profiler (which inflates host time): the host time before the first kernel (hidden behind a long
+   GPU sleep queued first) and svd's per-sweep host round trips (svd against svd_ex with max_sweeps = its sweeps);
+3. back-to-back calls: wall and CUDA-event time per call of the svd_ex op (no sync; also below autograd),
+   torch_jsvd.svd and torch.linalg.svd. A tiny case (1x4x4) measures the host overhead alone.
+"""
 import sys
+import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 import torch_jsvd
 
-for case in sys.argv[1:]:
-    b, m, n = (int(v) for v in case.split("x"))
-    A = torch.randn(b, m, n, device="cuda")
+
+def make(case, seed=0):
+    shape, *dt = case.split(":")
+    b, m, n = (int(v) for v in shape.split("x"))
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(b, m, n, device="cuda", dtype=getattr(torch, dt[0] if dt else "float32"), generator=g)
+
+
+def timeline(case, A):
     torch_jsvd.svd(A, full_matrices=False)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -33,10 +48,9 @@ for case in sys.argv[1:]:
         print(f"  {t:8.3f} ms  x{c:<4d} {k}")
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=50))
 
-# Without the profiler (which inflates host time): the host time before the first kernel, as the call's time
-# minus its time when a long GPU sleep queued before it hides that host time; and the per-sweep host round trip
-# of svd, as its time minus svd_ex's with max_sweeps = the sweeps svd took (svd_ex never synchronises).
+
 def timed(fn, pre_sleep=False, reps=5):
+    """Median CUDA-event ms of one call; pre_sleep queues a long GPU sleep first, hiding the call's host time."""
     ts = []
     for _ in range(reps):
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -51,12 +65,49 @@ def timed(fn, pre_sleep=False, reps=5):
     return sorted(ts)[len(ts) // 2]
 
 
-for case in sys.argv[1:]:
-    b, m, n = (int(v) for v in case.split("x"))
-    A = torch.randn(b, m, n, device="cuda")
+def round_trips(case, A):
     sweeps = int(torch_jsvd.svd_ex(A, full_matrices=False)[3].max().item())
     svd = lambda: torch_jsvd.svd(A, full_matrices=False)
     ex = lambda: torch_jsvd.svd_ex(A, full_matrices=False, max_sweeps=sweeps)
     t, ts, te, tes = timed(svd), timed(svd, True), timed(ex), timed(ex, True)
     print(f"== {case} ({sweeps} sweeps): svd {t:.3f} ms, with host prep hidden {ts:.3f} (prep {t - ts:.3f}); "
           f"svd_ex {te:.3f}, hidden {tes:.3f}; svd - svd_ex (hidden) {ts - tes:.3f} ms of per-sweep round trips")
+
+
+def per_call(fn, reps):
+    """(wall ms, CUDA-event ms) per call over reps back-to-back calls."""
+    fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t = time.perf_counter()
+    s.record()
+    for _ in range(reps):
+        fn()
+    e.record()
+    e.synchronize()
+    return (time.perf_counter() - t) * 1e3 / reps, s.elapsed_time(e) / reps
+
+
+def back_to_back(case, A):
+    op = lambda: torch.ops.jsvd.svd_ex.default(A, False, True, None, None)
+    reps = max(3, min(2000, int(2e7 // A.numel())))  # 1x4x4: 2000 calls, 100x512x512: 3
+    fns = {
+        "svd_ex op (no sync)": op,
+        "torch_jsvd.svd": lambda: torch_jsvd.svd(A, full_matrices=False),
+        "torch.linalg.svd": lambda: torch.linalg.svd(A, full_matrices=False),
+    }
+    print(f"== {case}: back-to-back calls ({reps})")
+    with torch._C._AutoDispatchBelowAutograd():
+        wall, ev = per_call(op, reps)
+    print(f"  {'svd_ex op below autograd':26s} wall {wall:8.4f} ms/call  events {ev:8.4f} ms/call")
+    for name, fn in fns.items():
+        wall, ev = per_call(fn, reps)
+        print(f"  {name:26s} wall {wall:8.4f} ms/call  events {ev:8.4f} ms/call")
+
+
+if __name__ == "__main__":
+    for case in sys.argv[1:]:
+        A = make(case)
+        timeline(case, A)
+        round_trips(case, A)
+        back_to_back(case, A)

@@ -1,9 +1,11 @@
-"""Time of torch_jsvd.svd (svdvals for ':values') and accuracy of svd_ex on random matrices (the diagnostic scripts' one measurement).
+"""Time and accuracy of torch_jsvd.svd on seeded random CUDA batches, one line per case.
 
-usage: measure.py 100x512x512:float32 [10x1024x1024:float64 ...] [--reps 3] [--seed 0]
-Prints one line per case: median ms (CUDA events, after a warm-up call), max relative reconstruction
-error, ‖UᵀU − I‖_F and ‖VᵀV − I‖_F (max over the batch), sweeps. A case ending in ":values" times the
-singular values alone (compute_uv=False) and reports their error against float64 torch.linalg.svdvals.
+Usage: python scripts/measure.py 100x512x512:float32 [10x1024x1024:float64 200x256x256:float32:values ...] [--reps 3] [--seed 0] [--json] [--profile]
+Per case: median ms of torch_jsvd.svd (CUDA events, after a warm-up call), then from svd_ex the max relative
+reconstruction error, ‖UᵀU − I‖_F and ‖VᵀV − I‖_F (max over the batch) and the sweeps. A case ending in
+":values" times svdvals and reports the singular values' error against float64 torch.linalg.svdvals.
+--profile adds torch.profiler's per-kernel GPU times of one call and the device's largest idle gaps.
+ab_builds.sh, ab_knob.sh and knob_sweep.py time through this script.
 """
 import argparse, json
 

@@ -1,4 +1,9 @@
-"""Small inputs through every CUDA kernel, for compute-sanitizer (memcheck, racecheck)."""
+"""Small inputs through every CUDA kernel (each level, dtype and special path), for compute-sanitizer.
+
+Usage: compute-sanitizer --tool memcheck --error-exitcode 9 python scripts/sanitize_cases.py
+(scripts/gpu_check.sh memcheck|sanitize|race-qr|race-delta run it so; the environment switches below narrow it.)
+A new level or kernel path adds its cases to `cases`, named "<level> <dtype> ..." so that JSVD_SANITIZE_ONLY finds them.
+"""
 import os
 
 import torch

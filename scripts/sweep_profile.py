@@ -1,6 +1,9 @@
-"""Cost of each outer sweep: the time of svd_ex with max_sweeps = k, k = 1, 2, ...; the increments are the
-sweeps' costs (the first includes the prologue and finalisation), and how many matrices took each sweep count.
-Usage: sweep_profile.py 1x1536x1536 [...]"""
+"""Cost of each outer sweep of a CUDA call, and how many matrices of the batch took each sweep count.
+
+Usage: python scripts/sweep_profile.py 1x1536x1536 [100x512x512 ...]   (float32, seed 0)
+Times svd_ex with max_sweeps = k for k = 1, 2, ...: the increments are the sweeps' costs (the first includes
+the prologue and finalisation).
+"""
 import sys
 
 import torch

@@ -183,7 +183,7 @@ def test_whole_level_partial_warp(m, n, dtype):
                                        (300, 40, torch.float32)])
 def test_whole_level_register_steps(m, n, dtype):
     """Whole matrices whose lane groups keep one column of each pair in
-    registers (the recursive-halving order, kernels/halving_order.h): the plan
+    registers (the recursive-halving order, kernels/levels/smem/halving_order.h): the plan
     says so, and the results hold in both orientations, with and without
     vectors, including column counts that are not powers of two."""
     lv = torch_jsvd.plan([(m, n)] * 8, dtype=dtype, device="cuda")["matrices"][0]["levels"][-1]

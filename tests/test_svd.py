@@ -33,7 +33,7 @@ def test_float32_columns_orthogonal_to_working_precision_cpu(shape):
     # the factor made of the converged, normalised columns (U; V for wide input, which the engine
     # transposes) is orthogonal to working precision, not just to tol. Measured on this engine: 0.1-0.3
     # max(m, n) eps; stopping the rotations at tol left it at 1.5-4.5 (benchmarks/RESULTS.md). The CUDA
-    # engine does the same (kernels/jacobi_device.cuh, step_tolerances); its orthogonality at sizes up to
+    # engine does the same (kernels/common/jacobi_device.cuh, step_tolerances); its orthogonality at sizes up to
     # 1536 is in the GPU benchmark's table.
     *_, m, n = shape
     A = torch.randn(shape)

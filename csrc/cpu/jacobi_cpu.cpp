@@ -7,6 +7,7 @@
 // supports is used. Extension build flags therefore do not decide whether the
 // inner loops are vectorised.
 #include "../core.h"
+#include "../tuning_knobs.h"
 
 #include <ATen/Parallel.h>
 
@@ -181,7 +182,7 @@ bool cpu_has_avx512() {
   static const bool has = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vl") && !std::getenv("JSVD_CPU_NO_AVX512");
+           __builtin_cpu_supports("avx512vl") && knobs().cpu_avx512;
   }();
   return has;
 }
@@ -189,7 +190,7 @@ bool cpu_has_avx512() {
 bool cpu_has_avx2() {
   static const bool has = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && !std::getenv("JSVD_CPU_NO_AVX2");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && knobs().cpu_avx2;
   }();
   return has;
 }

@@ -1,0 +1,74 @@
+// Every environment switch of both engines, with its default: for experiments
+// (scripts/ab_knob.sh), forced-level tests (scripts/gpu_check.sh robust-forced)
+// and bisecting a regression. Not part of the API. Read once per process, on
+// first use. The defaults are the measured choices (docs/kernel-notes.md,
+// docs/experiments.md).
+#pragma once
+
+#include <cstdlib>
+#include <string>
+
+namespace jsvd {
+
+struct Knobs {
+  // --- CUDA planner (kernels/planner/planner.cpp) ---
+  int level = 0;         // JSVD_LEVEL=whole|pair|gram: the lowest level a matrix may take (1|2|3; 0 = warp)
+  int pair_width = 0;    // JSVD_PAIR_WIDTH: block-pair width where it fits (0: the planner's)
+  int inner_sweeps = 1;  // JSVD_INNER_SWEEPS: sweeps a block-pair task does over its columns
+  bool qr = true;        // JSVD_QR=0: no QR preconditioning
+  int qr_min_cols = 256; // JSVD_QR_MIN_COLS: QR-precondition uniform batches from this many columns
+  // --- CUDA launchers and sweep loop ---
+  bool cross_only = true;      // JSVD_CROSS_ONLY=0: every block-pair task redoes its blocks' inner pairs
+  bool sweep_pipeline = true;  // JSVD_SWEEP_PIPELINE=0: read the convergence count without running ahead
+  bool pair_queue = true;      // JSVD_PAIR_QUEUE=0: one launch per round-robin step instead of a task queue
+  bool reg_steps = true;       // JSVD_REG_STEPS=0: no register steps in the shared-memory kernel
+  bool pdl = true;             // JSVD_PDL=0: no programmatic dependent launch between steps
+  int whole_regs = 1;          // JSVD_WHOLE_REGS: whole matrices' register steps (0 off, 1 where free, 2 always)
+  bool pair_delta = true;      // JSVD_PAIR_DELTA=0: float32 512-row pairs carry V's rows, not E = J - I
+  // --- CPU engine (csrc/cpu) ---
+  int cpu_block_width = 0;  // JSVD_CPU_W: sweep-ordering block width (1: pointwise; 0: by cache size)
+  bool cpu_avx2 = true;     // JSVD_CPU_NO_AVX2 (set): the plain loops
+  bool cpu_avx512 = true;   // JSVD_CPU_NO_AVX512 (set): AVX2 at most
+};
+
+namespace knobs_detail {
+inline bool on(const char* name, bool fallback) {  // "0" turns a switch off
+  const char* v = std::getenv(name);
+  return v ? v[0] != '0' : fallback;
+}
+inline int integer(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+inline Knobs read() {
+  Knobs k;
+  if (const char* v = std::getenv("JSVD_LEVEL")) {
+    const std::string s(v);
+    k.level = s == "whole" ? 1 : s == "pair" ? 2 : s == "gram" ? 3 : 0;
+  }
+  k.pair_width = integer("JSVD_PAIR_WIDTH", k.pair_width);
+  k.inner_sweeps = integer("JSVD_INNER_SWEEPS", k.inner_sweeps);
+  if (k.inner_sweeps < 1) k.inner_sweeps = 1;
+  k.qr = on("JSVD_QR", k.qr);
+  k.qr_min_cols = integer("JSVD_QR_MIN_COLS", k.qr_min_cols);
+  k.cross_only = on("JSVD_CROSS_ONLY", k.cross_only);
+  k.sweep_pipeline = on("JSVD_SWEEP_PIPELINE", k.sweep_pipeline);
+  k.pair_queue = on("JSVD_PAIR_QUEUE", k.pair_queue);
+  k.reg_steps = on("JSVD_REG_STEPS", k.reg_steps);
+  k.pdl = on("JSVD_PDL", k.pdl);
+  k.whole_regs = integer("JSVD_WHOLE_REGS", k.whole_regs);
+  k.pair_delta = on("JSVD_PAIR_DELTA", k.pair_delta);
+  k.cpu_block_width = integer("JSVD_CPU_W", k.cpu_block_width);
+  if (k.cpu_block_width < 0) k.cpu_block_width = 0;
+  k.cpu_avx2 = std::getenv("JSVD_CPU_NO_AVX2") == nullptr;
+  k.cpu_avx512 = std::getenv("JSVD_CPU_NO_AVX512") == nullptr;
+  return k;
+}
+}  // namespace knobs_detail
+
+inline const Knobs& knobs() {
+  static const Knobs k = knobs_detail::read();
+  return k;
+}
+
+}  // namespace jsvd

@@ -1,0 +1,287 @@
+// Device helpers shared by the shared-memory Jacobi kernels.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "engine/engine_types.h"
+#include "common/round_robin.h"
+
+#include <c10/cuda/CUDAException.h>
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include <cmath>
+#include <cstdint>
+
+namespace jsvd {
+namespace cuda {
+
+// The lanes of this thread's lane group of TPP lanes (TPP a power of two <= 32,
+// groups aligned inside a warp).
+template <int TPP>
+__device__ __forceinline__ unsigned group_mask() {
+  const unsigned lane = threadIdx.x & 31u;
+  return TPP == 32 ? 0xffffffffu : (((1u << TPP) - 1u) << (lane & ~unsigned(TPP - 1)));
+}
+
+// Sum over the TPP lanes of a lane group. The mask names only the group's
+// lanes, so groups of one warp may take different branches.
+template <int TPP, typename T>
+__device__ __forceinline__ T group_sum(T v) {
+  const unsigned mask = group_mask<TPP>();
+#pragma unroll
+  for (int off = TPP / 2; off > 0; off /= 2) v += __shfl_xor_sync(mask, v, off, TPP);
+  return v;
+}
+
+// The maximum of v over the block, returned to every thread, through red
+// (shared memory, a slot per warp). Shared by the whole-matrix kernel and the
+// blocked levels' prologue.
+template <typename T>
+__device__ T block_max(T v, T* red /* >= 32 */) {
+  for (int off = 16; off > 0; off /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, off));
+  const int w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  if ((threadIdx.x & 31) == 0) red[w] = v;
+  __syncthreads();
+  T m = 0;
+  for (int i = 0; i < nw; ++i) m = fmax(m, red[i]);
+  __syncthreads();
+  return m;
+}
+
+// Rutishauser's formulas (hierarchically-blocked-jacobi paper (4.3)-(4.6), the
+// trigonometric case) for the rotation [x y] <- [x y] [[c, s], [-s, c]] that
+// makes x^T y = 0, given dxx = x^T x, dyy = y^T y, g = x^T y. Returns tan.
+// P is the precision of the data: its divisions and square roots sit on the
+// critical path of every round-robin step.
+template <typename P>
+__device__ __forceinline__ P rotation_tan(P dxx, P dyy, P g) {
+  const P zeta = (dyy - dxx) / (P(2) * g);
+  const P az = fabs(zeta);
+  // For huge |zeta|, sqrt(1 + zeta^2) == |zeta| and zeta^2 may overflow.
+  const P ct = az > P(sizeof(P) == 4 ? 1e18 : 1e150) ? P(2) * az : az + sqrt(P(1) + az * az);
+  return copysign(P(1) / ct, zeta);
+}
+
+// Apply the rotation of tan t to a pair of values in Rutishauser's update form
+//   x' = x - s (y + tau x),  y' = y + s (x - tau y),  tau = s / (1 + c),
+// which equals [x y] [[c, s], [-s, c]] but never rounds c (close to 1 for the
+// small angles of late sweeps): each applied rotation is orthogonal to far
+// better than eps. Measured in a model of this Jacobi at 96x96: ||V^T V - I||
+// 794 eps -> 85 eps in float64 (136 -> 76 in float32).
+template <typename P>
+struct RotationUpdate {
+  P s, tau;
+  __device__ __forceinline__ explicit RotationUpdate(P t) {
+    const P r = sqrt(P(1) + t * t);
+    s = t / r;
+    tau = t / (P(1) + r);
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ void rotate_pair(T& x, T& y, T s, T tau) {
+  const T x0 = x, y0 = y;
+  x = x0 - s * (y0 + tau * x0);
+  y = y0 + s * (x0 - tau * y0);
+}
+
+// rotate_pair of (x + a, y + b), less (a, b): a row of E = J - I, whose
+// identity part enters as the shifts a, b (0 or 1) and is never added to E's
+// own entries, which stay exact in relative terms however small they become.
+template <typename T>
+__device__ __forceinline__ void rotate_pair_shifted(T& x, T& y, T s, T tau, T a, T b) {
+  const T x0 = x + a, y0 = y + b;
+  x = x - s * (y0 + tau * x0);
+  y = y + s * (x0 - tau * y0);
+}
+
+// The rotation of a pair whose squared norms differ by `diff` (second minus
+// first) and whose inner product is g: tan t, and (s, tau) for rotate_pair.
+// Every round-robin step waits for it, so for float32 it is built from the
+// approximate reciprocal and reciprocal square root (about 2 ulp each) instead
+// of IEEE division and sqrt: four dependent MUFU operations instead of five
+// Newton-refined ones. The update form keeps each rotation orthogonal to a few
+// ulp regardless (measured on the H100: the warp level's U and V orthogonality
+// unchanged, benchmarks/RESULTS.md). float64 keeps the exact formulas above.
+template <typename T>
+struct StepRotation {
+  T t, s, tau;
+};
+
+// The exact formulas (rotation_tan, RotationUpdate) in that form.
+template <typename T>
+__device__ __forceinline__ StepRotation<T> exact_step_rotation(T diff, T g) {
+  const T t = rotation_tan<T>(T(0), diff, g);
+  const RotationUpdate<T> rot(t);
+  return {t, rot.s, rot.tau};
+}
+
+// MUFU reciprocal and reciprocal square root with subnormals flushed: the
+// plain intrinsics wrap each in a subnormal guard (a compare and two scalings,
+// ptxas), a tenth of a register step's instructions (SASS, 256² pair kernel).
+// No operand here is subnormal but dy - dx, which then counts as 0: the
+// angle of equal norms, the same to within its rounding.
+__device__ __forceinline__ float rcp_ftz(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float rsqrt_ftz(float x) {
+  float r;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+__device__ __forceinline__ StepRotation<float> step_rotation(float diff, float g) {
+  // |g| > eps^3 p where a rotation is computed (its norms exceed
+  // negligible_norm2 and |g| > eps sqrt(dx dy)), so 1 / (2g) is finite.
+  const float zeta = diff * rcp_ftz(2.0f * g);
+  const float az = fabsf(zeta);
+  const float w0 = 1.0f + az * az;
+  const float ct = az > 1e18f ? 2.0f * az : az + w0 * rsqrt_ftz(w0);  // |zeta| + sqrt(1 + zeta^2)
+  const float t = copysignf(rcp_ftz(ct), zeta);
+  const float w = 1.0f + t * t;
+  const float ir = rsqrt_ftz(w);  // 1 / sqrt(1 + t^2) = cos
+  return {t, t * ir, t * rcp_ftz(1.0f + w * ir)};
+}
+
+__device__ __forceinline__ StepRotation<double> step_rotation(double diff, double g) {
+  return exact_step_rotation(diff, g);
+}
+
+// Constants usable in device code (std::numeric_limits is host-only constexpr).
+template <typename T> struct Limits;
+template <> struct Limits<float> {
+  static constexpr float eps = 1.1920928955078125e-07f;      // FLT_EPSILON
+  static constexpr float min = 1.17549435082228750797e-38f;  // FLT_MIN
+};
+template <> struct Limits<double> {
+  static constexpr double eps = 2.220446049250313080847e-16;    // DBL_EPSILON
+  static constexpr double min = 2.2250738585072013830903e-308;  // DBL_MIN
+};
+
+template <typename T>
+__device__ __forceinline__ T eps_of() {
+  return Limits<T>::eps;
+}
+
+// Convergence: every pair passes |x^T y| <= tol ||x|| ||y||, tol the caller's
+// (tol_arg > 0) or sqrt(p) eps.
+template <typename T>
+__device__ __forceinline__ double convergence_tol(double tol_arg, int p) {
+  return tol_arg > 0 ? tol_arg : sqrt(static_cast<double>(p)) * static_cast<double>(eps_of<T>());
+}
+
+// The pair thresholds of the one-sided kernels, squared: a pair counts against
+// convergence while g^2 > tol2 dx dy. Rotations are applied down to apply_tol:
+// float32 inner products are summed in double, so they are exact at float32's
+// scale and rotations are worth applying down to eps (the 512-row block pairs'
+// cross steps sum x^T y in float32, a few ulp of |x| |y|: U's orthogonality at
+// 512² was the same on the H100, 2.0e-5); the sweep that finds
+// nothing above tol then leaves the columns (U) orthogonal to working
+// precision, not just to tol (benchmarks/RESULTS.md has the measurements).
+// float64 inner products carry rounding of order sqrt(p) eps, so smaller
+// rotations would be noise: apply_tol = tol.
+struct StepTolerances {
+  double tol2, apply2;
+};
+
+template <typename T>
+__device__ __forceinline__ StepTolerances step_tolerances(double tol_arg, int p) {
+  const double tol = convergence_tol<T>(tol_arg, p);
+  const double apply = sizeof(T) == sizeof(float) ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
+  return {tol * tol, apply * apply};
+}
+
+// Numerically zero columns (README, "Convergence"): with the matrix scaled to
+// max|a_ij| = 1, a column whose squared norm is at or below p eps^2 is at the
+// level of the rounding errors the rotations leave in it. It takes no part in
+// rotations and carries no direction in U (its U column is completed). In a
+// rank-deficient matrix the n - r collapsing columns are such noise, which no
+// rotation makes orthogonal to the columns it was cut from (each leaves a new
+// eps of it in a random direction): under the relative test alone they were
+// rotated sweep after sweep, shrinking by ~eps each time (0/1 graph matrices
+// did not converge, float32 rotations of ~1e-38 norms overflowed to NaN).
+// The same rule as the CPU engine (csrc/cpu/jacobi_cpu_solver.h).
+template <typename T>
+__device__ __forceinline__ double negligible_norm2(int p) {
+  const double eps = static_cast<double>(Limits<T>::eps);
+  return static_cast<double>(p) * eps * eps;
+}
+
+// Columns with norm at or below this carry no direction (see negligible_norm2).
+template <typename T>
+__device__ __forceinline__ double tiny_norm(int p) {
+  return sqrt(negligible_norm2<T>(p));
+}
+
+template <typename T>
+__device__ __forceinline__ T quiet_nan() {
+  return static_cast<T>(__longlong_as_double(0x7ff8000000000000ULL));
+}
+
+// The outputs of matrix k when its input holds NaN or Inf: NaN S, U and V,
+// info = -2 and rank = ucols (nothing for the completion kernel to fill).
+// Written by `stride` threads, this one being number `first`.
+template <typename T>
+__device__ void write_non_finite(const EngineArgs<T>& args, const MatrixDesc& md, int k, int first, int stride) {
+  const T nan = quiet_nan<T>();
+  for (int i = first; i < md.q; i += stride) args.S[md.s_off + i] = nan;
+  if (args.U) {
+    for (int64_t i = first; i < static_cast<int64_t>(md.p) * md.ucols; i += stride) args.U[md.u_off + i] = nan;
+    for (int64_t i = first; i < static_cast<int64_t>(md.q) * md.q; i += stride) args.V[md.v_off + i] = nan;
+  }
+  if (first == 0) {
+    args.info[k] = -2;
+    args.rank[k] = md.ucols;
+  }
+}
+
+// The end of a whole matrix's sweeps (whole-matrix and blocked levels), with
+// every thread of the block: from the exact squared column norms d[0, c) in
+// shared memory, S in descending order (scaled back by `scale`), each
+// column's position in it (order[l]), and the matrix's info and rank (columns
+// with a direction). *s_rank (shared) must be 0 and d complete, behind a barrier.
+// p: the matrix's rows (negligible_norm2).
+template <typename T>
+__device__ void write_descending_s(const double* d, int c, int p, double scale, T* S, int* order, int* s_rank,
+                                   int32_t* info, int32_t* rank, int32_t info_value) {
+  const double tiny = tiny_norm<T>(p);
+  for (int l = threadIdx.x; l < c; l += blockDim.x) {
+    const double dl = d[l];
+    int r = 0;  // rank counting; ties by index, so r is a permutation
+    for (int m = 0; m < c; ++m) r += (d[m] > dl) || (d[m] == dl && m < l);
+    order[l] = r;
+    const double nrm = sqrt(dl);
+    S[r] = static_cast<T>(nrm * scale);
+    if (nrm > tiny) atomicAdd(s_rank, 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    *info = info_value;
+    *rank = *s_rank;
+  }
+}
+
+// Dynamic shared memory above the default 48 KB (static shared memory
+// included) must be opted into, per kernel and device. The attribute call costs
+// a few microseconds of host time, so it is made only when a launch needs more
+// than was already allowed.
+template <typename Kernel>
+inline void allow_dynamic_smem(Kernel kernel, size_t bytes) {
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, size_t> allowed;
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  size_t& a = allowed[{device, reinterpret_cast<const void*>(kernel)}];
+  if (bytes <= a) return;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  a = bytes;
+}
+
+}  // namespace cuda
+}  // namespace jsvd

@@ -1,0 +1,438 @@
+// CUDA engine: the W-cycle SVD over a packed batch (csrc/core.h).
+//
+// Every matrix gets a level from the planner. Whole-matrix levels run in one
+// launch per block shape and finish in it. Blocked matrices share the sweep
+// loop: a sweep's pair SVD tasks are one launch, a block per task, taken from
+// a queue in round-robin step order (svd_smem_kernel.cuh); Gram EVD
+// tasks (pairs too tall) one launch per round-robin step; and a tiny kernel
+// does the convergence bookkeeping on the device. No host loop
+// over matrices, no launch per matrix, everything on the current stream.
+#include "core.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CachingHostAllocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
+#include "levels/blocked/blocked_steps.h"
+#include "engine/device_upload.h"
+#include "engine/engine_types.h"
+#include "engine/finite_check.h"
+#include "levels/gram/gram_evd_smem.h"
+#include "levels/blocked/pair_tasks.h"
+#include "planner/planner.h"
+#include "qr/qr_precondition.h"
+#include "tuning_knobs.h"
+#include "levels/smem/svd_smem.h"
+#include "levels/warp/svd_warp.h"
+
+namespace jsvd {
+namespace {
+
+using namespace cuda;
+
+// Host data for the launches, gathered in one buffer and uploaded in one copy.
+class Staging {
+ public:
+  template <typename X>
+  size_t push(const std::vector<X>& v) {
+    const size_t off = (bytes_.size() + 15) / 16 * 16;
+    bytes_.resize(off + v.size() * sizeof(X));
+    if (!v.empty()) std::memcpy(bytes_.data() + off, v.data(), v.size() * sizeof(X));
+    return off;
+  }
+  // Undefined when nothing was pushed (a uniform batch at a whole-matrix level).
+  at::Tensor upload(const at::Device& device) const {
+    return bytes_.empty() ? at::Tensor() : upload_bytes(bytes_.data(), bytes_.size(), device);
+  }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+// The matrices of one launch, listed for the device; a uniform batch lists
+// none (its launches take every matrix, list_at).
+struct MatList {
+  std::vector<int32_t> mats;
+  size_t off = 0;  // in the staged upload
+};
+
+struct WholeGroup : MatList {
+  SmemLaunch cfg;
+};
+
+// What a call launches, from the shapes alone: every matrix's plan, grouped
+// into launches, and the task lists and descriptors uploaded in one copy.
+struct Prep {
+  std::map<std::pair<int, int>, WholeGroup> whole;  // by (lanes per rotation, threads)
+  std::map<std::pair<int, int>, MatList> warp;      // by (lanes per matrix, rows per lane)
+  MatList blocked;
+  int64_t pair_p = 0, pair_q = 0, pair_c = 0, gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
+  int64_t ncolumn_blocks = 0;  // block columns of the blocked matrices (the pair queue's counts)
+  // Block pairs carry E = J - I (SmemLaunch::delta) when every pair matrix's
+  // plan does, at one row count (the kernel's register bucket).
+  bool pair_delta = true;
+  int64_t pair_p_min = -1;
+  size_t pair_queue_size = 0, pair_queue_off = 0, desc_off = 0;
+  std::vector<std::pair<size_t, int>> pair_step_range;  // each step's first task in the queue, and count
+  std::vector<std::pair<size_t, int>> gram_where;       // each Gram step's tasks in the upload, and count
+  at::Tensor staged;                                    // the upload (undefined: nothing to upload)
+  std::shared_ptr<at::cuda::CUDAEvent> uploaded;        // cached preps: the upload's completion
+};
+
+std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_t es, const DeviceLimits& lim,
+                              const at::Device& device) {
+  // Plan every matrix. A uniform batch is planned once, and needs neither
+  // descriptors nor matrix lists on the device (EngineArgs::uni, list_at).
+  auto prep = std::make_shared<Prep>();
+  Prep& P = *prep;
+  const int64_t N = b.size();
+  const bool uv = opt.compute_uv;
+  const bool uni = b.uniform;
+  std::vector<MatrixDesc> desc(uni ? 0 : N);
+  auto& whole = P.whole;
+  auto& warp = P.warp;
+  MatList& blocked = P.blocked;
+  std::vector<std::vector<PairTask>> pair_steps, gram_steps;
+  int64_t &pair_p = P.pair_p, &pair_q = P.pair_q, &pair_c = P.pair_c, &gram_c = P.gram_c, &blocked_q = P.blocked_q,
+          &max_p = P.max_p, &max_cols = P.max_cols, &ncolumn_blocks = P.ncolumn_blocks, &pair_p_min = P.pair_p_min;
+  bool& pair_delta = P.pair_delta;
+  MatrixPlan uniform_plan;
+  // Tuning knob for experiments (benchmarks/): JSVD_CROSS_ONLY=0 redoes the
+  // pairs inside the blocks in every task.
+  const bool cross_only = knobs().cross_only;
+  for (int64_t k = 0; k < N; ++k) {
+    const int64_t p = b.rows[k], q = b.cols[k];
+    if (!uni)
+      desc[k] = MatrixDesc{b.a_off[k], b.u_off[k], b.s_off[k], b.v_off[k], static_cast<int32_t>(p),
+                           static_cast<int32_t>(q), static_cast<int32_t>(b.ucols[k]), 0};
+    max_p = std::max(max_p, p);
+    max_cols = std::max(max_cols, opt.full_matrices ? b.ucols[k] : q);
+    const MatrixPlan mp = (uni && k > 0) ? uniform_plan : plan_matrix(p, q, es, uv, N, lim);
+    if (k == 0) uniform_plan = mp;
+    // At the whole-matrix levels a uniform batch is one group of every
+    // matrix, known from its first: the loop stops there.
+    if (mp.level == Level::kWholeWarp) {
+      MatList& g = warp[{mp.warp_lanes, mp.warp_rows}];
+      if (uni) break;
+      g.mats.push_back(static_cast<int32_t>(k));
+      continue;
+    }
+    if (mp.level == Level::kWholeSmem) {
+      // Matrices of one block shape share a launch sized for the largest.
+      const SmemLaunch& l = mp.launch;
+      WholeGroup& g = whole[{l.tpp, l.threads}];
+      g.cfg.tpp = l.tpp;
+      g.cfg.threads = l.threads;
+      g.cfg.smem = std::max(g.cfg.smem, l.smem);
+      g.cfg.rows = std::max(g.cfg.rows, l.rows);
+      g.cfg.reg_groups = std::max(g.cfg.reg_groups, l.reg_groups);
+      if (uni) break;
+      g.mats.push_back(static_cast<int32_t>(k));
+      continue;
+    }
+    // Blocked: round-robin over nb block columns; step s of every matrix is
+    // launched together (Gram EVD), or queued in step order (pair SVD).
+    blocked.mats.push_back(static_cast<int32_t>(k));
+    blocked_q = std::max(blocked_q, q);
+    const int64_t w = mp.width;
+    const bool pair = mp.level == Level::kPairSvd;
+    if (pair) {
+      pair_delta = pair_delta && mp.launch.delta;
+      pair_p_min = pair_p_min < 0 ? p : std::min(pair_p_min, p);
+      pair_p = std::max(pair_p, p);
+      pair_q = std::max(pair_q, q);
+      pair_c = std::max(pair_c, 2 * w);
+    } else {
+      gram_c = std::max(gram_c, 2 * w);
+    }
+    ncolumn_blocks += append_pair_tasks(pair ? pair_steps : gram_steps, static_cast<int32_t>(k), q, w,
+                                        static_cast<int32_t>(ncolumn_blocks), !pair || !cross_only, pair);
+  }
+
+  // The pair SVD tasks of a sweep, in step order, each waiting for the tasks
+  // before it on its two block columns (svd_smem_kernel.cuh).
+  const std::vector<PairTask> pair_queue = queue_in_step_order(pair_steps, ncolumn_blocks, P.pair_step_range);
+  P.pair_queue_size = pair_queue.size();
+
+  Staging st;
+  P.desc_off = uni ? 0 : st.push(desc);
+  for (auto& kv : whole) kv.second.off = uni ? 0 : st.push(kv.second.mats);
+  for (auto& kv : warp) kv.second.off = uni ? 0 : st.push(kv.second.mats);
+  blocked.off = uni ? 0 : st.push(blocked.mats);
+  auto push_steps = [&](const std::vector<std::vector<PairTask>>& steps) {
+    std::vector<std::pair<size_t, int>> where;
+    for (const auto& s : steps) where.emplace_back(st.push(s), static_cast<int>(s.size()));
+    return where;
+  };
+  P.pair_queue_off = st.push(pair_queue);
+  P.gram_where = push_steps(gram_steps);
+  P.staged = st.upload(device);
+  return prep;
+}
+
+// A uniform batch's Prep depends only on its shape and options, and building
+// it (tens of thousands of pair tasks at 512², their upload) took 0.9 ms of
+// host time before the first kernel at 200x256² and 3.8 ms at 100x512² (H100
+// host, scripts/call_timeline.py). So it is kept, per device and shape, and
+// later calls wait on the stream for its upload's event instead (a no-op once
+// it has run; the allocator learns of each stream that reads it). Not during
+// a CUDA graph capture, which builds its own.
+std::shared_ptr<const Prep> uniform_prep(const PackedBatch& b, const SvdOptions& opt, size_t es,
+                                         const DeviceLimits& lim, const at::Device& device) {
+  if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None)
+    return prepare(b, opt, es, lim, device);
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, size_t, bool, bool>;
+  static std::mutex mu;
+  static auto* cache = new std::map<Key, std::shared_ptr<const Prep>>();  // (never destroyed: CUDA may be gone at exit)
+  const Key key{device.index(), b.size(), b.rows[0], b.cols[0], es, opt.compute_uv, opt.full_matrices};
+  const at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache->find(key);
+    if (it != cache->end()) {
+      const Prep& hit = *it->second;
+      if (hit.uploaded) {
+        hit.uploaded->block(stream);
+        c10::cuda::CUDACachingAllocator::recordStream(hit.staged.storage().data_ptr(), stream);
+      }
+      return it->second;
+    }
+  }
+  std::shared_ptr<Prep> prep = prepare(b, opt, es, lim, device);
+  if (prep->staged.defined()) {
+    prep->uploaded = std::make_shared<at::cuda::CUDAEvent>();
+    prep->uploaded->record(stream);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache->size() >= 32) cache->clear();  // (a bound: shapes in use are few)
+  cache->emplace(key, prep);
+  return prep;
+}
+
+template <typename T>
+CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt) {
+  const int64_t N = b.size();
+  const bool uv = opt.compute_uv;
+  const size_t es = sizeof(T);
+  const DeviceLimits lim = device_limits(A.get_device());
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+
+  const bool uni = b.uniform;
+  const std::shared_ptr<const Prep> prep =
+      uni ? uniform_prep(b, opt, es, lim, A.device()) : prepare(b, opt, es, lim, A.device());
+  const auto& whole = prep->whole;
+  const auto& warp = prep->warp;
+  const MatList& blocked = prep->blocked;
+  const int64_t pair_p = prep->pair_p, pair_q = prep->pair_q, pair_c = prep->pair_c, gram_c = prep->gram_c,
+                blocked_q = prep->blocked_q, max_p = prep->max_p, max_cols = prep->max_cols,
+                ncolumn_blocks = prep->ncolumn_blocks, pair_p_min = prep->pair_p_min;
+  const bool pair_delta = prep->pair_delta;
+  const auto& pair_step_range = prep->pair_step_range;
+  const auto& gram_where = prep->gram_where;
+  const at::Tensor& staged = prep->staged;
+  const uint8_t* base = staged.defined() ? staged.data_ptr<uint8_t>() : nullptr;
+  // A list's device pointer and length; nullptr (every matrix) for a uniform batch.
+  auto list_ptr = [&](const MatList& l) { return uni ? nullptr : reinterpret_cast<const int32_t*>(base + l.off); };
+  auto list_len = [&](const MatList& l) { return static_cast<int>(uni ? N : static_cast<int64_t>(l.mats.size())); };
+
+  CoreResult r;
+  const auto opts = A.options();
+  r.S = at::empty({b.s_numel}, opts);
+  r.info = at::empty({N}, opts.dtype(at::kInt));
+  at::Tensor Vw;
+  if (uv) {
+    // Every column is written: the first q by the level kernels (zero where S
+    // has no direction), those from the rank on by the completion kernel.
+    r.U = at::empty({b.u_numel}, opts);
+    r.V = at::empty({b.v_numel}, opts);
+    if (!blocked.mats.empty()) Vw = at::empty({b.v_numel}, opts);
+  }
+  at::Tensor rank = at::empty({N}, opts.dtype(at::kInt));
+  at::Tensor state = at::empty({static_cast<int64_t>(N * sizeof(MatrixState))}, opts.dtype(at::kByte));
+
+  EngineArgs<T> args;
+  args.A = A.data_ptr<T>();
+  if (A.dim() == 3) {  // the caller's tensor, read in place (jacobi_svd_cuda)
+    args.a_rs = A.stride(2);
+    args.a_cs = A.stride(1);
+  }
+  args.U = uv ? r.U.data_ptr<T>() : nullptr;
+  args.S = r.S.data_ptr<T>();
+  args.V = uv ? r.V.data_ptr<T>() : nullptr;
+  args.Vw = Vw.defined() ? Vw.data_ptr<T>() : nullptr;
+  args.info = r.info.data_ptr<int32_t>();
+  args.rank = rank.data_ptr<int32_t>();
+  args.state = reinterpret_cast<MatrixState*>(state.data_ptr<uint8_t>());
+  args.desc = uni ? nullptr : reinterpret_cast<const MatrixDesc*>(base + prep->desc_off);
+  args.uni = MatrixDesc{A.dim() == 3 ? A.stride(0) : b.a_numel / N, b.u_numel / N, b.s_numel / N, b.v_numel / N, static_cast<int32_t>(b.rows[0]),
+                        static_cast<int32_t>(b.cols[0]), static_cast<int32_t>(b.ucols[0]), 0};
+  args.tol = opt.tol;
+  const int64_t max_sweeps = resolve_max_sweeps(opt);
+  args.max_sweeps = static_cast<int32_t>(max_sweeps);
+
+  for (const auto& kv : warp) {
+    const WarpLaunch cfg{kv.first.first, kv.first.second};
+    launch_svd_warp(args, list_ptr(kv.second), list_len(kv.second), cfg, uv, stream);
+  }
+  for (const auto& kv : whole) {
+    const WholeGroup& g = kv.second;
+    launch_svd_whole(args, list_ptr(g), list_len(g), g.cfg, uv, stream);
+  }
+
+  if (!blocked.mats.empty()) {
+    const int32_t* bl = list_ptr(blocked);
+    const int nbl = list_len(blocked);
+    state.zero_();  // the prologue accumulates max|a| in it
+    launch_prologue(args, bl, nbl, blocked_q, stream);
+    EngineArgs<T> inner = args;
+    inner.max_sweeps = inner_sweeps();
+    const int64_t pc = std::max<int64_t>(pair_c, 2);
+    const bool delta = uv && pair_delta && pair_p_min == pair_p && pc == 32;
+    const SmemLaunch pair_cfg = pair_smem_config(std::max<int64_t>(pair_p, 1), pair_q, pc, es, uv, delta);
+    // svd's stop test: each sweep's count of matrices still rotating, copied
+    // to pinned host slots behind events. While every matrix still rotates,
+    // the host queues sweep s + 1 before it reads sweep s's count (pipelined),
+    // so the device does not wait for the host's round trip (60-90 us a sweep
+    // on the H100, measure.py --profile); once some have converged the end is
+    // near, and it reads each sweep's count before queuing the next, since a
+    // sweep queued past convergence, though every task returns at once, still
+    // costs its ~50k blocks (0.25 ms at 100x512²). JSVD_SWEEP_PIPELINE=0 never
+    // reads ahead (experiments).
+    const bool pipelined = knobs().sweep_pipeline;
+    at::Tensor active, active_host;
+    std::array<at::cuda::CUDAEvent, 2> counted;
+    if (opt.may_sync) {
+      active = at::empty({2}, opts.dtype(at::kInt));
+      active_host = at::empty({2}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
+    }
+    int32_t still_active = nbl;  // the last count read
+    const auto read_count = [&](int64_t sw) {
+      counted[sw & 1].synchronize();
+      still_active = active_host.const_data_ptr<int32_t>()[sw & 1];
+    };
+    // Block pairs: one queued launch a sweep (svd_smem_kernel.cuh). Against one
+    // launch per round-robin step, same build, H100: 200x256² float32 43.4 ->
+    // 39.4 ms, 100x512² 191.8 -> 179.2, 10x1024² 259.3 -> 227.0, 1x1536² 104.0
+    // -> 94.1, 200x128² float64 17.7 -> 14.7, 100x512² float64 372 -> 342.
+    // JSVD_PAIR_QUEUE=0 launches step by step (experiments).
+    const bool queue_on = knobs().pair_queue;
+    const bool queued = prep->pair_queue_size > 0 && queue_on;
+    // The queue's state: the next task, then the block columns' counts.
+    at::Tensor queue;
+    const int64_t queue_ints = 1 + ncolumn_blocks;
+    if (queued) {
+      queue = at::empty({queue_ints}, opts.dtype(at::kInt));
+      inner.pair_next = queue.data_ptr<int32_t>();
+      inner.pair_done = inner.pair_next + 1;
+    }
+    const PairTask* queue_tasks = reinterpret_cast<const PairTask*>(base + prep->pair_queue_off);
+    for (int64_t sweep = 1; sweep <= max_sweeps; ++sweep) {
+      if (queued) {
+        C10_CUDA_CHECK(cudaMemsetAsync(inner.pair_next, 0, queue_ints * sizeof(int32_t), stream));
+        launch_svd_pair(inner, queue_tasks, static_cast<int>(prep->pair_queue_size), pair_cfg, uv, stream);
+      } else {
+        for (const auto& r : pair_step_range) launch_svd_pair(inner, queue_tasks + r.first, r.second, pair_cfg, uv, stream);
+      }
+      for (const auto& g : gram_where)
+        launch_gram_evd(inner, reinterpret_cast<const PairTask*>(base + g.first), g.second, gram_c, stream);
+      if (opt.may_sync) {
+        const int slot = static_cast<int>(sweep & 1);
+        int32_t* dev = active.data_ptr<int32_t>() + slot;
+        C10_CUDA_CHECK(cudaMemsetAsync(dev, 0, sizeof(int32_t), stream));
+        launch_end_sweep(args.state, bl, nbl, dev, stream);
+        C10_CUDA_CHECK(cudaMemcpyAsync(active_host.mutable_data_ptr<int32_t>() + slot, dev, sizeof(int32_t),
+                                       cudaMemcpyDeviceToHost, stream));
+        counted[slot].record(at::cuda::getCurrentCUDAStream());
+        // The one small read per sweep (its slot is not written again before).
+        if (pipelined && still_active == nbl) {
+          if (sweep > 1) read_count(sweep - 1);
+          if (still_active == 0) break;  // (this sweep finds nothing to do)
+        }
+        if (!pipelined || still_active < nbl) {
+          read_count(sweep);
+          if (still_active == 0) break;
+        }
+      } else {
+        launch_end_sweep(args.state, bl, nbl, nullptr, stream);
+      }
+    }
+    // The last count's copy may still be pending: the caching host allocator
+    // must not hand active_host out again before it lands.
+    if (opt.may_sync)
+      at::getHostAllocator(at::kCUDA)->record_event(active_host.mutable_data_ptr(),
+                                                    active_host.storage().data_ptr().get_context(),
+                                                    at::cuda::getCurrentCUDAStream().unwrap());
+    const at::Tensor norms = at::empty({b.s_numel}, opts.dtype(at::kDouble));
+    const at::Tensor order = at::empty({b.s_numel}, opts.dtype(at::kInt));
+    launch_finalize(args, bl, nbl, blocked_q, norms.data_ptr<double>(), order.data_ptr<int32_t>(), stream);
+  }
+
+  if (uv) launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, opt.full_matrices, stream);
+  launch_flag_non_finite(args.S, args.U, args.V, args.info, args.desc, args.uni, static_cast<int>(N), stream);
+  return r;
+}
+
+}  // namespace
+
+CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {
+  const c10::cuda::CUDAGuard guard(input.device());
+  // Only the warp level never writes its input, so only a uniform batch that
+  // it takes whole is read in place: for small matrices the packing copy is a
+  // good part of a call's host time (benchmarks/RESULTS.md, 500x16x16). A
+  // row-major square or tall input is read transposed there (a lane reads a
+  // row: one cache line per lane and load), which 32-lane matrices in large
+  // batches pay for: 10000x32x32 float32 took 3.8 ms in place against 1.8
+  // packed (H100), while 500x32x32 and every narrower shape were faster in place.
+  at::Tensor A = input;
+  if (A.dim() == 3) {
+    const int64_t p = A.size(2), q = A.size(1);
+    const MatrixPlan mp = plan_matrix(p, q, A.element_size(), opt.compute_uv, A.size(0),
+                                      device_limits(A.get_device()));
+    const bool read_in_place = A.stride(2) == 1 || mp.warp_lanes < 32 || A.numel() <= (int64_t{1} << 20);
+    if (!batch.uniform || mp.level != Level::kWholeWarp || !read_in_place) A = packed_input(A);
+  }
+  TORCH_CHECK(A.is_cuda() && (A.dim() == 3 || (A.dim() == 1 && A.is_contiguous())) && A.numel() == batch.a_numel,
+              "jsvd internal: jacobi_svd_cuda expects the packed 1-D CUDA buffer or a 3-D view");
+  // A host read inside a CUDA graph capture would invalidate it with an opaque
+  // CUDA error; say what to use instead (svd_ex never reads on the host).
+  TORCH_CHECK(!opt.may_sync || c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None,
+              "torch_jsvd: svd, svdvals and svd_varlen read results on the host (to stop sweeping early and to "
+              "raise on info < 0), which a CUDA graph capture cannot contain; inside a capture use "
+              "torch_jsvd.svd_ex, which never synchronises, and check its info afterwards");
+  CoreResult r;
+  if (batch.size() == 0) {
+    r.S = at::empty({0}, A.options());
+    r.info = at::empty({0}, A.options().dtype(at::kInt));
+    if (opt.compute_uv) {
+      r.U = at::empty({0}, A.options());
+      r.V = at::empty({0}, A.options());
+    }
+    return r;
+  }
+  // Uniform batches of at least 256 columns: the Jacobi on R^T (qr_precondition.h).
+  const int64_t panel = A.dim() == 1 ? qr_panel_width(batch.rows[0], batch.cols[0], A.element_size(), batch.uniform,
+                                                      device_limits(A.get_device()))
+                                     : 0;
+  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "jacobi_svd_cuda", [&] {
+    if (panel > 0)
+      r = svd_qr_preconditioned(A, batch, opt, panel, [](const at::Tensor& X, const PackedBatch& xb,
+                                                         const SvdOptions& xo) { return run<scalar_t>(X, xb, xo); });
+    else
+      r = run<scalar_t>(A, batch, opt);
+  });
+  return r;
+}
+
+}  // namespace jsvd

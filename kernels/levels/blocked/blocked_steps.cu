@@ -1,0 +1,319 @@
+// The per-matrix steps around the sweeps of the blocked levels, and the
+// completion of U: prologue (scale, V = I), end of sweep (convergence
+// bookkeeping on the device), finalisation (S, U, V sorted by descending S),
+// and the orthonormal completion of U columns that carry no direction.
+#include "levels/blocked/blocked_steps.h"
+
+#include "common/jacobi_device.cuh"
+
+#include <c10/cuda/CUDAException.h>
+
+#include <algorithm>
+
+namespace jsvd {
+namespace cuda {
+namespace {
+
+template <typename T>
+__device__ T block_reduce_sum(T v, T* red) {
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  T s = 0;
+  for (int i = 0; i < (blockDim.x + 31) / 32; ++i) s += red[i];
+  __syncthreads();
+  return s;
+}
+
+// The per-matrix passes over A, V and U are spread over the whole GPU: a warp
+// per column, kPassCols columns per block, blocks (matrix, column group). One
+// block per matrix used to do them, which left a 1x1536x1536 float32 call with
+// one busy SM for about 9 of its 110 ms (H100, scripts/sweep_profile.py: its
+// first sweep cost 17 ms, the next ones 7.7).
+constexpr int kPassThreads = 256;
+constexpr int kPassCols = kPassThreads / 32;
+
+// f(c) for each of this warp's columns c < q.
+template <typename F>
+__device__ __forceinline__ void for_warp_columns(int q, F f) {
+  const int warp = threadIdx.x >> 5;
+  for (int c = blockIdx.y * kPassCols + warp; c < q; c += gridDim.y * kPassCols) f(c);
+}
+
+dim3 pass_grid(int n, int64_t max_q) {
+  const int64_t groups = std::min<int64_t>((max_q + kPassCols - 1) / kPassCols, 65535);
+  return dim3(static_cast<unsigned>(n), static_cast<unsigned>(groups));
+}
+
+// Prologue, pass 1: max|a| and the non-finite check of each matrix, folded
+// into its zeroed state by atomics: scale takes max|a| (the bits of
+// non-negative doubles order as unsigned integers), converged the flag.
+template <typename T>
+__global__ void __launch_bounds__(kPassThreads) amax_kernel(EngineArgs<T> args, const int32_t* mats) {
+  __shared__ T red[32];
+  const int k = list_at(mats, blockIdx.x);
+  const MatrixDesc md = matrix_desc(args, k);
+  const int lane = threadIdx.x & 31;
+  int bad = 0;
+  T amax = 0;
+  for_warp_columns(md.q, [&](int c) {
+    const T* x = args.A + md.a_off + static_cast<int64_t>(c) * md.p;
+#pragma unroll 4
+    for (int r = lane; r < md.p; r += 32) {
+      const T v = x[r];
+      bad |= !isfinite(v);
+      amax = fmax(amax, fabs(v));  // fmax drops NaN: amax stays a number
+    }
+  });
+  bad = __syncthreads_or(bad);
+  amax = block_max(amax, red);
+  if (threadIdx.x == 0) {
+    MatrixState& st = args.state[k];
+    atomicMax(reinterpret_cast<unsigned long long*>(&st.scale),
+              static_cast<unsigned long long>(__double_as_longlong(static_cast<double>(amax))));
+    if (bad) atomicOr(&st.converged, 1);
+  }
+}
+
+// Prologue, pass 2: divide by max|a| (not a non-finite or zero matrix), V
+// workspace = I, info.
+template <typename T>
+__global__ void __launch_bounds__(kPassThreads) scale_kernel(EngineArgs<T> args, const int32_t* mats) {
+  const int k = list_at(mats, blockIdx.x);
+  const MatrixDesc md = matrix_desc(args, k);
+  const int lane = threadIdx.x & 31;
+  const double amax = args.state[k].scale;
+  const bool bad = args.state[k].converged != 0;
+  if (!bad && amax > 0) {
+    const T div = static_cast<T>(amax);  // (a division: 1 / max|a| overflows for subnormal max|a|)
+    for_warp_columns(md.q, [&](int c) {
+      T* x = args.A + md.a_off + static_cast<int64_t>(c) * md.p;
+#pragma unroll 4
+      for (int r = lane; r < md.p; r += 32) x[r] /= div;
+    });
+  }
+  if (args.U) {
+    for_warp_columns(md.q, [&](int c) {
+      T* v = args.Vw + md.v_off + static_cast<int64_t>(c) * md.q;
+#pragma unroll 4
+      for (int r = lane; r < md.q; r += 32) v[r] = r == c ? T(1) : T(0);
+    });
+  }
+  if (blockIdx.y == 0 && threadIdx.x == 0) args.info[k] = bad ? -2 : 0;
+}
+
+// One thread per matrix: a sweep that rotated nothing means convergence.
+__global__ void end_sweep_kernel(MatrixState* state, const int32_t* mats, int n, int32_t* active) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  MatrixState& st = state[list_at(mats, t)];
+  if (!st.converged) {
+    st.sweeps += 1;
+    if (!st.rotated) st.converged = 1;
+    else if (active) atomicAdd(active, 1);
+  }
+  st.rotated = 0;
+}
+
+// Finalisation, pass 1: the exact squared norm of every column.
+template <typename T>
+__global__ void __launch_bounds__(kPassThreads)
+    column_norms_kernel(EngineArgs<T> args, const int32_t* mats, double* norms) {
+  const int k = list_at(mats, blockIdx.x);
+  const MatrixDesc md = matrix_desc(args, k);
+  const int lane = threadIdx.x & 31;
+  for_warp_columns(md.q, [&](int c) {
+    const T* x = args.A + md.a_off + static_cast<int64_t>(c) * md.p;
+    double acc = 0;
+#pragma unroll 4
+    for (int r = lane; r < md.p; r += 32) acc += double(x[r]) * double(x[r]);
+    acc = group_sum<32>(acc);
+    if (lane == 0) norms[md.s_off + c] = acc;
+  });
+}
+
+// Finalisation, pass 2, one block per matrix: S descending, each column's
+// position in it (order), info and rank. Dynamic smem: q doubles.
+template <typename T>
+__global__ void order_kernel(EngineArgs<T> args, const int32_t* mats, const double* norms, int32_t* order) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ int s_rank;
+  const int k = list_at(mats, blockIdx.x);
+  const MatrixDesc md = matrix_desc(args, k);
+  if (args.info[k] == -2) {  // the prologue found NaN or Inf
+    write_non_finite(args, md, k, threadIdx.x, blockDim.x);
+    return;
+  }
+  double* d = reinterpret_cast<double*>(smem_raw);
+  for (int l = threadIdx.x; l < md.q; l += blockDim.x) d[l] = norms[md.s_off + l];
+  if (threadIdx.x == 0) s_rank = 0;
+  __syncthreads();
+  const MatrixState st = args.state[k];
+  const double scale = st.scale > 0 ? st.scale : 1.0;  // a zero matrix was not scaled
+  write_descending_s(d, md.q, md.p, scale, args.S + md.s_off, order + md.s_off, &s_rank, args.info + k, args.rank + k,
+                     st.converged ? st.sweeps : -1);
+}
+
+// Finalisation, pass 3: U = the normalised columns and V = the workspace's
+// columns, each at its place in S's order.
+template <typename T>
+__global__ void __launch_bounds__(kPassThreads)
+    scatter_kernel(EngineArgs<T> args, const int32_t* mats, const double* norms, const int32_t* order) {
+  const int k = list_at(mats, blockIdx.x);
+  const MatrixDesc md = matrix_desc(args, k);
+  if (args.info[k] == -2) return;  // order_kernel wrote NaN
+  const int lane = threadIdx.x & 31, p = md.p, q = md.q;
+  const double tiny = tiny_norm<T>(p);
+  for_warp_columns(q, [&](int l) {
+    const double nrm = sqrt(norms[md.s_off + l]);
+    const T inv = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // completed later
+    const int o = order[md.s_off + l];
+    const T* x = args.A + md.a_off + static_cast<int64_t>(l) * p;
+    T* u = args.U + md.u_off + static_cast<int64_t>(o) * p;
+#pragma unroll 4
+    for (int r = lane; r < p; r += 32) u[r] = x[r] * inv;
+    const T* vw = args.Vw + md.v_off + static_cast<int64_t>(l) * q;
+    T* v = args.V + md.v_off + static_cast<int64_t>(o) * q;
+#pragma unroll 4
+    for (int r = lane; r < q; r += 32) v[r] = vw[r];
+  });
+}
+
+// One block per matrix: fill U's columns rank .. ncols-1 (which carry no
+// direction) with an orthonormal basis of the complement of the first rank
+// columns. Greedy: the next column starts from the unit vector e_t whose
+// component outside the current span is largest (diag of the projector,
+// kept in smem), then is orthogonalised twice ("twice is enough") and normalised.
+// Dynamic smem: p doubles (projector diagonal) + p T (the new column) + ncols T.
+template <typename T>
+__global__ void complete_kernel(EngineArgs<T> args, const int32_t* mats, int full) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ double red[32];
+  __shared__ int red_i[32];
+  const int k = list_at(mats, blockIdx.x);
+  const MatrixDesc md = matrix_desc(args, k);
+  const int p = md.p;
+  const int ncols = full ? md.ucols : md.q;
+  const int r0 = args.rank[k];
+  if (r0 >= ncols) return;
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
+  double* pdiag = reinterpret_cast<double*>(smem_raw);
+  T* x = reinterpret_cast<T*>(pdiag + p);
+  T* coef = x + p;
+  T* U = args.U + md.u_off;
+  for (int t = tid; t < p; t += nt) {
+    double s = 0;
+    for (int j = 0; j < r0; ++j) {
+      const double u = U[static_cast<int64_t>(j) * p + t];
+      s += u * u;
+    }
+    pdiag[t] = 1.0 - s;
+  }
+  __syncthreads();
+  for (int col = r0; col < ncols; ++col) {
+    // argmax of the projector's diagonal
+    double best = -1.0;
+    int bi = 0;
+    for (int t = tid; t < p; t += nt)
+      if (pdiag[t] > best) { best = pdiag[t]; bi = t; }
+    for (int off = 16; off > 0; off /= 2) {
+      const double ob = __shfl_xor_sync(0xffffffffu, best, off);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+      if (ob > best || (ob == best && oi < bi)) { best = ob; bi = oi; }
+    }
+    if (lane == 0) { red[warp] = best; red_i[warp] = bi; }
+    __syncthreads();
+    best = red[0];
+    bi = red_i[0];
+    for (int w = 1; w < nw; ++w)
+      if (red[w] > best || (red[w] == best && red_i[w] < bi)) { best = red[w]; bi = red_i[w]; }
+    for (int t = tid; t < p; t += nt) x[t] = t == bi ? T(1) : T(0);
+    __syncthreads();
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int j = warp; j < col; j += nw) {  // coef = U[:, :col]^T x
+        const T* u = U + static_cast<int64_t>(j) * p;
+        T acc = 0;
+        for (int t = lane; t < p; t += 32) acc += u[t] * x[t];
+        acc = group_sum<32>(acc);
+        if (lane == 0) coef[j] = acc;
+      }
+      __syncthreads();
+      for (int t = tid; t < p; t += nt) {  // x -= U[:, :col] coef
+        T acc = 0;
+        for (int j = 0; j < col; ++j) acc += U[static_cast<int64_t>(j) * p + t] * coef[j];
+        x[t] -= acc;
+      }
+      __syncthreads();
+    }
+    T ss = 0;
+    for (int t = tid; t < p; t += nt) ss += x[t] * x[t];
+    __shared__ T redt[32];
+    const T nrm = sqrt(block_reduce_sum(ss, redt));
+    T* u = U + static_cast<int64_t>(col) * p;
+    for (int t = tid; t < p; t += nt) {
+      const T v = x[t] / nrm;
+      u[t] = v;
+      pdiag[t] -= static_cast<double>(v) * static_cast<double>(v);
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void launch_prologue(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_q, cudaStream_t stream) {
+  if (n == 0) return;
+  const dim3 grid = pass_grid(n, max_q);
+  amax_kernel<T><<<grid, kPassThreads, 0, stream>>>(args, mats);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  scale_kernel<T><<<grid, kPassThreads, 0, stream>>>(args, mats);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+void launch_end_sweep(MatrixState* state, const int32_t* mats, int n, int32_t* active, cudaStream_t stream) {
+  if (n == 0) return;
+  end_sweep_kernel<<<(n + 255) / 256, 256, 0, stream>>>(state, mats, n, active);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_finalize(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_q, double* norms,
+                     int32_t* order, cudaStream_t stream) {
+  if (n == 0) return;
+  const dim3 grid = pass_grid(n, max_q);
+  column_norms_kernel<T><<<grid, kPassThreads, 0, stream>>>(args, mats, norms);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const size_t smem = static_cast<size_t>(max_q) * sizeof(double);
+  auto kernel = order_kernel<T>;
+  allow_dynamic_smem(kernel, smem);
+  kernel<<<n, 256, smem, stream>>>(args, mats, norms, order);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (args.U) {
+    scatter_kernel<T><<<grid, kPassThreads, 0, stream>>>(args, mats, norms, order);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+template <typename T>
+void launch_complete(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_p, int64_t max_cols,
+                     bool full, cudaStream_t stream) {
+  if (n == 0) return;
+  const size_t smem = static_cast<size_t>(max_p) * (sizeof(double) + sizeof(T)) + static_cast<size_t>(max_cols) * sizeof(T);
+  auto kernel = complete_kernel<T>;
+  allow_dynamic_smem(kernel, smem);
+  kernel<<<n, 256, smem, stream>>>(args, mats, full ? 1 : 0);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template void launch_prologue<float>(const EngineArgs<float>&, const int32_t*, int, int64_t, cudaStream_t);
+template void launch_prologue<double>(const EngineArgs<double>&, const int32_t*, int, int64_t, cudaStream_t);
+template void launch_finalize<float>(const EngineArgs<float>&, const int32_t*, int, int64_t, double*, int32_t*,
+                                     cudaStream_t);
+template void launch_finalize<double>(const EngineArgs<double>&, const int32_t*, int, int64_t, double*, int32_t*,
+                                      cudaStream_t);
+template void launch_complete<float>(const EngineArgs<float>&, const int32_t*, int, int64_t, int64_t, bool, cudaStream_t);
+template void launch_complete<double>(const EngineArgs<double>&, const int32_t*, int, int64_t, int64_t, bool, cudaStream_t);
+
+}  // namespace cuda
+}  // namespace jsvd

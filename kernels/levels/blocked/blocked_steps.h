@@ -1,0 +1,37 @@
+// Launchers of the per-matrix steps of the blocked levels and of U's completion
+// (blocked_steps.cu). `mats` lists the matrix indices a launch covers.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/engine_types.h"
+
+namespace jsvd {
+namespace cuda {
+
+// Non-finite check (info = -2), scaling by max|a|, V workspace = I. The
+// listed matrices' states must be zero: max|a| accumulates in them. max_q:
+// the largest column count listed.
+template <typename T>
+void launch_prologue(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_q, cudaStream_t stream);
+
+// Per matrix: sweeps += 1 unless converged; converged once a sweep rotated
+// nothing; rotated flags cleared. Counts the still active matrices into
+// *active when active != nullptr.
+void launch_end_sweep(MatrixState* state, const int32_t* mats, int n, int32_t* active, cudaStream_t stream);
+
+// S, U (first q columns), V sorted by descending S; info; rank. norms and
+// order: scratch of one double and one int per singular value (packed like S).
+template <typename T>
+void launch_finalize(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_q, double* norms,
+                     int32_t* order, cudaStream_t stream);
+
+// Fills U columns rank .. (full ? ucols : q) - 1 with an orthonormal completion.
+template <typename T>
+void launch_complete(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_p, int64_t max_cols,
+                     bool full, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace jsvd

@@ -1,0 +1,232 @@
+// Rotation of a block-column pair through the EVD of its Gram matrix, for
+// pairs too tall to hold in shared memory (W-cycle paper §III, group (ii), and
+// §IV-C). One thread block per pair [A_i A_j] (c = w_i + w_j columns):
+//   1. B = A_ij^T A_ij, streaming A_ij's rows through shared memory;
+//   2. if every column pair already passes the relative orthogonality test,
+//      stop (the pair is orthogonal);
+//   3. EVD B = J diag J^T by the parallel two-sided Jacobi method: in each
+//      round-robin step all c/2 rotations are independent, and every element
+//      of G^T B G is updated at once from at most four elements of B
+//      (Fig. 5: 6 multiplications, 3 additions);
+//   4. [A_i A_j] <- [A_i A_j] J and [V_i V_j] <- [V_i V_j] J, row chunk by row chunk.
+#include "levels/gram/gram_evd_smem.h"
+
+#include "common/jacobi_device.cuh"
+
+#include <c10/cuda/CUDAException.h>
+
+namespace jsvd {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kChunk = 64;  // rows staged per pass
+constexpr int kMaxEntries = kGramMaxCols * kGramMaxCols / kThreads;
+
+template <typename T>
+struct GramSmem {
+  T* B;
+  T* Bn;
+  T* J;
+  T* Jn;
+  T* X;      // kChunk x c staging, leading dimension kChunk + 1
+  int* partner;
+  T* gd;     // G[r][r]
+  T* go;     // G[partner(r)][r]
+  T* gt;     // +-tau of r's rotation (update form)
+};
+
+template <typename T>
+__device__ GramSmem<T> carve(unsigned char* raw, int c) {
+  GramSmem<T> s;
+  T* t = reinterpret_cast<T*>(raw);
+  s.B = t;
+  s.Bn = s.B + c * c;
+  s.J = s.Bn + c * c;
+  s.Jn = s.J + c * c;
+  s.X = s.Jn + c * c;
+  s.gd = s.X + (kChunk + 1) * c;
+  s.go = s.gd + c;
+  s.gt = s.go + c;
+  s.partner = reinterpret_cast<int*>(s.gt + c);
+  return s;
+}
+
+// Global column of the pair's column l: block i's w0 columns from c0, then block j's from c1.
+__device__ __forceinline__ int pair_col(int l, int c0, int w0, int c1) { return l < w0 ? c0 + l : c1 + (l - w0); }
+
+// X <- rows [r0, r0 + rows) of the pair's c columns (leading dimension ld in global memory).
+template <typename T>
+__device__ void stage_rows(T* X, const T* base, int64_t ld, int r0, int rows, int c, int c0, int w0, int c1) {
+  for (int idx = threadIdx.x; idx < rows * c; idx += kThreads) {
+    const int l = idx / rows, r = idx - l * rows;
+    X[l * (kChunk + 1) + r] = base[static_cast<int64_t>(pair_col(l, c0, w0, c1)) * ld + r0 + r];
+  }
+}
+
+// rows [0, n) of the pair's columns (leading dimension ld in global memory) <- rows * J
+template <typename T>
+__device__ void apply_rotation(T* base, int64_t ld, int n, int c, int c0, int w0, int c1, const GramSmem<T>& s) {
+  const int tid = threadIdx.x;
+  for (int r0 = 0; r0 < n; r0 += kChunk) {
+    const int rows = min(kChunk, n - r0);
+    stage_rows(s.X, base, ld, r0, rows, c, c0, w0, c1);
+    __syncthreads();
+    for (int idx = tid; idx < rows * c; idx += kThreads) {
+      const int j = idx / rows, r = idx - j * rows;
+      T acc = 0;
+      for (int l = 0; l < c; ++l) acc += s.X[l * (kChunk + 1) + r] * s.J[j * c + l];
+      base[static_cast<int64_t>(pair_col(j, c0, w0, c1)) * ld + r0 + r] = acc;
+    }
+    __syncthreads();
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, const PairTask* tasks) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ int s_rot;
+  const PairTask pt = tasks[blockIdx.x];
+  const int k = pt.k;
+  if (args.state[k].converged) return;
+  const int c0 = pt.c0, c1 = pt.c1, w0 = pt.w0w1 & 0xffff, w1 = (pt.w0w1 >> 16) & kPairWidthMask;
+  const int c = w0 + w1;
+  const MatrixDesc md = matrix_desc(args, k);
+  const int p = md.p;
+  const int tid = threadIdx.x;
+  GramSmem<T> s = carve<T>(smem_raw, c);
+  T* A = args.A + md.a_off;
+
+  // 1. Gram matrix; thread tid owns entries tid, tid + kThreads, ...
+  T acc[kMaxEntries];
+#pragma unroll
+  for (int e = 0; e < kMaxEntries; ++e) acc[e] = 0;
+  for (int r0 = 0; r0 < p; r0 += kChunk) {
+    const int rows = min(kChunk, p - r0);
+    stage_rows(s.X, A, p, r0, rows, c, c0, w0, c1);
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < kMaxEntries; ++e) {
+      const int idx = tid + e * kThreads;
+      if (idx < c * c) {
+        const T* x = s.X + (idx / c) * (kChunk + 1);
+        const T* y = s.X + (idx % c) * (kChunk + 1);
+        T a = 0;
+        for (int r = 0; r < rows; ++r) a += x[r] * y[r];
+        acc[e] += a;
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int e = 0; e < kMaxEntries; ++e) {
+    const int idx = tid + e * kThreads;
+    if (idx < c * c) {
+      s.B[idx] = acc[e];
+      s.J[idx] = (idx / c == idx % c) ? T(1) : T(0);
+    }
+  }
+  __syncthreads();
+
+  // 2. Already orthogonal? (the same relative test as the one-sided kernels)
+  const double tol = convergence_tol<T>(args.tol, p);
+  const double negl = negligible_norm2<T>(p);  // numerically zero columns take no part (jacobi_device.cuh)
+  int off = 0;
+  for (int idx = tid; idx < c * c; idx += kThreads) {
+    const int l = idx / c, j = idx % c;
+    if (l < j) {
+      const double bll = s.B[l * c + l], bjj = s.B[j * c + j], blj = s.B[idx];
+      off |= bll > negl && bjj > negl && fabs(blj) > tol * sqrt(bll) * sqrt(bjj);
+    }
+  }
+  if (!__syncthreads_or(off)) return;
+  if (tid == 0) args.state[k].rotated = 1;
+
+  // 3. Parallel two-sided Jacobi EVD of B (B column-major, symmetric).
+  const int e = c + (c & 1);
+  for (int sweep = 0; sweep < args.max_sweeps; ++sweep) {
+    if (tid == 0) s_rot = 0;
+    __syncthreads();
+    for (int step = 0; step < e - 1; ++step) {
+      for (int pk = tid; pk < e / 2; pk += kThreads) {
+        int i, j;
+        round_robin_pair(e, step, pk, i, j);
+        if (j >= c) {
+          s.partner[i] = i;
+          s.gd[i] = 1;
+          s.go[i] = 0;
+          s.gt[i] = 0;
+          continue;
+        }
+        const double bii = s.B[i * c + i], bjj = s.B[j * c + j], bij = s.B[j * c + i];
+        double cs = 1, sn = 0, tau = 0;
+        if (bii > negl && bjj > negl && fabs(bij) > tol * sqrt(bii) * sqrt(bjj)) {
+          const double t = rotation_tan<double>(bii, bjj, bij);
+          const RotationUpdate<double> ru(t);
+          sn = ru.s;
+          tau = ru.tau;
+          cs = 1.0 - sn * tau;
+          s_rot = 1;
+        }
+        s.partner[i] = j;
+        s.partner[j] = i;
+        s.gd[i] = static_cast<T>(cs);
+        s.gd[j] = static_cast<T>(cs);
+        s.go[i] = static_cast<T>(-sn);  // G[j][i]
+        s.go[j] = static_cast<T>(sn);   // G[i][j]
+        s.gt[i] = static_cast<T>(tau);  // J's columns use the update form (jacobi_device.cuh)
+        s.gt[j] = static_cast<T>(-tau);
+      }
+      __syncthreads();
+      for (int idx = tid; idx < c * c; idx += kThreads) {
+        const int col = idx / c, row = idx % c;  // element (row, col)
+        const int pr = s.partner[row], pc = s.partner[col];
+        const T dr = s.gd[row], orr = s.go[row], dc = s.gd[col], oc = s.go[col];
+        T v;
+        if (pr == col && pr != row && orr != T(0)) {
+          v = 0;  // the element this step's rotation annihilates
+        } else {
+          v = dr * (dc * s.B[col * c + row] + oc * s.B[pc * c + row]) +
+              orr * (dc * s.B[col * c + pr] + oc * s.B[pc * c + pr]);
+        }
+        s.Bn[idx] = v;
+        // J' = J G: column col gets col + o (partner + tau' col), tau' = +-tau
+        const T jc = s.J[col * c + row];
+        s.Jn[idx] = jc + oc * (s.J[pc * c + row] + s.gt[col] * jc);
+      }
+      __syncthreads();
+      T* t = s.B; s.B = s.Bn; s.Bn = t;
+      t = s.J; s.J = s.Jn; s.Jn = t;
+    }
+    const bool rot = s_rot != 0;
+    __syncthreads();
+    if (!rot) break;
+  }
+
+  // 4. Apply J to the pair's columns of A and of the V workspace.
+  apply_rotation(A, p, p, c, c0, w0, c1, s);
+  if (args.U) apply_rotation(args.Vw + md.v_off, md.q, md.q, c, c0, w0, c1, s);
+}
+
+}  // namespace
+
+size_t gram_evd_smem_bytes(int64_t c, size_t elem) {
+  return (4 * c * c + (kChunk + 1) * c + 3 * c) * elem + c * sizeof(int) + 16;
+}
+
+template <typename T>
+void launch_gram_evd(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, int64_t max_c, cudaStream_t stream) {
+  if (ntasks == 0) return;
+  TORCH_CHECK(max_c <= kGramMaxCols, "jsvd internal: Gram EVD pair wider than ", kGramMaxCols);
+  const size_t smem = gram_evd_smem_bytes(max_c, sizeof(T));
+  auto kernel = gram_evd_kernel<T>;
+  allow_dynamic_smem(kernel, smem);
+  kernel<<<ntasks, kThreads, smem, stream>>>(args, tasks);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template void launch_gram_evd<float>(const EngineArgs<float>&, const PairTask*, int, int64_t, cudaStream_t);
+template void launch_gram_evd<double>(const EngineArgs<double>&, const PairTask*, int, int64_t, cudaStream_t);
+
+}  // namespace cuda
+}  // namespace jsvd

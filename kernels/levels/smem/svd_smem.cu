@@ -1,0 +1,296 @@
+// Launchers of the shared-memory one-sided Jacobi kernel (svd_smem_kernel.cuh):
+// block shape and shared memory, the choice between its shared-memory and
+// register steps.
+#include "levels/smem/svd_smem.h"
+
+#include "levels/smem/svd_smem_kernel.cuh"
+#include "tuning_knobs.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+namespace jsvd {
+namespace cuda {
+namespace {
+
+// Tuning knob for experiments (benchmarks/): JSVD_REG_STEPS=0 keeps the steps
+// of block pairs in shared memory.
+bool register_steps_enabled() {
+  return knobs().reg_steps;
+}
+
+// Block-pair steps launched one by one are programmatic dependents of the
+// launch before them (Hopper and later; the kernel waits for it first
+// thing), so that a round-robin step's blocks are scheduled while the previous
+// step drains instead of after it. JSVD_PDL=0 launches them plainly.
+bool dependent_launch(int device) {
+  return knobs().pdl && at::cuda::getDeviceProperties(device)->major >= 9;  // (PyTorch caches the properties)
+}
+
+// Whole matrices: one block per listed matrix.
+template <typename T, int TPP, bool kWithV, int kRegRows = 0>
+void launch_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, int threads, size_t smem,
+                  cudaStream_t stream) {
+  auto kernel = svd_smem_kernel<T, TPP, false, kWithV, kRegRows>;
+  allow_dynamic_smem(kernel, smem);
+  kernel<<<ntasks, threads, smem, stream>>>(args, tasks, nullptr);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Whether a register-step kernel keeps at least as many blocks per SM as the
+// shared-memory one (a block per SM lost costs more than the registers save).
+// Cached by kernel, device and shape: the occupancy query is host time.
+bool registers_keep_occupancy(const void* with_regs, int threads_regs, const void* without, int threads,
+                              size_t smem) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, int, int, size_t>, bool> cache;
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(with_regs, device, threads_regs, threads, smem);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    int n_regs = 0, n_smem = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_regs, with_regs, threads_regs, smem));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_smem, without, threads, smem));
+    it = cache.emplace(key, n_regs >= n_smem && n_regs > 0).first;
+  }
+  return it->second;
+}
+
+// The kernel of a block-pair launch. Its signature, for every instantiation.
+template <typename T>
+using PairKernel = void (*)(EngineArgs<T>, const int32_t*, const PairTask*);
+
+// Block pairs, register bucket B: the register steps where that costs no
+// block per SM. Measured on the H100 (benchmarks/RESULTS.md): faster where
+// shared memory already allows one block per SM (1024² float32 504 -> 437 ms),
+// slower where the registers took a third of the blocks away (512² float32,
+// 3 -> 2 blocks per SM: 323 -> 353 ms).
+template <typename T, bool kWithV, int B>
+PairKernel<T> pair_bucket_kernel(const SmemLaunch& cfg) {
+  auto with_regs = svd_smem_kernel<T, 32, true, kWithV, B>;
+  auto without = svd_smem_kernel<T, 32, true, kWithV, 0>;
+  allow_dynamic_smem(with_regs, cfg.smem);
+  allow_dynamic_smem(without, cfg.smem);
+  if (registers_keep_occupancy(reinterpret_cast<const void*>(with_regs), cfg.threads,
+                               reinterpret_cast<const void*>(without), cfg.threads, cfg.smem))
+    return with_regs;
+  return without;
+}
+
+// Whole matrices with the register steps. JSVD_WHOLE_REGS (experiments): 0
+// never, 2 wherever a lane's rows fit the registers, otherwise (the default)
+// only where that costs no block per SM.
+int whole_registers_mode() {
+  return knobs().whole_regs;
+}
+
+// Whether whole matrices of this launch take the register steps in bucket B
+// (rows per lane): they must fit, and cost no block per SM. The block is
+// widened to the ordering's most owners at a level (halving_order.h), up to
+// 1024 threads: its size, or 0 for no.
+template <typename T, int TPP, bool kWithV, int B>
+int whole_bucket_threads(const SmemLaunch& cfg) {
+  const int64_t words = B * static_cast<int64_t>(sizeof(T)) / 4;
+  const int threads = std::max(32, std::min(cfg.reg_groups, 1024 / TPP) * TPP);
+  if (cfg.rows > static_cast<int64_t>(B) * TPP || threads > reg_block_limit(words)) return 0;
+  auto with_regs = svd_smem_kernel<T, TPP, false, kWithV, B>;
+  auto without = svd_smem_kernel<T, TPP, false, kWithV, 0>;
+  allow_dynamic_smem(with_regs, cfg.smem);
+  allow_dynamic_smem(without, cfg.smem);
+  if (whole_registers_mode() != 2 &&
+      !registers_keep_occupancy(reinterpret_cast<const void*>(with_regs), threads,
+                                reinterpret_cast<const void*>(without), cfg.threads, cfg.smem))
+    return 0;
+  return threads;
+}
+
+// The register steps' bucket for this launch (0: none) and its block size.
+template <typename T, int TPP, bool kWithV>
+int whole_register_bucket(const SmemLaunch& cfg, int& threads) {
+  if (whole_registers_mode() == 0) return 0;
+  if ((threads = whole_bucket_threads<T, TPP, kWithV, 8>(cfg))) return 8;
+  if ((threads = whole_bucket_threads<T, TPP, kWithV, 16>(cfg))) return 16;
+  return 0;
+}
+
+// Whole matrices with the register steps where whole_register_bucket says so;
+// false (nothing launched) where not.
+template <typename T, int TPP, bool kWithV>
+bool launch_whole_registers(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
+                            cudaStream_t stream) {
+  int threads = 0;
+  switch (whole_register_bucket<T, TPP, kWithV>(cfg, threads)) {
+    case 8: launch_whole<T, TPP, kWithV, 8>(args, tasks, ntasks, threads, cfg.smem, stream); return true;
+    case 16: launch_whole<T, TPP, kWithV, 16>(args, tasks, ntasks, threads, cfg.smem, stream); return true;
+    default: return false;
+  }
+}
+
+template <typename T, bool kWithV>
+int whole_register_threads_t(const SmemLaunch& cfg) {
+  int threads = 0;
+  if (cfg.tpp == 16) whole_register_bucket<T, 16, kWithV>(cfg, threads);
+  if (cfg.tpp == 32) whole_register_bucket<T, 32, kWithV>(cfg, threads);
+  return threads;
+}
+
+// Block pairs with a warp per rotation: the smallest register bucket that
+// holds a lane's rows of a column at this block size, or the shared-memory
+// steps (kRegRows = 0) when none does.
+template <typename T, bool kWithV>
+PairKernel<T> pair_warp_kernel(const SmemLaunch& cfg) {
+  const int64_t need = (cfg.rows + 31) / 32;
+  auto fits = [&](int rows) {
+    const int64_t words = rows * static_cast<int64_t>(sizeof(T)) / 4;
+    return need <= rows && words <= kMaxRegWords && cfg.threads <= reg_block_limit(words);
+  };
+  if (fits(16)) return pair_bucket_kernel<T, kWithV, 16>(cfg);
+  if (fits(32)) return pair_bucket_kernel<T, kWithV, 32>(cfg);
+  if (fits(64)) return pair_bucket_kernel<T, kWithV, 64>(cfg);
+  if constexpr (sizeof(T) == 4) {  // 96 float64 rows would not fit a lane's registers
+    if (fits(96)) return pair_bucket_kernel<T, kWithV, 96>(cfg);
+  }
+  return svd_smem_kernel<T, 32, true, kWithV>;
+}
+
+// Block pairs carrying E (cfg.delta): the register bucket of p + 32 rows.
+// Same-build A/B on the H100 (JSVD_PAIR_DELTA, scripts/ab_knob.sh):
+// 100x512x512 float32 124.5 -> 93.9 ms, V's orthogonality 5.4e-5 -> 2.6e-5;
+// 200x256x256 (bucket 9) 27.2 -> 29.5 ms: at 8 rows of A a lane, E's GEMM
+// costs what V's rotated rows did, and its V staging waits. So 512 rows only.
+template <typename T>
+PairKernel<T> pair_delta_kernel(int64_t rows) {
+  if constexpr (sizeof(T) == sizeof(float)) {
+    if (rows == 17 * 32) return svd_smem_kernel<T, 32, true, true, 17, true>;
+    if (rows == 33 * 32) return svd_smem_kernel<T, 32, true, true, 33, true>;
+  }
+  return nullptr;
+}
+
+// The kernel that block pairs of this shape are launched with.
+template <typename T, bool kWithV>
+PairKernel<T> pair_kernel(const SmemLaunch& cfg) {
+  PairKernel<T> k;
+  if (cfg.delta) {
+    TORCH_CHECK(kWithV && cfg.tpp == 32 && pair_delta_kernel<T>(cfg.rows),
+                "jsvd internal: no block-pair kernel carries E for this shape");
+    k = pair_delta_kernel<T>(cfg.rows);
+    allow_dynamic_smem(k, cfg.smem);
+    return k;
+  }
+  switch (cfg.tpp) {
+    case 4: k = svd_smem_kernel<T, 4, true, kWithV>; break;
+    case 8: k = svd_smem_kernel<T, 8, true, kWithV>; break;
+    case 16: k = svd_smem_kernel<T, 16, true, kWithV>; break;
+    default: k = register_steps_enabled() ? pair_warp_kernel<T, kWithV>(cfg) : svd_smem_kernel<T, 32, true, kWithV>;
+  }
+  allow_dynamic_smem(k, cfg.smem);
+  return k;
+}
+
+template <typename T>
+PairKernel<T> pair_kernel(const SmemLaunch& cfg, bool with_v) {
+  return with_v ? pair_kernel<T, true>(cfg) : pair_kernel<T, false>(cfg);
+}
+
+template <typename T, bool kWithV>
+void launch_tpp(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
+                cudaStream_t stream) {
+  switch (cfg.tpp) {
+    case 4: return launch_whole<T, 4, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
+    case 8: return launch_whole<T, 8, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
+    case 16:
+      if (launch_whole_registers<T, 16, kWithV>(args, tasks, ntasks, cfg, stream)) return;
+      return launch_whole<T, 16, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
+    default:
+      if (launch_whole_registers<T, 32, kWithV>(args, tasks, ntasks, cfg, stream)) return;
+      return launch_whole<T, 32, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
+  }
+}
+
+}  // namespace
+
+bool pair_delta_fits(int64_t p, int64_t q, int64_t w, size_t elem) {
+  return knobs().pair_delta && elem == sizeof(float) && w == 16 && q % 32 == 0 && q <= p &&
+         pair_delta_kernel<float>(p + 2 * w) != nullptr;
+}
+
+size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem) {
+  const int64_t npairs = c;  // as max_pairs in the kernel
+  const int64_t ld = column_stride(static_cast<int>(p + vrows), lanes_per_rotation(p, c));  // as in the kernel
+  return static_cast<size_t>(c + npairs) * sizeof(double) + static_cast<size_t>(c * ld + 2 * npairs) * elem +
+         static_cast<size_t>(c) * sizeof(int) + 16;
+}
+
+SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem) {
+  SmemLaunch cfg;
+  const int64_t pairs = (c + 1) / 2;
+  const int tpp = lanes_per_rotation(p, c);
+  cfg.tpp = tpp;
+  const int64_t groups = std::min<int64_t>(pairs, 1024 / tpp);
+  cfg.threads = static_cast<int>(std::max<int64_t>(groups * tpp, 32));
+  cfg.smem = svd_smem_bytes(p, vrows, c, elem);
+  cfg.rows = p + vrows;
+  const HalvingOrder order{static_cast<int>(c), static_cast<int>((c + 1) / 2)};
+  cfg.reg_groups = order.max_slots(order.levels());
+  return cfg;
+}
+
+SmemLaunch pair_smem_config(int64_t p, int64_t q, int64_t c, size_t elem, bool with_v, bool delta) {
+  const int64_t vrows = with_v ? (delta ? c : pair_vrows(q, c, elem)) : 0;
+  SmemLaunch cfg = svd_smem_config(p, vrows, c, elem);
+  cfg.delta = delta;
+  if (delta) cfg.threads = delta_threads(cfg.rows);
+  return cfg;
+}
+
+int whole_register_threads(const SmemLaunch& cfg, size_t elem, bool with_v) {
+  if (elem == sizeof(float))
+    return with_v ? whole_register_threads_t<float, true>(cfg) : whole_register_threads_t<float, false>(cfg);
+  return with_v ? whole_register_threads_t<double, true>(cfg) : whole_register_threads_t<double, false>(cfg);
+}
+
+template <typename T>
+void launch_svd_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
+                      bool with_v, cudaStream_t stream) {
+  if (ntasks == 0) return;
+  if (with_v) launch_tpp<T, true>(args, tasks, ntasks, cfg, stream);
+  else launch_tpp<T, false>(args, tasks, ntasks, cfg, stream);
+}
+
+template <typename T>
+void launch_svd_pair(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
+                     bool with_v, cudaStream_t stream) {
+  if (ntasks == 0) return;
+  const PairKernel<T> kernel = pair_kernel<T>(cfg, with_v);
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = dim3(ntasks);
+  lc.blockDim = dim3(cfg.threads);
+  lc.dynamicSmemBytes = cfg.smem;
+  lc.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (!args.pair_next && dependent_launch(device)) {  // one round-robin step: a dependent of the one before
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = attr;
+    lc.numAttrs = 1;
+  }
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&lc, kernel, args, static_cast<const int32_t*>(nullptr), tasks));
+}
+
+template void launch_svd_whole<float>(const EngineArgs<float>&, const int32_t*, int, const SmemLaunch&, bool, cudaStream_t);
+template void launch_svd_whole<double>(const EngineArgs<double>&, const int32_t*, int, const SmemLaunch&, bool, cudaStream_t);
+template void launch_svd_pair<float>(const EngineArgs<float>&, const PairTask*, int, const SmemLaunch&, bool, cudaStream_t);
+template void launch_svd_pair<double>(const EngineArgs<double>&, const PairTask*, int, const SmemLaunch&, bool, cudaStream_t);
+
+}  // namespace cuda
+}  // namespace jsvd

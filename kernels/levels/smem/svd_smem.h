@@ -1,0 +1,105 @@
+// Launchers of the shared-memory one-sided Jacobi kernel (svd_smem.cu; the kernel is in svd_smem_kernel.cuh).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/engine_types.h"
+#include "common/host_device.h"
+
+namespace jsvd {
+namespace cuda {
+
+// Pair mode carries the pair's 2w x 2w rotation under its columns for float64,
+// V's rows for float32 (svd_smem_kernel.cuh says why).
+JSVD_HOST_DEVICE constexpr bool pair_carries_rotation(size_t elem) { return elem == sizeof(double); }
+
+// Rows carried under each column of a pair of c columns of a matrix with q columns.
+inline int64_t pair_vrows(int64_t q, int64_t c, size_t elem) { return pair_carries_rotation(elem) ? c : q; }
+
+// Lanes per rotation (α·32, W-cycle §IV-B) for c columns of p rows: about four
+// rows per lane. Narrower groups for short columns mean smaller blocks, so
+// more matrices share an SM and hide each other's step latency.
+inline int lanes_per_rotation(int64_t p, int64_t c) {
+  const int64_t pairs = (c + 1) / 2;
+  int tpp = 32;
+  while (tpp > 4 && tpp * 4 > p) tpp /= 2;
+  while (tpp > 4 && pairs * tpp > 1024) tpp /= 2;  // every pair of a step in flight if possible
+  return tpp;
+}
+
+// Stride between the columns in shared memory (rows held per column, padded).
+// A warp's 32 / tpp lane groups each read rows [0, tpp) of a different column
+// at once; a stride of tpp mod 32 puts consecutive columns on disjoint banks
+// (the register steps give neighbouring groups neighbouring partners), where
+// an odd stride made almost every such access a two-way bank conflict. A
+// warp per column reads one column per instruction, conflict-free at any
+// stride: a multiple of 4, so that float32 pairs move in 16-byte pieces
+// (svd_smem_kernel.cuh, pair_quads).
+JSVD_HOST_DEVICE inline int column_stride(int rows, int tpp) {
+  return tpp >= 32 ? (rows + 3) & ~3 : rows + (tpp - rows % 32 + 32) % 32;
+}
+
+struct SmemLaunch {
+  int tpp = 32;       // lanes per rotation (α·32)
+  int threads = 32;   // block size
+  size_t smem = 0;    // dynamic shared memory, bytes
+  int64_t rows = 0;   // rows held per column (A's and V's or J's)
+  int reg_groups = 0; // whole matrices: lane groups the register steps use (halving_order.h)
+  bool delta = false; // block pairs: carry E = J - I under the columns (pair_delta_fits)
+};
+
+// Whether float32 block pairs of width w of a p x q matrix with V carry the
+// pair's E = J - I (2w rows) under their columns instead of V's q rows
+// (svd_smem_kernel.cuh, kDelta): where a warp per rotation splits the rows
+// exactly (p + 2w = 32 x a register bucket, 2w = 32) and every task has 2w
+// columns (q a multiple of 32: no narrow last block, no lone block).
+// JSVD_PAIR_DELTA=0 turns it off (experiments).
+bool pair_delta_fits(int64_t p, int64_t q, int64_t w, size_t elem);
+
+// The block of a pair that carries E, for rows (A's and E's) a column: at
+// 512 + 32, 8 warps, each owning two of the first block's 16 columns
+// (svd_smem_kernel.cuh, cross_steps_delta; same-call A/B on the H100,
+// 100x512x512 89.4 -> 82.0 ms); at 1024 + 32, one block an SM either way,
+// 16 warps of one column each (the 8-warp block was slower, 87.8 -> 90.0 ms).
+// The kernel's own choice (kTwoChains) asks delta_two_columns too.
+JSVD_HOST_DEVICE constexpr bool delta_two_columns(int64_t rows) { return rows <= 17 * 32; }
+inline int delta_threads(int64_t rows) { return delta_two_columns(rows) ? 256 : 512; }
+
+// Shared memory needed to hold c columns of p rows of A and vrows rows of V
+// or J under each (0 when V is not wanted) in bytes.
+size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem);
+
+// Block shape for c columns of p rows (plus vrows rows of V).
+SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem);
+
+// Block pairs of c columns of p x q matrices: svd_smem_config with the rows
+// carried under each column (with V: V's rows or J's, or E's where `delta`,
+// pair_delta_fits) and, where delta, its block (delta_threads). One place for
+// the planner's plan and the engine's launch.
+SmemLaunch pair_smem_config(int64_t p, int64_t q, int64_t c, size_t elem, bool with_v, bool delta);
+
+// Whole matrices of a launch with this config: the block size of the
+// register steps (svd_smem.cu), or 0 where they take the shared-memory steps.
+// Queries the current device (occupancy).
+int whole_register_threads(const SmemLaunch& cfg, size_t elem, bool with_v);
+
+// Whole matrices: tasks[t] is the matrix index of block t. Writes U (first q
+// columns; zero columns where S has no direction), S, V, info, rank.
+template <typename T>
+void launch_svd_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
+                      bool with_v, cudaStream_t stream);
+
+// Block-column pairs of blocked matrices: rotates A and the V workspace in
+// place (cfg sized with pair_vrows); sets state[k].rotated when the pair was
+// not yet orthogonal. Either the tasks of a whole sweep, in round-robin step
+// order, with their queue in args (pair_next and pair_done zeroed), one block
+// per task; or (args.pair_next null) the tasks of one round-robin step.
+template <typename T>
+void launch_svd_pair(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, const SmemLaunch& cfg,
+                     bool with_v, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace jsvd

@@ -1,0 +1,184 @@
+#include "planner/planner.h"
+
+#include <cuda_runtime.h>
+
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <mutex>
+#include <sstream>
+
+#include "levels/gram/gram_evd_smem.h"
+#include "qr/qr_precondition.h"
+#include "levels/smem/svd_smem.h"
+#include "levels/warp/svd_warp.h"
+#include "tuning_knobs.h"
+
+namespace jsvd {
+namespace cuda {
+
+DeviceLimits device_limits(int device) {
+  static std::mutex mu;
+  static std::vector<DeviceLimits> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  if (device >= static_cast<int>(cache.size())) cache.resize(device + 1);
+  DeviceLimits& l = cache[device];
+  if (l.sm_count == 0) {
+    int smem = 0, sms = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    l.smem_per_block = static_cast<size_t>(smem);
+    l.sm_count = sms;
+  }
+  return l;
+}
+
+int inner_sweeps() { return knobs().inner_sweeps; }
+
+MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
+                       const DeviceLimits& lim) {
+  MatrixPlan mp;
+  // Test hook: JSVD_LEVEL=whole|pair|gram sends every matrix that would go to
+  // a lower level to that one instead (the levels' tests on any shape).
+  const int min_level = knobs().level;
+  // Level 0: at most 32 columns, the whole matrix in registers (no barriers;
+  // measured in benchmarks/RESULTS.md).
+  const WarpLaunch wl = min_level <= 0 ? svd_warp_config(rows, cols, elem) : WarpLaunch{};
+  if (wl.lanes > 0) {
+    mp.level = Level::kWholeWarp;
+    mp.warp_lanes = wl.lanes;
+    mp.warp_rows = wl.rows;
+    return mp;
+  }
+  // Level 1: the whole matrix in shared memory (Observation 1: its SVD
+  // directly, no Gram matrix, no global traffic between sweeps).
+  const int64_t vrows = compute_uv ? cols : 0;  // V rides along under A's columns
+  if (min_level <= 1 && svd_smem_bytes(rows, vrows, cols, elem) <= lim.smem_per_block) {
+    mp.level = Level::kWholeSmem;
+    mp.launch = svd_smem_config(rows, vrows, cols, elem);
+    return mp;
+  }
+  // Blocked: the widest block-column pair whose SVD fits in shared memory,
+  // narrowed while one round-robin step of the batch would leave SMs idle.
+  // A float64 pair carries its 2w x 2w rotation under its columns, a float32
+  // pair V's rows (svd_smem_kernel.cuh). Pairs narrower than 8 columns (unless the
+  // matrix itself is that narrow) waste the block on a tall sliver: the Gram
+  // EVD serves those better.
+  const int64_t half = (cols + 1) / 2;
+  // The launch of block pairs of width w, sized as the engine launches it
+  // (pair_smem_config). Float32 pairs of the register buckets' sizes carry
+  // E = J - I (2w rows under a column) instead of V's q rows
+  // (svd_smem_kernel.cuh, pair_delta_fits): half the shared memory at 512².
+  auto pair_launch = [&](int64_t w) {
+    return pair_smem_config(rows, cols, 2 * w, elem, compute_uv, compute_uv && pair_delta_fits(rows, cols, w, elem));
+  };
+  auto pair_bytes = [&](int64_t w) { return pair_launch(w).smem; };
+  int64_t chosen = 0;
+  // Prefer pairs small enough for two blocks per SM (one block of a
+  // latency-bound kernel leaves the SM idle between steps), but in float32
+  // not below 16 columns a block for it once a step fills every SM: 8-column
+  // blocks double the steps of a sweep, and the H100 ran 100x512x512 float32
+  // in 225 ms at w = 8 (3 blocks per SM) against 208 at w = 16 (1 block per
+  // SM, cross steps in registers); float64 (no register steps at that width)
+  // went the other way, 368 -> 383 ms (benchmarks/RESULTS.md). A few large
+  // matrices still narrow to 8 for the tasks.
+  for (int64_t w : {64, 32, 16, 8}) {
+    w = std::min(w, half);
+    const size_t bytes = pair_bytes(w);
+    if (bytes > lim.smem_per_block) continue;
+    chosen = w;
+    const int64_t tasks_per_step = batch * (cols / (2 * w));
+    if (tasks_per_step >= 2 * static_cast<int64_t>(lim.sm_count) && bytes <= lim.smem_per_block / 2) break;
+    if (elem == sizeof(float) && w <= 16 && tasks_per_step >= lim.sm_count) break;
+  }
+  const int64_t forced_width = knobs().pair_width;
+  if (forced_width > 0) {
+    const int64_t w = std::min<int64_t>(forced_width, half);
+    if (pair_bytes(w) <= lim.smem_per_block) chosen = w;
+  }
+  if (chosen > 0 && min_level <= 2) {
+    mp.level = Level::kPairSvd;
+    mp.width = chosen;
+    mp.launch = pair_launch(chosen);
+    return mp;
+  }
+  // Too tall for any pair: rotations from the Gram matrix's EVD.
+  mp.level = Level::kGramEvd;
+  mp.width = std::min<int64_t>(kGramMaxCols / 2, half);
+  mp.launch.threads = 256;
+  mp.launch.smem = gram_evd_smem_bytes(2 * mp.width, elem);
+  return mp;
+}
+
+const char* level_name(Level level) {
+  switch (level) {
+    case Level::kWholeWarp: return "whole_svd_warp";
+    case Level::kWholeSmem: return "whole_svd_smem";
+    case Level::kPairSvd: return "pair_svd_smem";
+    default: return "gram_evd_smem";
+  }
+}
+
+std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_t>& cols, size_t elem,
+                      bool compute_uv, int device) {
+  const DeviceLimits lim = device_limits(device);
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));  // occupancy queries
+  std::ostringstream os;
+  os << "{\"smem_per_block\": " << lim.smem_per_block << ", \"sm_count\": " << lim.sm_count
+     << ", \"inner_sweeps\": " << inner_sweeps() << ", \"matrices\": [";
+  // A batch whose matrices (tall orientation) share one shape is uniform.
+  bool uniform = true;
+  for (size_t k = 1; k < rows.size(); ++k)
+    uniform = uniform && std::max(rows[k], cols[k]) == std::max(rows[0], cols[0]) &&
+              std::min(rows[k], cols[k]) == std::min(rows[0], cols[0]);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    // The engine works on the tall orientation.
+    int64_t p = std::max(rows[k], cols[k]);
+    const int64_t q = std::min(rows[k], cols[k]);
+    os << (k ? ", " : "") << "{\"rows\": " << rows[k] << ", \"cols\": " << cols[k]
+       << ", \"transposed\": " << (rows[k] < cols[k] ? "true" : "false");
+    if (q == 0) {
+      os << ", \"levels\": []}";
+      continue;
+    }
+    // QR preconditioning: the levels below are those of the Jacobi on R^T.
+    const int64_t panel = qr_panel_width(p, q, elem, uniform, lim);
+    if (panel > 0) {
+      os << ", \"precondition\": {\"kernel\": \"householder_qr\", \"panel_width\": " << panel
+         << ", \"jacobi_on\": [" << q << ", " << q << "]}";
+      p = q;
+    }
+    const MatrixPlan mp = plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim);
+    os << ", \"levels\": [";
+    if (mp.level == Level::kWholeWarp) {
+      os << "{\"level\": 1, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << q
+         << ", \"lanes_per_matrix\": " << mp.warp_lanes << ", \"rows_per_lane\": " << mp.warp_rows << "}";
+    } else if (mp.level == Level::kWholeSmem) {
+      // The launcher's own choice of steps (it depends on the kernels' registers).
+      const SmemLaunch& cfg = mp.launch;
+      const int reg_threads = whole_register_threads(cfg, elem, compute_uv);
+      os << "{\"level\": 1, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << q
+         << ", \"lanes_per_rotation\": " << cfg.tpp << ", \"steps\": \"" << (reg_threads ? "registers" : "shared")
+         << "\", \"threads\": " << (reg_threads ? reg_threads : cfg.threads) << ", \"smem\": " << cfg.smem << "}";
+    } else {
+      const int64_t nb = (q + mp.width - 1) / mp.width;
+      os << "{\"level\": 1, \"kernel\": \"block_pairs\", \"width\": " << mp.width << ", \"blocks\": " << nb
+         << ", \"steps_per_sweep\": " << (nb + (nb & 1) - 1) << "}, {\"level\": 2, \"kernel\": \""
+         << level_name(mp.level) << "\", \"width\": " << 2 * mp.width << ", \"threads\": " << mp.launch.threads
+         << ", \"smem\": " << mp.launch.smem;
+      if (mp.level == Level::kPairSvd) os << ", \"lanes_per_rotation\": " << mp.launch.tpp;
+      // Under each column: V's rows, the pair's rotation J, or E = J - I.
+      if (mp.level == Level::kPairSvd && compute_uv)
+        os << ", \"carries\": \"" << (mp.launch.delta ? "delta" : pair_carries_rotation(elem) ? "rotation" : "v_rows")
+           << "\"";
+      os << "}";
+    }
+    os << "]}";
+  }
+  os << "]}";
+  return os.str();
+}
+
+}  // namespace cuda
+}  // namespace jsvd

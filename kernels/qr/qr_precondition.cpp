@@ -1,0 +1,181 @@
+// Blocked Householder QR (LAPACK xGEQRT's compact WY form, Schreiber & Van
+// Loan) of a uniform batch, its use as the Jacobi's preconditioner, and the
+// application of Q to the Jacobi's vectors. Panels: householder_panel.cu, one
+// launch for the batch; trailing updates and Q: cuBLAS strided batched GEMMs,
+// three a panel, in full float32/float64 (never TF32), called directly on
+// views of the batch (no dispatch, output allocation or copies per GEMM).
+#include "qr/qr_precondition.h"
+
+#include <ATen/Context.h>
+#include <ATen/Dispatch.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/Exceptions.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "qr/batched_transpose.h"
+#include "engine/finite_check.h"
+#include "qr/householder_panel.h"
+#include "tuning_knobs.h"
+
+namespace jsvd {
+namespace cuda {
+namespace {
+
+// A row-major batched view (B, r, c) as cuBLAS sees it: column-major, so the
+// view itself (unit stride along c) is the transpose of cuBLAS's matrix, and a
+// transposed view (unit stride along r) is that matrix.
+struct BlasView {
+  cublasOperation_t op;  // what turns cuBLAS's matrix into the view's transpose
+  int64_t ld;
+};
+
+BlasView blas_view(const at::Tensor& M) {
+  if (M.stride(2) == 1 && M.stride(1) >= std::max<int64_t>(M.size(2), 1)) return {CUBLAS_OP_N, M.stride(1)};
+  TORCH_CHECK(M.stride(1) == 1 && M.stride(2) >= std::max<int64_t>(M.size(1), 1),
+              "jsvd internal: a GEMM operand needs unit stride in one of its matrix dimensions");
+  return {CUBLAS_OP_T, M.stride(2)};
+}
+
+// Z = alpha X Y + beta Z for batched row-major views (Z with unit stride along
+// its rows; X and Y either way), on the current stream: row-major Z = X Y is
+// column-major Z^T = Y^T X^T, so cuBLAS's A is Y and its B is X.
+template <typename T>
+void bmm_into(const at::Tensor& Z, const at::Tensor& X, const at::Tensor& Y, T alpha, T beta) {
+  TORCH_CHECK(Z.stride(2) == 1 && X.size(2) == Y.size(1) && Z.size(1) == X.size(1) && Z.size(2) == Y.size(2),
+              "jsvd internal: bmm_into shapes");
+  const BlasView x = blas_view(X), y = blas_view(Y);
+  const cublasHandle_t h = at::cuda::getCurrentCUDABlasHandle();  // (current stream; TF32 off under NoTF32Guard)
+  const auto gemm = [&](auto strided_batched) {
+    TORCH_CUDABLAS_CHECK(strided_batched(h, y.op, x.op, static_cast<int>(Z.size(2)), static_cast<int>(Z.size(1)),
+                                         static_cast<int>(X.size(2)), &alpha, Y.const_data_ptr<T>(),
+                                         static_cast<int>(y.ld), Y.stride(0), X.const_data_ptr<T>(),
+                                         static_cast<int>(x.ld), X.stride(0), &beta, Z.mutable_data_ptr<T>(),
+                                         static_cast<int>(Z.stride(1)), Z.stride(0), static_cast<int>(Z.size(0))));
+  };
+  if constexpr (std::is_same_v<T, float>)
+    gemm(cublasSgemmStridedBatched);
+  else
+    gemm(cublasDgemmStridedBatched);
+}
+
+// Mr <- Mr (I - Y Tb Y^T) for the rows Mr (B, c, L) of a batch and a block
+// reflector's Yt = Y^T (B, w, L), Tb = T or T^T (B, w, w): three GEMMs.
+void apply_block_reflector_(const at::Tensor& Mr, const at::Tensor& Yt, const at::Tensor& Tb) {
+  const at::Tensor Z1 = at::empty({Mr.size(0), Mr.size(1), Yt.size(1)}, Mr.options()), Z2 = at::empty_like(Z1);
+  AT_DISPATCH_FLOATING_TYPES(Mr.scalar_type(), "apply_block_reflector", [&] {
+    bmm_into<scalar_t>(Z1, Mr, Yt.transpose(1, 2), 1, 0);
+    bmm_into<scalar_t>(Z2, Z1, Tb, 1, 0);
+    bmm_into<scalar_t>(Mr, Z2, Yt, -1, 1);
+  });
+}
+
+// The Householder blocks of Q = Q_0 Q_1 ..., Q_k = I - Y_k T_k Y_k^T, Y_k
+// acting on rows k0.. of each matrix (stored as Yt = Y_k^T).
+struct Reflectors {
+  std::vector<int64_t> k0;
+  std::vector<at::Tensor> Yt, T;
+};
+
+// W: (B, q, p), row c of W[k] the column c of the k-th p x q matrix. Factors
+// every matrix in place: its leading q x q block becomes R (zeros below the
+// diagonal, and below row q).
+Reflectors householder_qr_(const at::Tensor& W, int64_t panel, bool keep) {
+  const int64_t B = W.size(0), q = W.size(1), p = W.size(2);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  Reflectors f;
+  for (int64_t k0 = 0; k0 < q; k0 += panel) {
+    const int64_t w = std::min(panel, q - k0), L = p - k0;
+    at::Tensor Yt = at::empty({B, w, L}, W.options());
+    at::Tensor T = at::empty({B, w, w}, W.options());
+    AT_DISPATCH_FLOATING_TYPES(W.scalar_type(), "householder_panel", [&] {
+      launch_householder_panel<scalar_t>(W.data_ptr<scalar_t>() + k0 * p + k0, q * p, p, static_cast<int>(L),
+                                         static_cast<int>(w), Yt.data_ptr<scalar_t>(), T.data_ptr<scalar_t>(),
+                                         static_cast<int>(B), stream);
+    });
+    if (k0 + w < q) {
+      // C <- Q_k^T C on the columns right of the panel; as rows of W:
+      // C^T -= C^T Y T Y^T.
+      apply_block_reflector_(W.narrow(1, k0 + w, q - k0 - w).narrow(2, k0, L), Yt, T);
+    }
+    if (keep) {
+      f.k0.push_back(k0);
+      f.Yt.push_back(Yt);
+      f.T.push_back(T);
+    }
+  }
+  return f;
+}
+
+// Mt (B, c, p) <- (Q M)^T for M = Mt^T: the blocks last to first, each
+// M <- M - Y T Y^T M, that is Mt -= Mt Y T^T Y^T on rows k0...
+void apply_q_(const Reflectors& f, const at::Tensor& Mt) {
+  for (size_t i = f.k0.size(); i-- > 0;)
+    apply_block_reflector_(Mt.narrow(2, f.k0[i], Mt.size(2) - f.k0[i]), f.Yt[i], f.T[i].transpose(1, 2));
+}
+
+}  // namespace
+
+int64_t qr_panel_width(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim) {
+  if (!knobs().qr || !uniform || cols < knobs().qr_min_cols || rows < cols) return 0;
+  for (int64_t w = kMaxPanelWidth; w >= 8; w /= 2)
+    if (householder_panel_smem(rows, w, elem) + kPanelStaticSmem <= lim.smem_per_block) return w;
+  return 0;
+}
+
+CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt, int64_t panel,
+                                 const Engine& engine) {
+  const int64_t B = b.size(), p = b.rows[0], q = b.cols[0];
+  TORCH_CHECK(b.uniform && A.dim() == 1 && A.numel() == B * p * q, "jsvd internal: QR preconditioning needs a uniform packed batch");
+  // The GEMMs stay in full precision whatever torch.backends.cuda.matmul.allow_tf32 says.
+  const at::NoTF32Guard no_tf32;
+  const at::Tensor W = A.view({B, q, p});
+  // Divided by max|a_ij| first, as the engine's prologue does (jacobi_device.cuh): the reflectors'
+  // norms of unscaled columns overflow (entries of 1e300) or underflow (subnormal entries) in float64,
+  // where the Jacobi alone would not. NaN or Inf stays non-finite (info -2 from the engine).
+  const at::Tensor amax = W.abs().amax({1, 2}, /*keepdim=*/true);
+  const at::Tensor scale = at::where(amax > 0, amax, at::ones_like(amax));
+  W.div_(scale);
+  const Reflectors f = householder_qr_(W, panel, opt.compute_uv);
+  // X = R^T, packed column-major: X's column j is R's row j.
+  const at::Tensor X = leading_block_transpose(W, q);
+  const std::vector<int64_t> n(static_cast<size_t>(B), q);
+  SvdOptions xo = opt;
+  xo.full_matrices = false;
+  xo.tol = resolve_tol(opt, p, A.scalar_type());  // W's own threshold
+  CoreResult rx = engine(X.view({-1}), PackedBatch::make(n, n, false), xo);
+  CoreResult r;
+  r.S = rx.S.view({B, q}).mul_(scale.view({B, 1})).view({-1});
+  r.info = rx.info;
+  if (opt.compute_uv) {
+    r.V = rx.U;  // V_W = U_x, q x q column-major either way
+    // U_W = Q [V_x 0; 0 I] (I: the extra columns of full_matrices), packed
+    // column-major, i.e. as (B, ucols, p) rows: Mt = M^T.
+    const int64_t uc = b.ucols[0];
+    at::Tensor Mt;
+    if (p == q) {
+      Mt = rx.V.view({B, q, q});  // the engine's own buffer, Q applied in place
+    } else {
+      Mt = at::zeros({B, uc, p}, A.options());
+      Mt.narrow(1, 0, q).narrow(2, 0, q).copy_(rx.V.view({B, q, q}));
+      if (uc > q) Mt.narrow(1, q, uc - q).narrow(2, q, p - q).diagonal(0, 1, 2).fill_(1);
+    }
+    apply_q_(f, Mt);
+    r.U = Mt.view({-1});
+  }
+  // The engine checked its own S and V_W (its U_x); S times the scale and U = Q U_R are new: finite
+  // or flagged (finite_check.h).
+  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "svd_qr_preconditioned", [&] {
+    const int64_t uc = opt.compute_uv ? b.ucols[0] : 0;
+    const MatrixDesc uni{0, p * uc, q, 0, static_cast<int32_t>(p), static_cast<int32_t>(q), static_cast<int32_t>(uc), 0};
+    launch_flag_non_finite<scalar_t>(r.S.data_ptr<scalar_t>(), opt.compute_uv ? r.U.data_ptr<scalar_t>() : nullptr,
+                                     nullptr, r.info.data_ptr<int32_t>(), nullptr, uni, static_cast<int>(B),
+                                     at::cuda::getCurrentCUDAStream());
+  });
+  return r;
+}
+
+}  // namespace cuda
+}  // namespace jsvd

@@ -1,0 +1,32 @@
+// QR preconditioning of the one-sided Jacobi (Drmac & Veselic, "New fast and
+// accurate Jacobi SVD algorithm I", SIAM J. Matrix Anal. Appl. 29(4), 2008,
+// without the column pivoting): W = Q R, the Jacobi runs on X = R^T, whose
+// columns it orthogonalises in fewer sweeps (H100: 14 -> 11 at 100x512²
+// float32, scripts/precond_probe.py), and X = U_x S V_x^T gives
+// W = (Q V_x) S U_x^T.
+#pragma once
+
+#include "core.h"
+
+#include <functional>
+
+#include "planner/planner.h"
+
+namespace jsvd {
+namespace cuda {
+
+// The panel width of the blocked QR for matrices of rows x cols (rows >=
+// cols), or 0 where the engine runs on W itself: variable-size batches,
+// fewer than JSVD_QR_MIN_COLS (256) columns, panels that do not fit in shared
+// memory, or JSVD_QR=0 (experiments).
+int64_t qr_panel_width(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim);
+
+using Engine = std::function<CoreResult(const at::Tensor&, const PackedBatch&, const SvdOptions&)>;
+
+// The SVD of a uniform packed batch A (1-D, private: overwritten with R) by
+// the Jacobi `engine` on R^T; outputs packed as `engine`'s would be for A.
+CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt, int64_t panel,
+                                 const Engine& engine);
+
+}  // namespace cuda
+}  // namespace jsvd
