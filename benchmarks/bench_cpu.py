@@ -14,23 +14,19 @@ Issue 2 goal: ratio >= 1 on the batched small cases, >= 1/3 on 1x512x512.
 """
 
 import argparse
-import datetime
 import json
 import os
-import re
-import subprocess
-import sys
 import time
 
 import torch
 
+import common
 import torch_jsvd
 from torch_jsvd._device import cpu_name
 
 CASES = [(1000, 8, 8), (1000, 32, 32), (100, 128, 128), (1, 512, 512)]
 DTYPES = [torch.float32, torch.float64]
-HERE = os.path.dirname(os.path.abspath(__file__))
-BEGIN, END = "<!-- bench_cpu:begin -->", "<!-- bench_cpu:end -->"
+MD_KEY = "bench_cpu"  # RESULTS.md section: between <!-- bench_cpu:begin --> and <!-- bench_cpu:end -->
 
 
 def timed(fn, min_time, min_repeat, max_repeat):
@@ -81,36 +77,16 @@ def fmt_row(r):
 
 
 def markdown(meta, rows):
-    lines = [BEGIN, "## CPU: torch_jsvd (Jacobi CPU engine) vs torch.linalg.svd", "",
+    """The RESULTS.md section (without its markers: common.update_results_md adds them)."""
+    lines = ["## CPU: torch_jsvd (Jacobi CPU engine) vs torch.linalg.svd", "",
              f"- device: {meta['device']}, {meta['threads']} threads for both",
-             f"- date: {meta['date']}; torch {meta['torch']}; torch_jsvd at git {meta['git']}",
+             f"- date: {meta['date']}; torch {meta['torch']}; torch_jsvd at git {meta['commit']}",
              f"- command: `{meta['command']}`",
              "- ratio = torch time / torch_jsvd time (> 1: torch_jsvd faster); best of repeats after a "
              "warm-up; full_matrices=False"] + ([f"- note: {meta['note']}"] if meta.get("note") else []) + ["",
              HEADER, "|" + "---|" * 9]
     lines += [fmt_row(r) for r in rows]
-    lines += ["", END]
     return "\n".join(lines) + "\n"
-
-
-def update_results_md(path, section):
-    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n\n"
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END) + "\n?", re.S)
-    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
-    with open(path, "w") as f:
-        f.write(text)
-
-
-def git_rev():
-    try:
-        root = os.path.dirname(HERE)
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                             check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True).stdout.strip()
-        return rev + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main():
@@ -120,8 +96,9 @@ def main():
     p.add_argument("--min-repeat", type=int, default=3)
     p.add_argument("--max-repeat", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=os.path.join(HERE, "results", "bench_cpu.json"))
-    p.add_argument("--results-md", default=os.path.join(HERE, "RESULTS.md"))
+    p.add_argument("--json", default=os.path.join(common.HERE, "results", "bench_cpu.json"))
+    p.add_argument("--results-md", default=common.RESULTS_MD,
+                   help="file whose bench_cpu section (between its markers) is replaced by this run's table")
     p.add_argument("--no-md", action="store_true", help="do not touch RESULTS.md")
     p.add_argument("--note", help="a caveat to record with the results (e.g. a machine shared with other work)")
     args = p.parse_args()
@@ -131,9 +108,7 @@ def main():
     if args.cases:
         keys = args.cases.split(",")
         cases = [c for c in CASES if any(k in "x".join(map(str, c)) for k in keys)]
-    meta = dict(device=cpu_name(), threads=torch.get_num_threads(), torch=torch.__version__, git=git_rev(),
-                date=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-                command="python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]), note=args.note)
+    meta = common.meta(cpu_name(), threads=torch.get_num_threads(), note=args.note)
     print(f"CPU: {meta['device']}, {meta['threads']} threads, torch {meta['torch']}")
     print(HEADER)
     rows = run(cases, args.min_time_s, args.min_repeat, args.max_repeat, args.seed)
@@ -142,7 +117,7 @@ def main():
         json.dump(dict(meta=meta, results=rows), f, indent=1)
     print(f"wrote {args.json}")
     if not args.no_md:
-        update_results_md(args.results_md, markdown(meta, rows))
+        common.update_results_md(MD_KEY, markdown(meta, rows), path=args.results_md)
         print(f"updated {args.results_md}")
 
 

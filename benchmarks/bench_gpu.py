@@ -6,19 +6,26 @@ All methods are called with full_matrices=False on the same seeded inputs.
     python benchmarks/bench_gpu.py                      # full suite (stops starting cases after --budget-s)
     python benchmarks/bench_gpu.py --quick              # the goal cases only
     python benchmarks/bench_gpu.py --cases 512,float64  # cases whose name contains any substring
-    python benchmarks/bench_gpu.py --results-md benchmarks/RESULTS.md
+    python benchmarks/bench_gpu.py --from-json benchmarks/results/bench_gpu_h100.json  # no GPU: section from a run
 
 Timing: CUDA events, 1 warm-up, then the median of N repeats (repeat until 1 s spent, 1 <= N <= 20);
 a torch driver whose warm-up takes > 5 s is reported by that single call.
 Quality (float64, max over the batch): recon = ||A - U diag(S) Vh||_F / ||A||_F,
 orth = max(||U^T U - I||_F, ||Vh Vh^T - I||_F), s_err = max_i |s_i - s_ref_i| / s_ref_1 with
 s_ref = torch.linalg.svdvals of the same input in float64 on the GPU.
-Output: table (stdout), JSON + PNG plots in $OUT (if set) or benchmarks/results/.
+Output: table (stdout), JSON + PNG plots in $OUT (if set) or benchmarks/results/ (bench_gpu<suffix>.json,
+speedup_{small,big}<suffix>.png), and the run's section of RESULTS.md (device, versions, commit, date, command,
+goals, table, links to the plots), written between its <!-- bench_gpu:begin --> / <!-- bench_gpu:end -->
+markers by common.update_results_md, replacing the previous run's (--no-md: leave RESULTS.md alone).
+On a machine whose working tree does not come back (a device run), fetch bench_gpu.json and the plots from
+$OUT, copy them into benchmarks/results/ and write the section there with --from-json (no GPU needed).
 """
 
-import argparse, datetime, json, math, os, statistics, subprocess, sys, time
+import argparse, json, math, os, statistics, sys, time
 
 import torch
+
+import common
 
 SMALL_SHAPES = [(8, 32), (16, 16), (32, 32), (32, 8)]
 BIG_SQUARES = [(200, 64), (200, 100), (200, 128), (200, 256), (100, 512), (10, 1024), (1, 1536)]
@@ -168,7 +175,51 @@ def goal_lines(rows):
     return out
 
 
-def plot(rows, outdir):
+def markdown(doc, plots=()):
+    """The RESULTS.md section of one run (without its markers: common.update_results_md adds them).
+
+    doc: the run's JSON document; plots: file names of its PNGs, linked from benchmarks/results/.
+    """
+    cuda = f", CUDA {doc['cuda']}" if doc.get("cuda") else ""
+    lines = ["## GPU: torch_jsvd (W-cycle CUDA engine) vs torch.linalg.svd", "",
+             f"- device: {doc['device']}, torch {doc['torch']}{cuda}",
+             f"- date: {doc['date']}, torch_jsvd at git {doc['commit']}"
+             + (f" (`benchmarks/results/{doc['json']}`)" if doc.get("json") else ""),
+             f"- command: `{doc['command']}`",
+             f"- all methods `full_matrices=False`, seed {doc.get('seed', 0)}; median of CUDA-event timings around "
+             "one Python call (host time included);",
+             "  speed-up = torch default / ours; vs best = fastest timed torch driver / ours;",
+             "  recon = max over the batch of ‖A − U diag(S) Vh‖_F/‖A‖_F, orth = max of ‖UᵀU − I‖_F and "
+             "‖VhVhᵀ − I‖_F (float64)"]
+    if doc.get("skipped"):
+        lines.append(f"- not run (time budget spent): {', '.join(doc['skipped'])}")
+    lines += ["", table(doc["rows"], md=True)]
+    lines += ["", "Goals (issue 3):", ""] + [f"- {g}" for g in doc.get("goals", [])]
+    if plots:
+        alt = {"small": "speed-up, small matrices (float32)", "big": "speed-up, large squares"}
+        lines += [""] + [f"![{alt['small' if 'small' in p else 'big']}](results/{p})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def write_md(doc, plots, path):
+    common.update_results_md("bench_gpu", markdown(doc, plots), path=path)
+    print(f"updated the bench_gpu section of {path}")
+
+
+def from_json(path, results_md):
+    """Rewrite the RESULTS.md section from a saved run (bench_gpu<suffix>.json; plots beside it, same suffix)."""
+    with open(path) as f:
+        doc = json.load(f)
+    name = os.path.basename(path)
+    doc.setdefault("json", name)
+    suffix = os.path.splitext(name)[0][len("bench_gpu"):] if name.startswith("bench_gpu") else ""
+    here = os.path.dirname(os.path.abspath(path))
+    plots = [p for p in (f"speedup_small{suffix}.png", f"speedup_big{suffix}.png")
+             if os.path.exists(os.path.join(here, p))]
+    write_md(doc, plots, results_md)
+
+
+def plot(rows, outdir, suffix=""):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -178,7 +229,8 @@ def plot(rows, outdir):
         return []
     files = []
     small = [f"{m}x{n}" for m, n in SMALL_SHAPES]
-    for fname, title in (("speedup_small.png", "small matrices (float32)"), ("speedup_big.png", "large squares")):
+    for kind, title in (("small", "small matrices (float32)"), ("big", "large squares")):
+        fname = f"speedup_{kind}.png"
         fig, ax = plt.subplots(figsize=(7, 4.5))
         series = {}
         for r in rows:
@@ -208,7 +260,7 @@ def plot(rows, outdir):
         ax.legend(fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
         fig.tight_layout()
-        path = os.path.join(outdir, fname)
+        path = os.path.join(outdir, f"speedup_{kind}{suffix}.png")
         fig.savefig(path, dpi=120)
         plt.close(fig)
         files.append(path)
@@ -222,8 +274,15 @@ def main():
     p.add_argument("--budget-s", type=float, default=400.0, help="start no new case after this many seconds")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip", default="", help="comma-separated torch drivers not to time (e.g. gesvd, which takes seconds per case)")
-    p.add_argument("--results-md", help="append a dated markdown section with the table to this file")
+    p.add_argument("--suffix", default="", help="appended to the output files' names (e.g. _h100: bench_gpu_h100.json)")
+    p.add_argument("--results-md", default=common.RESULTS_MD,
+                   help="file whose bench_gpu section (between its markers) is replaced by this run's (default: %(default)s)")
+    p.add_argument("--no-md", action="store_true", help="do not touch RESULTS.md")
+    p.add_argument("--from-json", metavar="PATH",
+                   help="no benchmark: write the RESULTS.md section of the run saved in PATH (needs no GPU)")
     args = p.parse_args()
+    if args.from_json:
+        return from_json(args.from_json, args.results_md)
     if not torch.cuda.is_available():
         sys.exit("bench_gpu.py: no CUDA device available")
     import torch_jsvd
@@ -232,14 +291,10 @@ def main():
     if args.cases:
         keys = [s.strip() for s in args.cases.split(",") if s.strip()]
         cases = [c for c in cases if any(k in case_name(*c) for k in keys)]
-    dev = torch.cuda.get_device_name()
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit = ""
-    print(f"device: {dev}\ntorch {torch.__version__} (CUDA {torch.version.cuda}), torch_jsvd "
-          f"{getattr(torch_jsvd, '__version__', '?')} {commit}\nseed {args.seed}; full_matrices=False for all methods; "
-          f"{len(cases)} cases, budget {args.budget_s:.0f} s")
+    meta = common.meta(torch.cuda.get_device_name())
+    print(f"device: {meta['device']}\ntorch {meta['torch']} (CUDA {meta['cuda']}), torch_jsvd "
+          f"{getattr(torch_jsvd, '__version__', '?')} {meta['commit']}\nseed {args.seed}; full_matrices=False for all "
+          f"methods; {len(cases)} cases, budget {args.budget_s:.0f} s")
     x = torch.randn(2, 8, 8, device="cuda")  # create cuSOLVER/cuBLAS handles outside the timings
     for drv in (None, "gesvdj", "gesvd", "gesvda"):
         torch.linalg.svd(x, full_matrices=False, driver=drv)
@@ -264,24 +319,19 @@ def main():
     if skipped:
         print(f"budget of {args.budget_s:.0f} s spent: skipped {', '.join(skipped)}")
 
-    outdir = os.environ.get("OUT") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    outdir = os.environ.get("OUT") or os.path.join(common.HERE, "results")
     os.makedirs(outdir, exist_ok=True)
-    date = datetime.datetime.now().isoformat(timespec="seconds")
-    doc = {"device": dev, "torch": torch.__version__, "cuda": torch.version.cuda, "commit": commit, "date": date,
-           "command": " ".join([os.path.basename(sys.executable)] + sys.argv), "seed": args.seed,
-           "full_matrices": False, "goals": goal_lines(rows), "skipped": skipped, "rows": rows}
-    path = os.path.join(outdir, "bench_gpu.json")
+    doc = {**meta, "json": f"bench_gpu{args.suffix}.json", "seed": args.seed, "full_matrices": False,
+           "goals": goal_lines(rows), "skipped": skipped, "rows": rows}
+    path = os.path.join(outdir, doc["json"])
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
     print(f"wrote {path}")
-    for fpath in plot(rows, outdir):
+    plots = plot(rows, outdir, args.suffix)
+    for fpath in plots:
         print(f"wrote {fpath}")
-    if args.results_md:
-        with open(args.results_md, "a") as f:
-            f.write(f"\n## GPU benchmark, {date}\n\n{dev}, torch {torch.__version__}, commit {commit}, seed {args.seed}, "
-                    f"full_matrices=False; `{' '.join(sys.argv)}`\n\n"
-                    + "".join(f"- {g}\n" for g in doc["goals"]) + "\n" + table(rows, md=True) + "\n")
-        print(f"appended to {args.results_md}")
+    if not args.no_md:
+        write_md(doc, [os.path.basename(f) for f in plots], args.results_md)
     print("\nfull_matrices=False; times: median ms (CUDA events); speed-up = torch default / ours; "
           "vs best = fastest torch driver / ours; recon, orth: max over batch (float64)")
     print("\n".join(doc["goals"]))

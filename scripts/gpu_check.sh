@@ -28,7 +28,7 @@ for s in $stages; do
     build)
       $PY setup.py build_ext --inplace >"$OUT/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1; } ;;
     test)
-      $PY -m pytest -v -rs -n 8 --timeout=300 tests >"$OUT/pytest.log" 2>&1 || status=1
+      OMP_NUM_THREADS=2 $PY -m pytest -v -rs -n 8 --timeout=300 -p no:benchmark tests >"$OUT/pytest.log" 2>&1 || status=1
       tail -15 "$OUT/pytest.log" ;;
     robust-corpus)
       # the full corpus (sizes to 1024) on ROBUST_DEV (cuda, or cpu); ROBUST_K narrows it (pytest -k, e.g. "float32")
