@@ -78,9 +78,10 @@ for s in $stages; do
         --kernel-name kns=svd_smem_kernel --error-exitcode 9 $PY scripts/sanitize_cases.py >"$OUT/racecheck_delta.log" 2>&1
       echo "racecheck (delta) rc=$?"; grep -E "RACECHECK SUMMARY|hazard" "$OUT/racecheck_delta.log" | head -5 ;;
     bench)
-      $PY benchmarks/bench_gpu.py --budget-s 420 2>&1 | tee "$OUT/bench.log" | tail -45 ;;
+      $PY benchmarks/bench_gpu.py --budget-s 420 2>&1 | tee "$OUT/bench.log" | tail -45
+      cp benchmarks/RESULTS.md "$OUT/" ;;  # (its bench_gpu section rewritten: copy it back into the tree)
     bench-quick)
-      $PY benchmarks/bench_gpu.py --quick --budget-s 200 2>&1 | tee "$OUT/bench.log" | tail -25 ;;
+      $PY benchmarks/bench_gpu.py --quick --no-md --budget-s 200 2>&1 | tee "$OUT/bench.log" | tail -25 ;;
     *) $PY $s 2>&1 | tee "$OUT/custom.log" | tail -60 ;;
   esac
   echo "== stage $s: $(( $(date +%s) - t0 )) s"

@@ -2,7 +2,7 @@
 // accurate Jacobi SVD algorithm I", SIAM J. Matrix Anal. Appl. 29(4), 2008,
 // without the column pivoting): W = Q R, the Jacobi runs on X = R^T, whose
 // columns it orthogonalises in fewer sweeps (H100: 14 -> 11 at 100x512²
-// float32, scripts/precond_probe.py), and X = U_x S V_x^T gives
+// float32, docs/scripts-history.md: precond_probe.py), and X = U_x S V_x^T gives
 // W = (Q V_x) S U_x^T.
 #pragma once
 
