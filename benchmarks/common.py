@@ -14,7 +14,13 @@ RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
 
 def git_rev():
-    """Short commit of the tree, '+dirty' if tracked files differ from it."""
+    """Short commit of the tree, '+dirty' if tracked files differ from it.
+
+    JSVD_COMMIT overrides it: the GPU machine gets a copy of the working tree whose git metadata can be
+    stale, so scripts/gpu_check.sh passes the commit it was called at.
+    """
+    if os.environ.get("JSVD_COMMIT"):
+        return os.environ["JSVD_COMMIT"]
     try:
         root = os.path.dirname(HERE)
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,

@@ -9,6 +9,11 @@
 # with every kernel instrumented the Gram and delta cases each run past 300 s, and the three
 # stages together past a 600 s device call: sanitize in one call, race-qr race-delta in another)
 set -u
+# The device's copy of the tree can carry stale git metadata: call as
+#   JSVD_COMMIT=<short sha> bash scripts/gpu_check.sh ...
+# so that benchmark results name the commit they ran at (benchmarks/common.py).
+[ -n "${JSVD_COMMIT:-}" ] || echo "note: JSVD_COMMIT not set; benchmark results will name the device checkout's commit"
+export JSVD_COMMIT=${JSVD_COMMIT:-}
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu_logs}
 mkdir -p "$OUT"
