@@ -64,7 +64,8 @@ def markdown(meta, rows, methods):
            f"- command: `{meta['command']}`",
            "- sweeps: svd_ex's info; x G: relative to a Gaussian matrix of the same shape and dtype",
            "- recon / orth U / orth V of torch_jsvd, and orth U of the others, in units of max(m, n) eps "
-           "(goal <= 10); ms: median, full_matrices=False", ""]
+           "(goal <= 10); ms: median, full_matrices=False",
+           f"- plot: [results/bench_corpus_{meta['device_type']}.png](results/bench_corpus_{meta['device_type']}.png)", ""]
     for key in sorted({(r["dtype"], tuple(r["shape"])) for r in rows}):
         sel = [r for r in rows if (r["dtype"], tuple(r["shape"])) == key]
         worst = max(sel, key=lambda r: r["sweeps"] / max(1, sel[0]["sweeps"]))
