@@ -7,6 +7,8 @@
 // tasks (pairs too tall) one launch per round-robin step; and a tiny kernel
 // does the convergence bookkeeping on the device. No host loop
 // over matrices, no launch per matrix, everything on the current stream.
+// W-cycle paper Algorithm 2 (levels: step 1, the matrices that fit whole;
+// step 2, block pairs by SVD or Gram EVD) and §IV (the batched kernels).
 #include "core.h"
 
 #include <ATen/cuda/CUDAContext.h>

@@ -2,6 +2,8 @@
 // completion of U: prologue (scale, V = I), end of sweep (convergence
 // bookkeeping on the device), finalisation (S, U, V sorted by descending S),
 // and the orthonormal completion of U columns that carry no direction.
+// W-cycle paper Algorithm 1 (one-sided Jacobi on column blocks) and Algorithm 2
+// step 2 (a matrix that does not fit whole goes down a level, into block pairs).
 #include "levels/blocked/blocked_steps.h"
 
 #include "common/jacobi_device.cuh"
