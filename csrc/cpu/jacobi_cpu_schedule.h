@@ -1,42 +1,48 @@
-// The CPU engine's sweep orderings (pointwise and blocked round-robin) and one sweep over them,
+// The CPU engine's sweep ordering (row-cyclic, pointwise or by blocks) and one sweep over it,
 // on one thread or several.
 //
 // Not a standalone header: included by jacobi_cpu_solver.h, inside the instruction-set
 // namespace that jacobi_cpu.cpp opens (see there).
 
-// Round-robin (tournament) ordering of n items: with e = n rounded up to even,
-// step s pairs slot positions (k, e-1-k); between steps every slot but the
-// first moves one place. Each step touches every item once, so its pairs are
-// independent, and e-1 steps cover every pair exactly once.
-// Appends the pairs of every step (offset by `base`) to `steps`.
-inline void round_robin_steps(int64_t n, int64_t base, std::vector<std::vector<std::pair<int32_t, int32_t>>>& steps) {
-  const int64_t e = n + (n & 1);
-  std::vector<int64_t> pos(e);
-  std::iota(pos.begin(), pos.end(), 0);
-  if (static_cast<int64_t>(steps.size()) < e - 1) steps.resize(e - 1);
-  for (int64_t st = 0; st < e - 1; ++st) {
-    for (int64_t k = 0; k < e / 2; ++k) {
-      int64_t i = pos[k], j = pos[e - 1 - k];
-      if (i > j) std::swap(i, j);
-      if (j < n) steps[st].emplace_back(static_cast<int32_t>(base + i), static_cast<int32_t>(base + j));
+// The ordering is the row-cyclic one, (0,1), (0,2), ..., (0,q-1), (1,2), ...
+// (Forsythe-Henrici; the ordering of LAPACK's xGESVJ before its pivoting),
+// executed in an equivalent order: two rotations on disjoint columns commute
+// exactly (in floating point too), so any order in which each pair still
+// follows every earlier row-cyclic pair sharing a column with it gives
+// bit-identical results. Parallel orderings such as the round-robin are not
+// equivalent, and on rank-deficient matrices they converge much more slowly:
+// 256x256 float64 with duplicated columns took 29 sweeps with the blocked
+// round-robin against 9-13 row-cyclic (docs/robustness.md).
+
+// Row-cyclic as steps of independent pairs. The pairs (a, b), a < b, of
+// rows a in [r0, r1) and columns b in [c0, c1) go in steps of equal key
+// (a - r0) + b: every earlier row-cyclic pair sharing a column with (a, b)
+// has a smaller key or an earlier row block, and no column occurs twice in a
+// step. A step holds up to r1 - r0 pairs, and its working set is the row
+// block plus a window of r1 - r0 columns sliding to the right.
+inline void row_cyclic_steps(int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                             std::vector<std::vector<std::pair<int32_t, int32_t>>>& steps) {
+  for (int64_t t = c0; t <= (r1 - 1 - r0) + c1 - 1; ++t) {
+    std::vector<std::pair<int32_t, int32_t>> st;
+    for (int64_t a = r0; a < r1; ++a) {
+      const int64_t b = t - (a - r0);
+      if (b > a && b >= c0 && b < c1) st.emplace_back(static_cast<int32_t>(a), static_cast<int32_t>(b));
     }
-    std::rotate(pos.begin() + 1, pos.end() - 1, pos.end());
+    if (!st.empty()) steps.push_back(std::move(st));
   }
 }
 
 // ---------------------------------------------------------------------------
 // Sweep schedule.
 //
-// Columns are grouped into blocks of width w (paper §2, (2.6); W-cycle §II-B).
-// A sweep first orthogonalises the pairs inside each block (round-robin in
-// every block at once), then runs a round-robin over the blocks: block pair
-// (I, J) takes its w*w cross pairs in w steps, step s pairing I[k] with
-// J[(k+s) mod w]. Every column pair is visited exactly once per sweep (a
-// cyclic strategy, so the usual convergence and accuracy of pointwise
-// one-sided Jacobi hold), but while a block pair is processed the working set
-// is 2w columns of A and V, which stay in cache. Block pairs of one block
-// round-robin step share no column, so they may run on different threads.
-// w = 1 is the plain pointwise round-robin.
+// Columns are grouped into blocks of width w (paper §2, (2.6); W-cycle §II-B):
+// a unit takes the pairs of one block row I (rows in I, columns after them)
+// in the steps above, so its working set is 2w columns of A and V, which stay
+// in cache. On one thread a unit is a whole block row. On several, a block
+// row is cut into its tiles (I, J), and a tile waits only for the earlier
+// tiles on its blocks, so tiles of different block rows run concurrently (a
+// wavefront, about nblocks / 4 tiles at a time). w = 1 (or w >= q) is the
+// pointwise ordering.
 //
 // The schedule is a list of phases; a phase is a list of units that may run
 // concurrently; a unit is a list of steps run in order; a step is a list of
@@ -46,12 +52,14 @@ struct Schedule {
     std::vector<int64_t> step_begin;  // into pi/pj, one past the last = pi.size()
     std::vector<int32_t> pi, pj;
     std::vector<int32_t> fz1, ft1, fz2, ft2;  // fusion (see Fusion), indices into pi/pj
-    int32_t bi = -1, bj = -1;                 // blocked schedule: the unit's blocks (bj = -1: one)
-    int32_t need_i = 0, need_j = 0;           // units on bi / bj earlier in the sweep (see sweep())
+    // blocked schedule: the blocks the unit touches, and for each the number of
+    // units on it earlier in the sweep (see sweep())
+    std::vector<int32_t> blocks, need;
   };
   std::vector<std::vector<Unit>> phases;
   int64_t max_unit_pairs = 0;
-  int64_t nblocks = 0;  // > 0: blocked schedule, units carry bi/bj
+  int64_t nblocks = 0;  // > 0: blocked schedule (one phase, units in a valid order, carrying blocks)
+  int64_t max_concurrent = 1;  // blocked: the most units that can run at once
 };
 
 inline void add_steps(Schedule::Unit& u, const std::vector<std::vector<std::pair<int32_t, int32_t>>>& steps) {
@@ -101,70 +109,64 @@ inline void add_fusion(Schedule::Unit& u, int64_t q) {
 inline Schedule make_schedule(int64_t q, int64_t w, bool serial) {
   Schedule sch;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> steps;
-  if ((w <= 1 || w >= q) && serial) {
-    // pointwise round-robin on one thread: one unit holding every step
-    round_robin_steps(q, 0, steps);
-    Schedule::Unit u;
-    add_steps(u, steps);
-    sch.phases.push_back({std::move(u)});
-  } else if (w <= 1 || w >= q) {
-    // pointwise round-robin: one phase per step, holding one unit of one step
-    // (sweep() splits its pairs across threads).
-    round_robin_steps(q, 0, steps);
-    for (auto& st : steps) {
+  if (w <= 1 || w >= q) {
+    row_cyclic_steps(0, q, 0, q, steps);
+    if (serial) {
+      // pointwise on one thread: one unit holding every step
       Schedule::Unit u;
-      add_steps(u, {st});
+      add_steps(u, steps);
       sch.phases.push_back({std::move(u)});
+    } else {
+      // pointwise: one phase per step, holding one unit of one step
+      // (sweep() splits its pairs across threads).
+      for (auto& st : steps) {
+        Schedule::Unit u;
+        add_steps(u, {st});
+        sch.phases.push_back({std::move(u)});
+      }
     }
   } else {
     const int64_t nb = (q + w - 1) / w;
-    auto lo = [&](int64_t b) { return b * w; };
-    auto hi = [&](int64_t b) { return std::min(q, (b + 1) * w); };
-    // phase 0: inside every block, one unit per block
-    std::vector<Schedule::Unit> intra;
-    for (int64_t b = 0; b < nb; ++b) {
-      steps.clear();
-      round_robin_steps(hi(b) - lo(b), lo(b), steps);
+    // Rectangles of g column blocks: a whole block row on one thread (full
+    // steps); single tiles on several, the widest wavefront (rectangles of
+    // 2 and 4 blocks were no faster on 1x256^2 and 1x512^2, 2 threads).
+    const int64_t g = serial ? nb : 1;
+    struct Rect {
+      int64_t row, c0, c1, time;  // time: 1 + the latest rectangle it waits for
       Schedule::Unit u;
-      add_steps(u, steps);
-      u.bi = static_cast<int32_t>(b);
-      if (!u.pi.empty()) intra.push_back(std::move(u));
-    }
-    sch.phases.push_back(std::move(intra));
-    // block round-robin: one phase per step, one unit per block pair
-    std::vector<std::vector<std::pair<int32_t, int32_t>>> bsteps;
-    round_robin_steps(nb, 0, bsteps);
-    for (const auto& bst : bsteps) {
-      std::vector<Schedule::Unit> ph;
-      for (const auto& bp : bst) {
-        int64_t i0 = lo(bp.first), ni = hi(bp.first) - i0, j0 = lo(bp.second), nj = hi(bp.second) - j0;
-        const bool sw = ni > nj;  // the wider block takes the cyclic shift
-        if (sw) {
-          std::swap(i0, j0);
-          std::swap(ni, nj);
-        }
-        steps.assign(nj, {});
-        for (int64_t s = 0; s < nj; ++s)
-          for (int64_t k = 0; k < ni; ++k) {
-            int32_t a = static_cast<int32_t>(i0 + k), b = static_cast<int32_t>(j0 + (k + s) % nj);
-            if (a > b) std::swap(a, b);
-            steps[s].emplace_back(a, b);
-          }
-        Schedule::Unit u;
-        add_steps(u, steps);
-        u.bi = bp.first;
-        u.bj = bp.second;
-        ph.push_back(std::move(u));
-      }
-      sch.phases.push_back(std::move(ph));
-    }
-    sch.nblocks = nb;
+    };
+    std::vector<Rect> rects;
+    std::vector<int64_t> last_time(nb, 0);
     std::vector<int32_t> seen(nb, 0);
-    for (auto& ph : sch.phases)
-      for (auto& u : ph) {
-        u.need_i = seen[u.bi]++;
-        if (u.bj >= 0) u.need_j = seen[u.bj]++;
+    for (int64_t bi = 0; bi < nb; ++bi)
+      for (int64_t c0 = bi; c0 < nb; c0 += g) {
+        Rect r{bi, c0, std::min(nb, c0 + g), 0, {}};
+        steps.clear();
+        row_cyclic_steps(bi * w, std::min(q, (bi + 1) * w), r.c0 * w, std::min(q, r.c1 * w), steps);
+        add_steps(r.u, steps);
+        if (r.u.pi.empty()) continue;  // a one-column last block
+        r.u.blocks.push_back(static_cast<int32_t>(bi));
+        for (int64_t b = r.c0; b < r.c1; ++b)
+          if (b != bi) r.u.blocks.push_back(static_cast<int32_t>(b));
+        for (int32_t b : r.u.blocks) {
+          r.u.need.push_back(seen[b]++);
+          r.time = std::max(r.time, last_time[b] + 1);
+        }
+        for (int32_t b : r.u.blocks) last_time[b] = r.time;
+        rects.push_back(std::move(r));
       }
+    // Hand-out order: by the earliest time a rectangle can start (still a valid
+    // order, since it waits for rectangles of smaller time only).
+    std::stable_sort(rects.begin(), rects.end(), [](const Rect& x, const Rect& y) { return x.time < y.time; });
+    std::vector<int64_t> per_time;
+    for (auto& r : rects) {
+      if (static_cast<int64_t>(per_time.size()) < r.time) per_time.resize(r.time, 0);
+      sch.max_concurrent = std::max(sch.max_concurrent, ++per_time[r.time - 1]);
+    }
+    std::vector<Schedule::Unit> units;
+    for (auto& r : rects) units.push_back(std::move(r.u));
+    sch.phases.push_back(std::move(units));
+    sch.nblocks = nb;
   }
   for (auto& ph : sch.phases)
     for (auto& u : ph) {
@@ -214,10 +216,9 @@ bool sweep(const Work<T>& m, const Schedule& sch, bool parallel) {
   }
   std::atomic<bool> any{false};
   if (sch.nblocks > 0) {
-    // Blocked schedule on several threads: no barrier between round-robin
-    // steps. Units are taken in schedule order from a shared counter; a unit
-    // waits only until every earlier unit on its blocks has finished (done[b]
-    // counts them), so a thread that is slowed down holds up only the units
+    // Blocked schedule on several threads: no barrier between units. Units
+    // are taken in schedule order from a shared counter; a unit waits only
+    // until every earlier unit on its blocks has finished (done[b] counts them), so a thread that is slowed down holds up only the units
     // that need its blocks, rather than everyone at every step. Earlier units
     // are always taken before later ones, so the waits cannot deadlock.
     std::vector<const Schedule::Unit*> order;
@@ -227,17 +228,15 @@ bool sweep(const Work<T>& m, const Schedule& sch, bool parallel) {
     std::unique_ptr<std::atomic<int32_t>[]> done(new std::atomic<int32_t>[sch.nblocks]);
     for (int64_t b = 0; b < sch.nblocks; ++b) done[b].store(0, std::memory_order_relaxed);
     std::atomic<int64_t> next{0};
-    const int nt = static_cast<int>(std::min<int64_t>(at::get_num_threads(), sch.phases.back().size()));
+    const int nt = static_cast<int>(std::min<int64_t>(at::get_num_threads(), sch.max_concurrent));
     Pool::get().run(std::max(1, nt), [&](int) {
       bool r = false;
       for (int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < nu;) {
         const Schedule::Unit& u = *order[k];
-        while (done[u.bi].load(std::memory_order_acquire) < u.need_i ||
-               (u.bj >= 0 && done[u.bj].load(std::memory_order_acquire) < u.need_j))
-          Pool::cpu_relax();
+        for (size_t k2 = 0; k2 < u.blocks.size(); ++k2)
+          while (done[u.blocks[k2]].load(std::memory_order_acquire) < u.need[k2]) Pool::cpu_relax();
         r |= run_unit(m, u);
-        done[u.bi].fetch_add(1, std::memory_order_release);
-        if (u.bj >= 0) done[u.bj].fetch_add(1, std::memory_order_release);
+        for (int32_t b : u.blocks) done[b].fetch_add(1, std::memory_order_release);
       }
       if (r) any = true;
     });
