@@ -239,6 +239,34 @@ inline int64_t block_width(int64_t p, int64_t q, bool want_uv, size_t elem) {
   return std::max<int64_t>(4, std::min<int64_t>(w, 24));
 }
 
+// Columns (of A, V and d) in order of decreasing norm before each sweep, so
+// that the row-cyclic ordering meets the largest columns first: de Rijk's
+// pivoting (as in LAPACK's xGESVJ), taken once per sweep instead of once per
+// row so that the tiles keep their wavefront. On this machine's 2 threads
+// (docs/robustness.md) it cut Gaussian sweeps by about 20% and structured
+// ones by up to half (vandermonde 128^2 float64: 18 -> 10).
+template <typename T>
+void sort_columns(const Work<T>& m, std::vector<T>& scratch) {
+  const int64_t q = m.q;
+  thread_local std::vector<int64_t> order;
+  order.resize(q);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return m.d[x] > m.d[y]; });
+  int64_t first = 0;
+  while (first < q && order[first] == first) ++first;
+  if (first == q) return;  // already in order
+  auto permute = [&](T* x, int64_t rows) {
+    scratch.resize(static_cast<size_t>(rows * q));
+    for (int64_t k = first; k < q; ++k) std::copy(x + order[k] * rows, x + (order[k] + 1) * rows, scratch.data() + k * rows);
+    std::copy(scratch.data() + first * rows, scratch.data() + q * rows, x + first * rows);
+  };
+  permute(m.a, m.p);
+  if (m.v) permute(m.v, q);
+  thread_local std::vector<double> dd;
+  dd.assign(m.d, m.d + q);
+  for (int64_t k = first; k < q; ++k) m.d[k] = dd[order[k]];
+}
+
 template <typename T>
 int32_t svd_one(T* a, T* u, T* s_out, T* v_out, int64_t p, int64_t q, int64_t ucols, double tol,
                 int64_t max_sweeps, bool parallel) {
@@ -272,8 +300,10 @@ int32_t svd_one(T* a, T* u, T* s_out, T* v_out, int64_t p, int64_t q, int64_t uc
 
   int32_t info = kInfoNotConverged;
   const Schedule& sch = schedule_for(q, block_width(p, q, want_uv, sizeof(T)), !parallel);
+  std::vector<T> scratch;
   for (int64_t sw = 1; sw <= max_sweeps; ++sw) {
     for (int64_t k = 0; k < q; ++k) d[k] = dot(a + k * p, a + k * p, p);  // exact, once per sweep
+    sort_columns(m, scratch);
     if (!sweep(m, sch, parallel)) {
       info = static_cast<int32_t>(sw);
       break;
