@@ -1,6 +1,6 @@
 // CPU engine: one-sided (Hestenes) Jacobi SVD, parallel over the batch (and,
-// when the batch is smaller than the thread pool, over the independent column
-// (block) pairs of a round-robin step).
+// when the batch is smaller than the thread pool, over the column-block tiles
+// of one matrix, jacobi_cpu_schedule.h).
 //
 // The per-matrix solver lives in jacobi_cpu_solver.h; it is compiled three
 // times here (baseline ISA, AVX2+FMA, AVX-512) and the best copy the CPU
@@ -42,7 +42,7 @@ namespace {
 //
 // run(n, f) calls f(0) .. f(n-1) concurrently, f(0) on the caller, and
 // returns when all are done. Workers spin briefly for the next job (the
-// per-matrix schedule synchronises once per round-robin step) and then sleep.
+// per-matrix schedule hands out many short jobs) and then sleep.
 // A call made while the pool is busy (another Python thread, or nested)
 // runs serially on its caller.
 class Pool {

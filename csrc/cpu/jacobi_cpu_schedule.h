@@ -8,11 +8,12 @@
 // (Forsythe-Henrici; the ordering of LAPACK's xGESVJ before its pivoting),
 // executed in an equivalent order: two rotations on disjoint columns commute
 // exactly (in floating point too), so any order in which each pair still
-// follows every earlier row-cyclic pair sharing a column with it gives
-// bit-identical results. Parallel orderings such as the round-robin are not
-// equivalent, and on rank-deficient matrices they converge much more slowly:
-// 256x256 float64 with duplicated columns took 29 sweeps with the blocked
-// round-robin against 9-13 row-cyclic (docs/robustness.md).
+// follows every earlier row-cyclic pair sharing a column with it applies the
+// same rotations (up to the rounding of inner products that are fused into
+// an earlier rotation's pass). Parallel orderings such as the round-robin are
+// not equivalent, and on rank-deficient matrices they converge much more
+// slowly: 256x256 float64 with duplicated columns took 29 sweeps with the
+// blocked round-robin against 10 row-cyclic (docs/robustness.md).
 
 // Row-cyclic as steps of independent pairs. The pairs (a, b), a < b, of
 // rows a in [r0, r1) and columns b in [c0, c1) go in steps of equal key

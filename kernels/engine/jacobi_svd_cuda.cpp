@@ -80,12 +80,9 @@ struct Prep {
   std::map<std::pair<int, int>, WholeGroup> whole;  // by (lanes per rotation, threads)
   std::map<std::pair<int, int>, MatList> warp;      // by (lanes per matrix, rows per lane)
   MatList blocked;
-  int64_t pair_p = 0, pair_q = 0, pair_c = 0, gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
+  int64_t gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
   int64_t ncolumn_blocks = 0;  // block columns of the blocked matrices (the pair queue's counts)
-  // Block pairs carry E = J - I (SmemLaunch::delta) when every pair matrix's
-  // plan does, at one row count (the kernel's register bucket).
-  bool pair_delta = true;
-  int64_t pair_p_min = -1;
+  SmemLaunch pair_cfg;  // the launch of every block pair (planner: plan_pair_launch)
   size_t pair_queue_size = 0, pair_queue_off = 0, desc_off = 0;
   std::vector<std::pair<size_t, int>> pair_step_range;  // each step's first task in the queue, and count
   std::vector<std::pair<size_t, int>> gram_where;       // each Gram step's tasks in the upload, and count
@@ -93,10 +90,13 @@ struct Prep {
   std::shared_ptr<at::cuda::CUDAEvent> uploaded;        // cached preps: the upload's completion
 };
 
+// `uplan`: a uniform batch's plan (CallPlan::jacobi); other batches are
+// planned here, matrix by matrix.
 std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_t es, const DeviceLimits& lim,
-                              const at::Device& device) {
-  // Plan every matrix. A uniform batch is planned once, and needs neither
-  // descriptors nor matrix lists on the device (EngineArgs::uni, list_at).
+                              const at::Device& device, const MatrixPlan* uplan) {
+  // Group the matrices' plans into launches. A uniform batch has one plan,
+  // and needs neither descriptors nor matrix lists on the device
+  // (EngineArgs::uni, list_at).
   auto prep = std::make_shared<Prep>();
   Prep& P = *prep;
   const int64_t N = b.size();
@@ -107,10 +107,12 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
   auto& warp = P.warp;
   MatList& blocked = P.blocked;
   std::vector<std::vector<PairTask>> pair_steps, gram_steps;
-  int64_t &pair_p = P.pair_p, &pair_q = P.pair_q, &pair_c = P.pair_c, &gram_c = P.gram_c, &blocked_q = P.blocked_q,
-          &max_p = P.max_p, &max_cols = P.max_cols, &ncolumn_blocks = P.ncolumn_blocks, &pair_p_min = P.pair_p_min;
-  bool& pair_delta = P.pair_delta;
-  MatrixPlan uniform_plan;
+  int64_t &gram_c = P.gram_c, &blocked_q = P.blocked_q, &max_p = P.max_p, &max_cols = P.max_cols,
+          &ncolumn_blocks = P.ncolumn_blocks;
+  // the block pairs' merged shape
+  int64_t pair_p = 0, pair_q = 0, pair_c = 0, pair_p_min = -1;
+  bool pair_delta = true;
+  TORCH_CHECK(!uni || uplan, "jsvd internal: a uniform batch comes with its plan");
   // Tuning knob for experiments (benchmarks/): JSVD_CROSS_ONLY=0 redoes the
   // pairs inside the blocks in every task.
   const bool cross_only = knobs().cross_only;
@@ -121,8 +123,7 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
                            static_cast<int32_t>(q), static_cast<int32_t>(b.ucols[k]), 0};
     max_p = std::max(max_p, p);
     max_cols = std::max(max_cols, opt.full_matrices ? b.ucols[k] : q);
-    const MatrixPlan mp = (uni && k > 0) ? uniform_plan : plan_matrix(p, q, es, uv, N, lim);
-    if (k == 0) uniform_plan = mp;
+    const MatrixPlan mp = uni ? *uplan : plan_matrix(p, q, es, uv, N, lim);
     // At the whole-matrix levels a uniform batch is one group of every
     // matrix, known from its first: the loop stops there.
     if (mp.level == Level::kWholeWarp) {
@@ -132,15 +133,19 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
       continue;
     }
     if (mp.level == Level::kWholeSmem) {
-      // Matrices of one block shape share a launch sized for the largest.
+      // Matrices of one block shape share a launch sized for the largest
+      // (its variant planned below, plan_whole_group).
       const SmemLaunch& l = mp.launch;
       WholeGroup& g = whole[{l.tpp, l.threads}];
+      if (uni) {
+        g.cfg = l;
+        break;
+      }
       g.cfg.tpp = l.tpp;
       g.cfg.threads = l.threads;
       g.cfg.smem = std::max(g.cfg.smem, l.smem);
       g.cfg.rows = std::max(g.cfg.rows, l.rows);
       g.cfg.reg_groups = std::max(g.cfg.reg_groups, l.reg_groups);
-      if (uni) break;
       g.mats.push_back(static_cast<int32_t>(k));
       continue;
     }
@@ -161,6 +166,16 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
     }
     ncolumn_blocks += append_pair_tasks(pair ? pair_steps : gram_steps, static_cast<int32_t>(k), q, w,
                                         static_cast<int32_t>(ncolumn_blocks), !pair || !cross_only, pair);
+  }
+
+  if (!uni)
+    for (auto& kv : whole) plan_whole_group(kv.second.cfg, es, uv);
+  if (!pair_steps.empty()) {
+    // One launch for every matrix's pairs: E is carried when every pair
+    // matrix's plan does so at one row count (the kernel's register bucket).
+    const int64_t pc = std::max<int64_t>(pair_c, 2);
+    const bool delta = uv && pair_delta && pair_p_min == pair_p && pc == 32;
+    P.pair_cfg = uni ? uplan->launch : plan_pair_launch(std::max<int64_t>(pair_p, 1), pair_q, pc, es, uv, delta);
   }
 
   // The pair SVD tasks of a sweep, in step order, each waiting for the tasks
@@ -185,16 +200,16 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
 }
 
 // A uniform batch's Prep depends only on its shape and options, and building
-// it (tens of thousands of pair tasks at 512², their upload) took 0.9 ms of
-// host time before the first kernel at 200x256² and 3.8 ms at 100x512² (H100
-// host, scripts/call_timeline.py). So it is kept, per device and shape, and
+// it (tens of thousands of pair tasks at 512², their upload) costs
+// milliseconds of host time before the first kernel (docs/kernel-notes.md).
+// So it is kept, per device and shape, and
 // later calls wait on the stream for its upload's event instead (a no-op once
 // it has run; the allocator learns of each stream that reads it). Not during
 // a CUDA graph capture, which builds its own.
 std::shared_ptr<const Prep> uniform_prep(const PackedBatch& b, const SvdOptions& opt, size_t es,
-                                         const DeviceLimits& lim, const at::Device& device) {
+                                         const DeviceLimits& lim, const at::Device& device, const MatrixPlan& plan) {
   if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None)
-    return prepare(b, opt, es, lim, device);
+    return prepare(b, opt, es, lim, device, &plan);
   using Key = std::tuple<int, int64_t, int64_t, int64_t, size_t, bool, bool>;
   static std::mutex mu;
   static auto* cache = new std::map<Key, std::shared_ptr<const Prep>>();  // (never destroyed: CUDA may be gone at exit)
@@ -212,7 +227,7 @@ std::shared_ptr<const Prep> uniform_prep(const PackedBatch& b, const SvdOptions&
       return it->second;
     }
   }
-  std::shared_ptr<Prep> prep = prepare(b, opt, es, lim, device);
+  std::shared_ptr<Prep> prep = prepare(b, opt, es, lim, device, &plan);
   if (prep->staged.defined()) {
     prep->uploaded = std::make_shared<at::cuda::CUDAEvent>();
     prep->uploaded->record(stream);
@@ -223,8 +238,9 @@ std::shared_ptr<const Prep> uniform_prep(const PackedBatch& b, const SvdOptions&
   return prep;
 }
 
+// `plan`: the call's plan of a uniform batch (unused otherwise).
 template <typename T>
-CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt) {
+CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt, const MatrixPlan& plan) {
   const int64_t N = b.size();
   const bool uv = opt.compute_uv;
   const size_t es = sizeof(T);
@@ -233,14 +249,13 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
 
   const bool uni = b.uniform;
   const std::shared_ptr<const Prep> prep =
-      uni ? uniform_prep(b, opt, es, lim, A.device()) : prepare(b, opt, es, lim, A.device());
+      uni ? uniform_prep(b, opt, es, lim, A.device(), plan) : prepare(b, opt, es, lim, A.device(), nullptr);
   const auto& whole = prep->whole;
   const auto& warp = prep->warp;
   const MatList& blocked = prep->blocked;
-  const int64_t pair_p = prep->pair_p, pair_q = prep->pair_q, pair_c = prep->pair_c, gram_c = prep->gram_c,
-                blocked_q = prep->blocked_q, max_p = prep->max_p, max_cols = prep->max_cols,
-                ncolumn_blocks = prep->ncolumn_blocks, pair_p_min = prep->pair_p_min;
-  const bool pair_delta = prep->pair_delta;
+  const int64_t gram_c = prep->gram_c, blocked_q = prep->blocked_q, max_p = prep->max_p, max_cols = prep->max_cols,
+                ncolumn_blocks = prep->ncolumn_blocks;
+  const SmemLaunch& pair_cfg = prep->pair_cfg;
   const auto& pair_step_range = prep->pair_step_range;
   const auto& gram_where = prep->gram_where;
   const at::Tensor& staged = prep->staged;
@@ -300,17 +315,13 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
     launch_prologue(args, bl, nbl, blocked_q, stream);
     EngineArgs<T> inner = args;
     inner.max_sweeps = inner_sweeps();
-    const int64_t pc = std::max<int64_t>(pair_c, 2);
-    const bool delta = uv && pair_delta && pair_p_min == pair_p && pc == 32;
-    const SmemLaunch pair_cfg = pair_smem_config(std::max<int64_t>(pair_p, 1), pair_q, pc, es, uv, delta);
     // svd's stop test: each sweep's count of matrices still rotating, copied
     // to pinned host slots behind events. While every matrix still rotates,
     // the host queues sweep s + 1 before it reads sweep s's count (pipelined),
-    // so the device does not wait for the host's round trip (60-90 us a sweep
-    // on the H100, measure.py --profile); once some have converged the end is
+    // so the device does not wait for the host's round trip; once some have converged the end is
     // near, and it reads each sweep's count before queuing the next, since a
     // sweep queued past convergence, though every task returns at once, still
-    // costs its ~50k blocks (0.25 ms at 100x512²). JSVD_SWEEP_PIPELINE=0 never
+    // costs its blocks (docs/kernel-notes.md). JSVD_SWEEP_PIPELINE=0 never
     // reads ahead (experiments).
     const bool pipelined = knobs().sweep_pipeline;
     at::Tensor active, active_host;
@@ -324,11 +335,9 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
       counted[sw & 1].synchronize();
       still_active = active_host.const_data_ptr<int32_t>()[sw & 1];
     };
-    // Block pairs: one queued launch a sweep (svd_smem_kernel.cuh). Against one
-    // launch per round-robin step, same build, H100: 200x256² float32 43.4 ->
-    // 39.4 ms, 100x512² 191.8 -> 179.2, 10x1024² 259.3 -> 227.0, 1x1536² 104.0
-    // -> 94.1, 200x128² float64 17.7 -> 14.7, 100x512² float64 372 -> 342.
-    // JSVD_PAIR_QUEUE=0 launches step by step (experiments).
+    // Block pairs: one queued launch a sweep (svd_smem_kernel.cuh), faster than
+    // a launch per round-robin step at every blocked shape measured
+    // (docs/kernel-notes.md). JSVD_PAIR_QUEUE=0 launches step by step (experiments).
     const bool queue_on = knobs().pair_queue;
     const bool queued = prep->pair_queue_size > 0 && queue_on;
     // The queue's state: the next task, then the block columns' counts.
@@ -390,21 +399,13 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt)
 
 CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {
   const c10::cuda::CUDAGuard guard(input.device());
-  // Only the warp level never writes its input, so only a uniform batch that
-  // it takes whole is read in place: for small matrices the packing copy is a
-  // good part of a call's host time (benchmarks/RESULTS.md, 500x16x16). A
-  // row-major square or tall input is read transposed there (a lane reads a
-  // row: one cache line per lane and load), which 32-lane matrices in large
-  // batches pay for: 10000x32x32 float32 took 3.8 ms in place against 1.8
-  // packed (H100), while 500x32x32 and every narrower shape were faster in place.
+  // Everything the call runs is planned here, once (planner.h).
+  const CallPlan cp = plan_call(batch.rows.empty() ? 0 : batch.rows[0], batch.cols.empty() ? 0 : batch.cols[0],
+                                batch.size(), batch.uniform, input.element_size(), opt.compute_uv,
+                                input.dim() == 3 ? input.stride(2) : 0, input.numel(),
+                                device_limits(input.get_device()));
   at::Tensor A = input;
-  if (A.dim() == 3) {
-    const int64_t p = A.size(2), q = A.size(1);
-    const MatrixPlan mp = plan_matrix(p, q, A.element_size(), opt.compute_uv, A.size(0),
-                                      device_limits(A.get_device()));
-    const bool read_in_place = A.stride(2) == 1 || mp.warp_lanes < 32 || A.numel() <= (int64_t{1} << 20);
-    if (!batch.uniform || mp.level != Level::kWholeWarp || !read_in_place) A = packed_input(A);
-  }
+  if (A.dim() == 3 && !cp.read_in_place) A = packed_input(A);
   TORCH_CHECK(A.is_cuda() && (A.dim() == 3 || (A.dim() == 1 && A.is_contiguous())) && A.numel() == batch.a_numel,
               "jsvd internal: jacobi_svd_cuda expects the packed 1-D CUDA buffer or a 3-D view");
   // A host read inside a CUDA graph capture would invalidate it with an opaque
@@ -423,16 +424,14 @@ CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, co
     }
     return r;
   }
-  // Uniform batches of at least 256 columns: the Jacobi on R^T (qr_precondition.h).
-  const int64_t panel = A.dim() == 1 ? qr_panel_width(batch.rows[0], batch.cols[0], A.element_size(), batch.uniform,
-                                                      device_limits(A.get_device()))
-                                     : 0;
   AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "jacobi_svd_cuda", [&] {
-    if (panel > 0)
-      r = svd_qr_preconditioned(A, batch, opt, panel, [](const at::Tensor& X, const PackedBatch& xb,
-                                                         const SvdOptions& xo) { return run<scalar_t>(X, xb, xo); });
+    if (cp.qr_panel > 0)
+      r = svd_qr_preconditioned(A, batch, opt, cp.qr_panel,
+                                [&cp](const at::Tensor& X, const PackedBatch& xb, const SvdOptions& xo) {
+                                  return run<scalar_t>(X, xb, xo, cp.jacobi);
+                                });
     else
-      r = run<scalar_t>(A, batch, opt);
+      r = run<scalar_t>(A, batch, opt, cp.jacobi);
   });
   return r;
 }

@@ -57,6 +57,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   if (min_level <= 1 && svd_smem_bytes(rows, vrows, cols, elem) <= lim.smem_per_block) {
     mp.level = Level::kWholeSmem;
     mp.launch = svd_smem_config(rows, vrows, cols, elem);
+    choose_whole_steps(mp.launch, elem, compute_uv);
     return mp;
   }
   // Blocked: the widest block-column pair whose SVD fits in shared memory,
@@ -70,10 +71,9 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // (pair_smem_config). Float32 pairs of the register buckets' sizes carry
   // E = J - I (2w rows under a column) instead of V's q rows
   // (svd_smem_kernel.cuh, pair_delta_fits): half the shared memory at 512².
-  auto pair_launch = [&](int64_t w) {
-    return pair_smem_config(rows, cols, 2 * w, elem, compute_uv, compute_uv && pair_delta_fits(rows, cols, w, elem));
+  auto pair_bytes = [&](int64_t w) {
+    return pair_smem_config(rows, cols, 2 * w, elem, compute_uv, compute_uv && pair_delta_fits(rows, cols, w, elem)).smem;
   };
-  auto pair_bytes = [&](int64_t w) { return pair_launch(w).smem; };
   int64_t chosen = 0;
   // Prefer pairs small enough for two blocks per SM (one block of a
   // latency-bound kernel leaves the SM idle between steps), but in float32
@@ -100,7 +100,8 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   if (chosen > 0 && min_level <= 2) {
     mp.level = Level::kPairSvd;
     mp.width = chosen;
-    mp.launch = pair_launch(chosen);
+    mp.launch = plan_pair_launch(rows, cols, 2 * chosen, elem, compute_uv,
+                                 compute_uv && pair_delta_fits(rows, cols, chosen, elem));
     return mp;
   }
   // Too tall for any pair: rotations from the Gram matrix's EVD.
@@ -109,6 +110,33 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   mp.launch.threads = 256;
   mp.launch.smem = gram_evd_smem_bytes(2 * mp.width, elem);
   return mp;
+}
+
+void plan_whole_group(SmemLaunch& merged, size_t elem, bool compute_uv) {
+  choose_whole_steps(merged, elem, compute_uv);
+}
+
+SmemLaunch plan_pair_launch(int64_t rows, int64_t cols, int64_t c, size_t elem, bool compute_uv, bool delta) {
+  SmemLaunch cfg = pair_smem_config(rows, cols, c, elem, compute_uv, delta);
+  choose_pair_steps(cfg, elem, compute_uv);
+  return cfg;
+}
+
+CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size_t elem, bool compute_uv,
+                   int64_t view_stride, int64_t numel, const DeviceLimits& lim) {
+  CallPlan cp;
+  // Uniform batches of at least 256 columns: the Jacobi on R^T (qr_precondition.h).
+  cp.qr_panel = qr_panel_width(rows, cols, elem, uniform, lim);
+  const int64_t p = cp.qr_panel > 0 ? cols : rows;
+  if (uniform) cp.jacobi = plan_matrix(p, cols, elem, compute_uv, batch, lim);
+  // Only the warp level never writes its input, so only a uniform batch that
+  // it takes whole is read in place: for small matrices the packing copy is a
+  // good part of a call's host time. A row-major square or tall input is read
+  // transposed there (a lane reads a row: a cache line per lane and load),
+  // which 32-lane matrices in large batches pay for (docs/kernel-notes.md).
+  cp.read_in_place = view_stride > 0 && uniform && cp.qr_panel == 0 && cp.jacobi.level == Level::kWholeWarp &&
+                     (view_stride == 1 || cp.jacobi.warp_lanes < 32 || numel <= (int64_t{1} << 20));
+  return cp;
 }
 
 const char* level_name(Level level) {
@@ -142,32 +170,32 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
       os << ", \"levels\": []}";
       continue;
     }
+    // (As the engine plans it: the call's plan for a uniform batch, else this matrix's.)
+    const CallPlan cp = plan_call(p, q, static_cast<int64_t>(rows.size()), uniform, elem, compute_uv, 0, 0, lim);
     // QR preconditioning: the levels below are those of the Jacobi on R^T.
-    const int64_t panel = qr_panel_width(p, q, elem, uniform, lim);
-    if (panel > 0) {
-      os << ", \"precondition\": {\"kernel\": \"householder_qr\", \"panel_width\": " << panel
+    if (cp.qr_panel > 0) {
+      os << ", \"precondition\": {\"kernel\": \"householder_qr\", \"panel_width\": " << cp.qr_panel
          << ", \"jacobi_on\": [" << q << ", " << q << "]}";
       p = q;
     }
-    const MatrixPlan mp = plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim);
+    const MatrixPlan mp = uniform ? cp.jacobi : plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim);
     os << ", \"levels\": [";
     if (mp.level == Level::kWholeWarp) {
       os << "{\"level\": 1, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << q
          << ", \"lanes_per_matrix\": " << mp.warp_lanes << ", \"rows_per_lane\": " << mp.warp_rows << "}";
     } else if (mp.level == Level::kWholeSmem) {
-      // The launcher's own choice of steps (it depends on the kernels' registers).
       const SmemLaunch& cfg = mp.launch;
-      const int reg_threads = whole_register_threads(cfg, elem, compute_uv);
       os << "{\"level\": 1, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << q
-         << ", \"lanes_per_rotation\": " << cfg.tpp << ", \"steps\": \"" << (reg_threads ? "registers" : "shared")
-         << "\", \"threads\": " << (reg_threads ? reg_threads : cfg.threads) << ", \"smem\": " << cfg.smem << "}";
+         << ", \"lanes_per_rotation\": " << cfg.tpp << ", \"steps\": \"" << (cfg.reg_rows ? "registers" : "shared")
+         << "\", \"threads\": " << (cfg.reg_rows ? cfg.reg_threads : cfg.threads) << ", \"smem\": " << cfg.smem << "}";
     } else {
       const int64_t nb = (q + mp.width - 1) / mp.width;
       os << "{\"level\": 1, \"kernel\": \"block_pairs\", \"width\": " << mp.width << ", \"blocks\": " << nb
          << ", \"steps_per_sweep\": " << (nb + (nb & 1) - 1) << "}, {\"level\": 2, \"kernel\": \""
          << level_name(mp.level) << "\", \"width\": " << 2 * mp.width << ", \"threads\": " << mp.launch.threads
          << ", \"smem\": " << mp.launch.smem;
-      if (mp.level == Level::kPairSvd) os << ", \"lanes_per_rotation\": " << mp.launch.tpp;
+      if (mp.level == Level::kPairSvd)
+        os << ", \"lanes_per_rotation\": " << mp.launch.tpp << ", \"register_rows\": " << mp.launch.reg_rows;
       // Under each column: V's rows, the pair's rotation J, or E = J - I.
       if (mp.level == Level::kPairSvd && compute_uv)
         os << ", \"carries\": \"" << (mp.launch.delta ? "delta" : pair_carries_rotation(elem) ? "rotation" : "v_rows")

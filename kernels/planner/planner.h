@@ -29,7 +29,7 @@ DeviceLimits device_limits(int device);
 struct MatrixPlan {
   Level level = Level::kWholeSmem;
   int64_t width = 0;   // block width w of the blocked levels (0 for whole)
-  SmemLaunch launch;   // shared-memory levels: the kernel's launch (Gram EVD: threads and smem only)
+  SmemLaunch launch;   // shared-memory levels: the kernel's launch and variant (Gram EVD: threads and smem only)
   int warp_lanes = 0;  // kWholeWarp: lanes per matrix (the padded column count)
   int warp_rows = 0;   // kWholeWarp: rows of A per lane
 };
@@ -38,6 +38,26 @@ struct MatrixPlan {
 // (more of them allows wider blocks at the same occupancy).
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
                        const DeviceLimits& lim);
+
+// What one call runs, decided once, before anything is launched.
+struct CallPlan {
+  int64_t qr_panel = 0;   // > 0: QR preconditioned with this panel width (qr_precondition.h); the Jacobi runs on R^T
+  bool read_in_place = false;  // the caller's 3-D tensor is read as is (no packing copy)
+  MatrixPlan jacobi;      // uniform batches: every matrix's plan, on the shape the Jacobi sees
+};
+
+// A batch of `batch` matrices, the first (every one, if `uniform`) rows x
+// cols in the tall orientation (rows >= cols). `view_stride` is the caller's
+// 3-D tensor's last stride (0: the input is packed already) and `numel` its
+// elements. Non-uniform batches get their matrices' plans in the engine.
+CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size_t elem, bool compute_uv,
+                   int64_t view_stride, int64_t numel, const DeviceLimits& lim);
+
+// The launch of matrices that share one (a whole-matrix group of a
+// non-uniform batch, sized for its largest; the block pairs of every blocked
+// matrix of a call): its variant chosen for the merged shape.
+void plan_whole_group(SmemLaunch& merged, size_t elem, bool compute_uv);
+SmemLaunch plan_pair_launch(int64_t rows, int64_t cols, int64_t c, size_t elem, bool compute_uv, bool delta);
 
 const char* level_name(Level level);
 

@@ -68,20 +68,17 @@ template <typename T>
 using PairKernel = void (*)(EngineArgs<T>, const int32_t*, const PairTask*);
 
 // Block pairs, register bucket B: the register steps where that costs no
-// block per SM. Measured on the H100 (benchmarks/RESULTS.md): faster where
-// shared memory already allows one block per SM (1024² float32 504 -> 437 ms),
-// slower where the registers took a third of the blocks away (512² float32,
-// 3 -> 2 blocks per SM: 323 -> 353 ms).
+// block per SM. Measured on the H100 (docs/kernel-notes.md): faster where
+// shared memory already allows one block per SM, slower where the registers
+// took a third of the blocks away.
 template <typename T, bool kWithV, int B>
-PairKernel<T> pair_bucket_kernel(const SmemLaunch& cfg) {
+bool pair_bucket_pays(const SmemLaunch& cfg) {
   auto with_regs = svd_smem_kernel<T, 32, true, kWithV, B>;
   auto without = svd_smem_kernel<T, 32, true, kWithV, 0>;
   allow_dynamic_smem(with_regs, cfg.smem);
   allow_dynamic_smem(without, cfg.smem);
-  if (registers_keep_occupancy(reinterpret_cast<const void*>(with_regs), cfg.threads,
-                               reinterpret_cast<const void*>(without), cfg.threads, cfg.smem))
-    return with_regs;
-  return without;
+  return registers_keep_occupancy(reinterpret_cast<const void*>(with_regs), cfg.threads,
+                                  reinterpret_cast<const void*>(without), cfg.threads, cfg.smem);
 }
 
 // Whole matrices with the register steps. JSVD_WHOLE_REGS (experiments): 0
@@ -120,44 +117,23 @@ int whole_register_bucket(const SmemLaunch& cfg, int& threads) {
   return 0;
 }
 
-// Whole matrices with the register steps where whole_register_bucket says so;
-// false (nothing launched) where not.
-template <typename T, int TPP, bool kWithV>
-bool launch_whole_registers(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
-                            cudaStream_t stream) {
-  int threads = 0;
-  switch (whole_register_bucket<T, TPP, kWithV>(cfg, threads)) {
-    case 8: launch_whole<T, TPP, kWithV, 8>(args, tasks, ntasks, threads, cfg.smem, stream); return true;
-    case 16: launch_whole<T, TPP, kWithV, 16>(args, tasks, ntasks, threads, cfg.smem, stream); return true;
-    default: return false;
-  }
-}
-
-template <typename T, bool kWithV>
-int whole_register_threads_t(const SmemLaunch& cfg) {
-  int threads = 0;
-  if (cfg.tpp == 16) whole_register_bucket<T, 16, kWithV>(cfg, threads);
-  if (cfg.tpp == 32) whole_register_bucket<T, 32, kWithV>(cfg, threads);
-  return threads;
-}
-
 // Block pairs with a warp per rotation: the smallest register bucket that
-// holds a lane's rows of a column at this block size, or the shared-memory
-// steps (kRegRows = 0) when none does.
+// holds a lane's rows of a column at this block size, if it pays; 0 (the
+// shared-memory steps) otherwise.
 template <typename T, bool kWithV>
-PairKernel<T> pair_warp_kernel(const SmemLaunch& cfg) {
+int pair_register_rows(const SmemLaunch& cfg) {
   const int64_t need = (cfg.rows + 31) / 32;
   auto fits = [&](int rows) {
     const int64_t words = rows * static_cast<int64_t>(sizeof(T)) / 4;
     return need <= rows && words <= kMaxRegWords && cfg.threads <= reg_block_limit(words);
   };
-  if (fits(16)) return pair_bucket_kernel<T, kWithV, 16>(cfg);
-  if (fits(32)) return pair_bucket_kernel<T, kWithV, 32>(cfg);
-  if (fits(64)) return pair_bucket_kernel<T, kWithV, 64>(cfg);
+  if (fits(16)) return pair_bucket_pays<T, kWithV, 16>(cfg) ? 16 : 0;
+  if (fits(32)) return pair_bucket_pays<T, kWithV, 32>(cfg) ? 32 : 0;
+  if (fits(64)) return pair_bucket_pays<T, kWithV, 64>(cfg) ? 64 : 0;
   if constexpr (sizeof(T) == 4) {  // 96 float64 rows would not fit a lane's registers
-    if (fits(96)) return pair_bucket_kernel<T, kWithV, 96>(cfg);
+    if (fits(96)) return pair_bucket_pays<T, kWithV, 96>(cfg) ? 96 : 0;
   }
-  return svd_smem_kernel<T, 32, true, kWithV>;
+  return 0;
 }
 
 // Block pairs carrying E (cfg.delta): the register bucket of p + 32 rows.
@@ -174,45 +150,67 @@ PairKernel<T> pair_delta_kernel(int64_t rows) {
   return nullptr;
 }
 
-// The kernel that block pairs of this shape are launched with.
+// The kernel that block pairs of this launch run (its variant is the plan's).
 template <typename T, bool kWithV>
 PairKernel<T> pair_kernel(const SmemLaunch& cfg) {
-  PairKernel<T> k;
+  PairKernel<T> k = nullptr;
   if (cfg.delta) {
-    TORCH_CHECK(kWithV && cfg.tpp == 32 && pair_delta_kernel<T>(cfg.rows),
-                "jsvd internal: no block-pair kernel carries E for this shape");
     k = pair_delta_kernel<T>(cfg.rows);
-    allow_dynamic_smem(k, cfg.smem);
-    return k;
+  } else {
+    switch (cfg.tpp) {
+      case 4: k = svd_smem_kernel<T, 4, true, kWithV>; break;
+      case 8: k = svd_smem_kernel<T, 8, true, kWithV>; break;
+      case 16: k = svd_smem_kernel<T, 16, true, kWithV>; break;
+      default:
+        switch (cfg.reg_rows) {
+          case 0: k = svd_smem_kernel<T, 32, true, kWithV>; break;
+          case 16: k = svd_smem_kernel<T, 32, true, kWithV, 16>; break;
+          case 32: k = svd_smem_kernel<T, 32, true, kWithV, 32>; break;
+          case 64: k = svd_smem_kernel<T, 32, true, kWithV, 64>; break;
+          case 96:
+            if constexpr (sizeof(T) == 4) k = svd_smem_kernel<T, 32, true, kWithV, 96>;
+            break;
+        }
+    }
   }
-  switch (cfg.tpp) {
-    case 4: k = svd_smem_kernel<T, 4, true, kWithV>; break;
-    case 8: k = svd_smem_kernel<T, 8, true, kWithV>; break;
-    case 16: k = svd_smem_kernel<T, 16, true, kWithV>; break;
-    default: k = register_steps_enabled() ? pair_warp_kernel<T, kWithV>(cfg) : svd_smem_kernel<T, 32, true, kWithV>;
-  }
+  TORCH_CHECK(k, "jsvd internal: no block-pair kernel for this plan");
   allow_dynamic_smem(k, cfg.smem);
   return k;
 }
 
 template <typename T>
 PairKernel<T> pair_kernel(const SmemLaunch& cfg, bool with_v) {
+  TORCH_CHECK(with_v || !cfg.delta, "jsvd internal: E is carried only with V");
   return with_v ? pair_kernel<T, true>(cfg) : pair_kernel<T, false>(cfg);
 }
 
+// Whole matrices: the plan's variant (register steps of reg_rows rows a lane
+// on reg_threads threads, or the shared-memory steps).
 template <typename T, bool kWithV>
 void launch_tpp(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
                 cudaStream_t stream) {
+  const int rt = cfg.reg_threads;
   switch (cfg.tpp) {
     case 4: return launch_whole<T, 4, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
     case 8: return launch_whole<T, 8, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
     case 16:
-      if (launch_whole_registers<T, 16, kWithV>(args, tasks, ntasks, cfg, stream)) return;
+      if (cfg.reg_rows == 8) return launch_whole<T, 16, kWithV, 8>(args, tasks, ntasks, rt, cfg.smem, stream);
+      if (cfg.reg_rows == 16) return launch_whole<T, 16, kWithV, 16>(args, tasks, ntasks, rt, cfg.smem, stream);
       return launch_whole<T, 16, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
     default:
-      if (launch_whole_registers<T, 32, kWithV>(args, tasks, ntasks, cfg, stream)) return;
+      if (cfg.reg_rows == 8) return launch_whole<T, 32, kWithV, 8>(args, tasks, ntasks, rt, cfg.smem, stream);
+      if (cfg.reg_rows == 16) return launch_whole<T, 32, kWithV, 16>(args, tasks, ntasks, rt, cfg.smem, stream);
       return launch_whole<T, 32, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
   }
+}
+
+template <typename T, bool kWithV>
+void choose_whole_steps_t(SmemLaunch& cfg) {
+  int threads = 0;
+  cfg.reg_rows = 0;
+  if (cfg.tpp == 16) cfg.reg_rows = whole_register_bucket<T, 16, kWithV>(cfg, threads);
+  if (cfg.tpp == 32) cfg.reg_rows = whole_register_bucket<T, 32, kWithV>(cfg, threads);
+  cfg.reg_threads = cfg.reg_rows ? threads : 0;
 }
 
 }  // namespace
@@ -251,10 +249,21 @@ SmemLaunch pair_smem_config(int64_t p, int64_t q, int64_t c, size_t elem, bool w
   return cfg;
 }
 
-int whole_register_threads(const SmemLaunch& cfg, size_t elem, bool with_v) {
-  if (elem == sizeof(float))
-    return with_v ? whole_register_threads_t<float, true>(cfg) : whole_register_threads_t<float, false>(cfg);
-  return with_v ? whole_register_threads_t<double, true>(cfg) : whole_register_threads_t<double, false>(cfg);
+void choose_whole_steps(SmemLaunch& cfg, size_t elem, bool with_v) {
+  if (elem == sizeof(float)) with_v ? choose_whole_steps_t<float, true>(cfg) : choose_whole_steps_t<float, false>(cfg);
+  else with_v ? choose_whole_steps_t<double, true>(cfg) : choose_whole_steps_t<double, false>(cfg);
+}
+
+void choose_pair_steps(SmemLaunch& cfg, size_t elem, bool with_v) {
+  cfg.reg_threads = 0;
+  if (cfg.delta) {
+    cfg.reg_rows = static_cast<int>(cfg.rows / 32);  // (pair_delta_fits: a bucket of exactly these rows)
+  } else if (cfg.tpp == 32 && register_steps_enabled()) {
+    cfg.reg_rows = elem == sizeof(float) ? (with_v ? pair_register_rows<float, true>(cfg) : pair_register_rows<float, false>(cfg))
+                                         : (with_v ? pair_register_rows<double, true>(cfg) : pair_register_rows<double, false>(cfg));
+  } else {
+    cfg.reg_rows = 0;
+  }
 }
 
 template <typename T>

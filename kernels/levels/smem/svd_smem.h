@@ -49,6 +49,9 @@ struct SmemLaunch {
   int64_t rows = 0;   // rows held per column (A's and V's or J's)
   int reg_groups = 0; // whole matrices: lane groups the register steps use (halving_order.h)
   bool delta = false; // block pairs: carry E = J - I under the columns (pair_delta_fits)
+  // The kernel variant, chosen by the planner (choose_*_steps), launched as is:
+  int reg_rows = 0;    // rows of a column a lane keeps in registers (0: the shared-memory steps)
+  int reg_threads = 0; // whole matrices with register steps: their block size
 };
 
 // Whether float32 block pairs of width w of a p x q matrix with V carry the
@@ -81,13 +84,16 @@ SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem);
 // the planner's plan and the engine's launch.
 SmemLaunch pair_smem_config(int64_t p, int64_t q, int64_t c, size_t elem, bool with_v, bool delta);
 
-// Whole matrices of a launch with this config: the block size of the
-// register steps (svd_smem.cu), or 0 where they take the shared-memory steps.
-// Queries the current device (occupancy).
-int whole_register_threads(const SmemLaunch& cfg, size_t elem, bool with_v);
+// The kernel variant of a launch (reg_rows, reg_threads), for the planner:
+// the register steps where a lane's rows fit and they cost no block per SM
+// (an occupancy query of the current device), else the shared-memory steps.
+// JSVD_WHOLE_REGS and JSVD_REG_STEPS (tuning_knobs.h) override.
+void choose_whole_steps(SmemLaunch& cfg, size_t elem, bool with_v);
+void choose_pair_steps(SmemLaunch& cfg, size_t elem, bool with_v);
 
 // Whole matrices: tasks[t] is the matrix index of block t. Writes U (first q
-// columns; zero columns where S has no direction), S, V, info, rank.
+// columns; zero columns where S has no direction), S, V, info, rank. The
+// launchers run the variant in cfg; they decide nothing.
 template <typename T>
 void launch_svd_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
                       bool with_v, cudaStream_t stream);
