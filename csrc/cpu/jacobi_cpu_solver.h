@@ -226,15 +226,12 @@ inline int64_t block_width(int64_t p, int64_t q, bool want_uv, size_t elem) {
   const int64_t col_bytes = (p + (want_uv ? q : 0)) * static_cast<int64_t>(elem);
   if (knobs().cpu_block_width > 0) return knobs().cpu_block_width;  // (tuning_knobs.h)
   if (q * col_bytes <= (int64_t(32) << 10)) return 1;  // whole matrix (A and V) in L1
-  // 2w columns in 32 KB (L1 is 48 KB on Zen 4) where that still leaves w >= 8.
-  // Measured, 40x128x128 with 2 threads: float64 83 ms at w = 8 against 95 at
-  // the L2-sized w = 24; float32 53 ms at w = 16 against 57 unblocked (w = 1).
+  // 2w columns in 32 KB (L1 is 48 KB on Zen 4) where that still leaves w >= 8
+  // (measured with the earlier round-robin ordering: docs/kernel-notes.md).
   const int64_t w1 = (int64_t(32) << 10) / (2 * col_bytes);
   if (w1 >= 8) return std::min<int64_t>(w1, 16);
-  // 2w columns in 256 KB (a quarter of a 1 MB L2). Measured on 1x512x512 with
-  // 2 threads (Zen 4): w = 16 took 134 ms in float64 against 161 ms for the
-  // earlier 96 KB budget (w = 6): fewer, longer round-robin steps, so fewer
-  // synchronisations; float32 (w = 24 now, 12 before) was within noise.
+  // 2w columns in 256 KB (a quarter of a 1 MB L2): fewer, larger units, so
+  // fewer synchronisations (docs/kernel-notes.md).
   int64_t w = (int64_t(256) << 10) / (2 * col_bytes);
   return std::max<int64_t>(4, std::min<int64_t>(w, 24));
 }

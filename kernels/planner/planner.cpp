@@ -78,11 +78,10 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // Prefer pairs small enough for two blocks per SM (one block of a
   // latency-bound kernel leaves the SM idle between steps), but in float32
   // not below 16 columns a block for it once a step fills every SM: 8-column
-  // blocks double the steps of a sweep, and the H100 ran 100x512x512 float32
-  // in 225 ms at w = 8 (3 blocks per SM) against 208 at w = 16 (1 block per
-  // SM, cross steps in registers); float64 (no register steps at that width)
-  // went the other way, 368 -> 383 ms (benchmarks/RESULTS.md). A few large
-  // matrices still narrow to 8 for the tasks.
+  // blocks double the steps of a sweep, which the register cross steps of
+  // 16-column blocks more than pay for in float32, not in float64 (none at
+  // that width; docs/kernel-notes.md). A few large matrices still narrow to 8
+  // for the tasks.
   for (int64_t w : {64, 32, 16, 8}) {
     w = std::min(w, half);
     const size_t bytes = pair_bytes(w);

@@ -29,9 +29,8 @@ __device__ T block_reduce_sum(T v, T* red) {
 
 // The per-matrix passes over A, V and U are spread over the whole GPU: a warp
 // per column, kPassCols columns per block, blocks (matrix, column group). One
-// block per matrix used to do them, which left a 1x1536x1536 float32 call with
-// one busy SM for about 9 of its 110 ms (H100, scripts/sweep_profile.py: its
-// first sweep cost 17 ms, the next ones 7.7).
+// block per matrix used to do them, which left a single large matrix with one
+// busy SM for a good part of the call (docs/kernel-notes.md).
 constexpr int kPassThreads = 256;
 constexpr int kPassCols = kPassThreads / 32;
 

@@ -34,12 +34,10 @@
   const bool rows_exact = kRegRows > 0 && p == kRegA * TPP && nrows == kRegRows * TPP;
   // Block pairs: their cross tasks in cross_steps_in_registers (below); their
   // first (intra) task of a sweep in registers, by the halving order, where
-  // the rows split exactly (same-call A/B on the H100: 200x256² float32 31.1
-  // -> 29.3 ms, 100x512² 135.7 -> 130.1, 1x1536² 64.8 -> 63.6). With bounded
-  // rows it was slower (10x1024² float32 275 -> 297 ms, register pressure).
-  // Float32 with V only: float64 pairs carry J, whose rows rarely split
-  // exactly, and compiling the path into their kernels, or into the svdvals
-  // ones, cost registers and time (200x256² svdvals 36.5 -> 37.7 ms).
+  // the rows split exactly (faster; with bounded rows it was slower, from
+  // register pressure: docs/kernel-notes.md). Float32 with V only: float64
+  // pairs carry J, whose rows rarely split exactly, and compiling the path
+  // into their kernels, or into the svdvals ones, cost registers and time.
   constexpr bool kIntraRegs = !kPair || (sizeof(T) == sizeof(float) && kWithV);
   // kDelta at 512 rows: a group owns two columns of the first block
   // (cross_steps_delta; delta_threads in svd_smem.h).

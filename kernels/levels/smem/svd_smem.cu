@@ -137,10 +137,9 @@ int pair_register_rows(const SmemLaunch& cfg) {
 }
 
 // Block pairs carrying E (cfg.delta): the register bucket of p + 32 rows.
-// Same-build A/B on the H100 (JSVD_PAIR_DELTA, scripts/ab_knob.sh):
-// 100x512x512 float32 124.5 -> 93.9 ms, V's orthogonality 5.4e-5 -> 2.6e-5;
-// 200x256x256 (bucket 9) 27.2 -> 29.5 ms: at 8 rows of A a lane, E's GEMM
-// costs what V's rotated rows did, and its V staging waits. So 512 rows only.
+// At 512 rows and more it is faster and V more orthogonal; at 256 rows (8 of
+// A a lane) E's GEMM costs what V's rotated rows did and its V staging waits,
+// so it was slower (docs/kernel-notes.md). So 512 rows and up only.
 template <typename T>
 PairKernel<T> pair_delta_kernel(int64_t rows) {
   if constexpr (sizeof(T) == sizeof(float)) {

@@ -64,9 +64,9 @@ bool pair_delta_fits(int64_t p, int64_t q, int64_t w, size_t elem);
 
 // The block of a pair that carries E, for rows (A's and E's) a column: at
 // 512 + 32, 8 warps, each owning two of the first block's 16 columns
-// (svd_smem_kernel.cuh, cross_steps_delta; same-call A/B on the H100,
-// 100x512x512 89.4 -> 82.0 ms); at 1024 + 32, one block an SM either way,
-// 16 warps of one column each (the 8-warp block was slower, 87.8 -> 90.0 ms).
+// (svd_smem_kernel.cuh, cross_steps_delta); at 1024 + 32, one block an SM
+// either way, 16 warps of one column each (the faster of the two at each
+// size: docs/kernel-notes.md).
 // The kernel's own choice (kTwoChains) asks delta_two_columns too.
 JSVD_HOST_DEVICE constexpr bool delta_two_columns(int64_t rows) { return rows <= 17 * 32; }
 inline int delta_threads(int64_t rows) { return delta_two_columns(rows) ? 256 : 512; }

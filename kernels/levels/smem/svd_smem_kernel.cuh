@@ -115,9 +115,8 @@ constexpr int64_t kMaxRegWords = 128;
 
 // kDelta: two blocks of 512 threads an SM (64 registers) at 512 rows (1024
 // rows: one block, shared memory allows no more). The others name a
-// minimum of one block, which ptxas allocates differently from naming none:
-// same-call A/B on the H100, 200x256x256 float32 (bucket 16, spills 54 -> 14
-// bytes) 28.5 ms without it, 27.1 with it.
+// minimum of one block, which ptxas allocates differently from naming none
+// (fewer spills, faster: docs/kernel-notes.md).
 template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0, bool kDelta = false>
 __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 256 : 512)
                                          : reg_block_limit(kRegRows * sizeof(T) / 4),
