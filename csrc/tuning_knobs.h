@@ -17,6 +17,7 @@ struct Knobs {
   int inner_sweeps = 1;  // JSVD_INNER_SWEEPS: sweeps a block-pair task does over its columns
   bool qr = true;        // JSVD_QR=0: no QR preconditioning
   int qr_min_cols = 256; // JSVD_QR_MIN_COLS: QR-precondition uniform batches from this many columns
+  bool qr_sort = true;   // JSVD_QR_SORT=0: no sorting of the columns by norm before the QR
   // --- CUDA launchers and sweep loop ---
   bool cross_only = true;      // JSVD_CROSS_ONLY=0: every block-pair task redoes its blocks' inner pairs
   bool sweep_pipeline = true;  // JSVD_SWEEP_PIPELINE=0: read the convergence count without running ahead
@@ -51,6 +52,7 @@ inline Knobs read() {
   if (k.inner_sweeps < 1) k.inner_sweeps = 1;
   k.qr = on("JSVD_QR", k.qr);
   k.qr_min_cols = integer("JSVD_QR_MIN_COLS", k.qr_min_cols);
+  k.qr_sort = on("JSVD_QR_SORT", k.qr_sort);
   k.cross_only = on("JSVD_CROSS_ONLY", k.cross_only);
   k.sweep_pipeline = on("JSVD_SWEEP_PIPELINE", k.sweep_pipeline);
   k.pair_queue = on("JSVD_PAIR_QUEUE", k.pair_queue);

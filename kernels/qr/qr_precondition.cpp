@@ -138,6 +138,15 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   const at::Tensor amax = W.abs().amax({1, 2}, /*keepdim=*/true);
   const at::Tensor scale = at::where(amax > 0, amax, at::ones_like(amax));
   W.div_(scale);
+  // Columns by decreasing norm (W P = Q R): a cheap stand-in for xGEJSV's column pivoting, so that R's
+  // rows, the Jacobi's columns, come graded where A's columns are (docs/robustness.md, "Sweeps"). V's
+  // rows are put back at the end (V_W = P U_x).
+  at::Tensor perm;
+  if (knobs().qr_sort) {
+    perm = at::argsort(at::linalg_vector_norm(W, 2, {2}, false, c10::nullopt), /*stable=*/true, /*dim=*/1,
+                       /*descending=*/true);
+    W.copy_(W.gather(1, perm.unsqueeze(2).expand({B, q, p})));
+  }
   const Reflectors f = householder_qr_(W, panel, opt.compute_uv);
   // X = R^T, packed column-major: X's column j is R's row j.
   const at::Tensor X = leading_block_transpose(W, q);
@@ -151,6 +160,10 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   r.info = rx.info;
   if (opt.compute_uv) {
     r.V = rx.U;  // V_W = U_x, q x q column-major either way
+    if (perm.defined()) {  // V_W = P U_x: row perm[i] of V_W is row i of U_x
+      const at::Tensor Vt = rx.U.view({B, q, q});  // (matrix, column, row)
+      r.V = at::empty_like(Vt).scatter_(2, perm.unsqueeze(1).expand({B, q, q}), Vt).view({-1});
+    }
     // U_W = Q [V_x 0; 0 I] (I: the extra columns of full_matrices), packed
     // column-major, i.e. as (B, ucols, p) rows: Mt = M^T.
     const int64_t uc = b.ucols[0];
