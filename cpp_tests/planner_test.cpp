@@ -198,7 +198,7 @@ int main() {
   const MatrixPlan p1024 = plan_matrix(1024, 1024, 4, true, 10, h100);
   check(p1024.width == 16 && p1024.launch.delta && p1024.launch.rows == 1024 + 32,
         "10 x 1024x1024 float32: 2 x 16 carrying E (with V's rows 16 would not fit)");
-  // A list of 17 (tests/test_cuda_engine.py, test_pair_delta_varlen): its square and its tall
+  // A list of 17 (tests/test_levels.py, test_pair_level_list_all_carrying_delta): its square and its tall
   // (or transposed wide) matrices all carry E, so the launch does, through the descriptor table.
   for (int64_t q : {512, 256}) {
     const MatrixPlan pl = plan_matrix(512, q, 4, true, 17, h100);

@@ -1,6 +1,10 @@
-"""Checks shared by the tests: the accuracy bounds of issue 2 (10 * max(m, n) * eps)."""
+"""Checks shared by the tests: the accuracy bounds of issue 2 (10 * max(m, n) * eps), and parameters for
+tests whose cases differ by device."""
 
+import pytest
 import torch
+
+import torch_jsvd
 
 
 def eps_of(dtype):
@@ -56,6 +60,34 @@ def assert_valid_svd(A, U, S, Vh, full_matrices, factor=10.0, check_strides=True
     assert rec <= tol, f"reconstruction {rec:.3g} > {tol:.3g}"
     assert ou <= tol, f"U orthogonality {ou:.3g} > {tol:.3g}"
     assert ov <= tol, f"V orthogonality {ov:.3g} > {tol:.3g}"
+
+
+def check_svd(A, full_matrices, factor=10.0):
+    """torch_jsvd.svd of A: a valid SVD (assert_valid_svd) whose singular values are within
+    bound(m, n) * S_max of float64 LAPACK's (cuSOLVER's on CUDA). Returns U, S, Vh."""
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=full_matrices)
+    assert_valid_svd(A, U, S, Vh, full_matrices, factor)
+    ref = torch.linalg.svdvals(A.double())
+    err = (S.double() - ref).abs().amax(-1) / ref[..., :1].clamp_min(1e-300).squeeze(-1)
+    assert err.max() <= bound(*A.shape[-2:], A.dtype), err.max()
+    return U, S, Vh
+
+
+def on_devices(argnames, cases, cuda_only=()):
+    """Arguments for pytest.mark.parametrize over `device` and argnames, for a property tested on both
+    devices whose cases differ by device: every case of `cases` on the CPU and CUDA, and those of
+    `cuda_only` (large shapes that reach the CUDA engine's blocked levels, too slow for CI's CPU) on CUDA
+    alone. A case is a value for one argname, else a tuple of values. The CUDA parameters carry the cuda
+    mark, so they skip without a device (conftest.py), like the `device` fixture's."""
+    names = [a.strip() for a in argnames.split(",")]
+
+    def param(device, case):
+        values = (case,) if len(names) == 1 else tuple(case)
+        marks = [pytest.mark.cuda] if device == "cuda" else []
+        return pytest.param(device, *values, marks=marks, id="-".join([device, *map(str, values)]))
+
+    return (",".join(["device", *names]),
+            [param("cpu", c) for c in cases] + [param("cuda", c) for c in (*cases, *cuda_only)])
 
 
 def subnormal_factor(A, factor=10.0):

@@ -63,9 +63,13 @@ def test_info_not_differentiable(device):
     assert not r.info.requires_grad and r.U.requires_grad
 
 
-@pytest.mark.parametrize("shape", [(4, 3), (3, 5), (4, 4), (2, 3, 2)], ids=str)
+@pytest.mark.parametrize("shape", [(4, 3), (3, 5), (4, 4), (2, 3, 2), (2, 6, 4)], ids=str)
 def test_gradcheck(device, shape):
     A = torch.randn(shape, dtype=torch.float64, device=device, requires_grad=True)
+
+    def factors(A):
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+        return U @ torch.diag_embed(S) @ Vh, S, U @ U.mT
 
     def recon(A):
         U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
@@ -76,6 +80,7 @@ def test_gradcheck(device, shape):
         k = S.shape[-1]
         return U[..., :k] @ U[..., :k].mT, Vh[..., :k, :].mT @ Vh[..., :k, :], U[..., :k].abs(), Vh[..., :k, :].abs()
 
+    assert torch.autograd.gradcheck(factors, (A,))
     assert torch.autograd.gradcheck(recon, (A,))
     assert torch.autograd.gradcheck(projectors, (A,))
     assert torch.autograd.gradcheck(torch_jsvd.svdvals, (A,))

@@ -17,6 +17,7 @@ def _opcheck_cases(device):
                                     torch.ops.jsvd.svdvals.default, torch.ops.jsvd.svd_varlen.default)
     mats = [torch.randn(4, 3, **f64), torch.randn(2, 5, **f64), torch.randn(3, 3, **f64)]
     mats_g = [t.clone().requires_grad_() for t in mats]
+    T = torch.randn(3, 20, 12, **f64)  # taller; defaults and keyword arguments
     return [
         (svd, (A, True, True, None, None)),
         (svd, (W, False, True, 1e-10, 40)),
@@ -33,13 +34,17 @@ def _opcheck_cases(device):
         (varlen, (mats, True, True, None, None)),
         (varlen, (mats_g, False, True, None, None)),
         (varlen, (mats_g, True, False, None, None)),
+        (svd, (T,), {"full_matrices": False}),
+        (svd_ex, (T,), {"full_matrices": False}),
+        (svdvals, (T,)),
+        (varlen, ([T[0], T[1, :5]],)),
     ]
 
 
-@pytest.mark.parametrize("case", range(15))
+@pytest.mark.parametrize("case", range(len(_opcheck_cases("cpu"))))
 def test_opcheck(device, case):
-    op, args = _opcheck_cases(device)[case]
-    opcheck(op, args)
+    op, args, *kwargs = _opcheck_cases(device)[case]
+    opcheck(op, args, *kwargs)
 
 
 def _f(A):

@@ -5,9 +5,28 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, subnormal_factor
+from jsvd_testutils import assert_valid_svd, on_devices, subnormal_factor
 
 DTYPES = [torch.float32, torch.float64]
+
+
+# On CUDA: the warp level with 3 matrices in one warp, shared memory, and (CUDA alone) blocked and Gram EVD.
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize(*on_devices("shape,dtype", [((3, 5, 4), torch.float32), ((3, 16, 16), torch.float64),
+                                                     ((3, 100, 100), torch.float64)],
+                                     cuda_only=[((2, 512, 512), torch.float64), ((2, 2048, 16), torch.float64)]))
+def test_non_finite_input_is_flagged(device, shape, dtype, bad):
+    A = torch.randn(shape, dtype=dtype, device=device)
+    A[1, 2, 3] = bad
+    U, S, Vh, info = torch_jsvd.svd_ex(A)
+    assert info.tolist()[1] == torch_jsvd.INFO_NON_FINITE
+    assert torch.isnan(S[1]).all()
+    for i in range(0, shape[0], 2):  # the others are unaffected
+        assert info[i] >= 0
+        assert_valid_svd(A[i], U[i], S[i], Vh[i], True)
+    for fn in (torch_jsvd.svd, torch_jsvd.svdvals):
+        with pytest.raises(torch.linalg.LinAlgError, match="NaN or Inf"):
+            fn(A)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

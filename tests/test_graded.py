@@ -3,7 +3,8 @@
 One-sided Jacobi determines every singular value of such a matrix to a relative
 error of about eps * kappa(B) (Demmel & Veselic), however small it is; a
 bidiagonalising SVD only guarantees eps * S_max absolutely. The reference is
-computed by mpmath at 40 digits from the exact float64 entries.
+computed by mpmath at 40 digits from the exact float64 entries, on both devices; on CUDA also larger
+matrices, against the CPU engine.
 """
 
 import mpmath
@@ -51,3 +52,22 @@ def test_batch_of_graded(device):
     for i, Ai in enumerate(mats):
         ref = _mp_svdvals(Ai)
         assert ((S[i] - ref).abs() / ref).max().item() <= 1e-12
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("m,n", [(16, 16), (64, 48), (300, 200), (2048, 16)])
+def test_relative_accuracy_beyond_mpmath_sizes(m, n):
+    """Column-graded float64, kappa up to 1e12, at sizes mpmath is too slow for (and on every level of the
+    CUDA engine): every singular value to high relative accuracy. The reference is the CPU engine, checked
+    against mpmath above, so this runs on CUDA alone (skipped without a device)."""
+
+    def graded(kappa, generator):
+        B = torch.randn(m, n, dtype=torch.float64, generator=generator)
+        return B * torch.logspace(0, -torch.log10(torch.tensor(kappa)).item(), n, dtype=torch.float64)
+
+    g = torch.Generator().manual_seed(torch.randint(0, 2**31, ()).item())
+    A = torch.stack([graded(1e12, g), graded(1e8, g)])
+    ref = torch_jsvd.svdvals(A)
+    S = torch_jsvd.svdvals(A.cuda()).cpu()
+    rel = ((S - ref).abs() / ref).max()
+    assert rel <= 100 * max(m, n) * torch.finfo(torch.float64).eps, rel

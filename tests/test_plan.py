@@ -1,4 +1,4 @@
-"""torch_jsvd.plan on the CPU (the CUDA plan is tested in test_cuda_engine.py)."""
+"""torch_jsvd.plan on the CPU (the CUDA plan of each level is tested in test_levels.py)."""
 
 import pytest
 import torch

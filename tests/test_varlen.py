@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd
+from jsvd_testutils import assert_valid_svd, bound
 
 SHAPES = [(5, 3), (3, 5), (4, 4), (1, 1), (17, 2), (2, 17), (0, 3), (3, 0), (9, 9), (30, 20)]
 
@@ -25,6 +25,18 @@ def test_list(device, full_matrices, dtype):
         u1, s1, vh1 = torch_jsvd.svd(A, full_matrices)
         smax = s1.max().item() if s1.numel() else 1.0
         torch.testing.assert_close(s, s1, rtol=0, atol=10 * torch.finfo(dtype).eps * max(smax, 1.0))
+
+
+def test_every_matrix_of_a_random_list_accurate(device):
+    # 60 random shapes up to 89 x 89 and a few larger (on CUDA: every level, several in one launch)
+    shapes = [(int(m), int(n)) for m, n in torch.randint(1, 90, (60, 2))] + [(300, 20), (20, 300), (256, 256)]
+    for dtype in (torch.float32, torch.float64):
+        As = [torch.randn(m, n, dtype=dtype, device=device) for m, n in shapes]
+        Us, Ss, Vhs = torch_jsvd.svd_varlen(As)
+        for A, U, S, Vh in zip(As, Us, Ss, Vhs):
+            assert_valid_svd(A, U, S, Vh, full_matrices=False)
+            ref = torch.linalg.svdvals(A.double())
+            assert (S.double() - ref).abs().max() <= bound(*A.shape, dtype) * ref[0]
 
 
 def test_mixed_orientation_and_layouts(device):

@@ -57,7 +57,6 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   if (min_level <= 1 && svd_smem_bytes(rows, vrows, cols, elem) <= lim.smem_per_block) {
     mp.level = Level::kWholeSmem;
     mp.launch = svd_smem_config(rows, vrows, cols, elem);
-    choose_whole_steps(mp.launch, elem, compute_uv);
     return mp;
   }
   // Blocked: the widest block-column pair whose SVD fits in shared memory,
@@ -99,7 +98,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   if (chosen > 0 && min_level <= 2) {
     mp.level = Level::kPairSvd;
     mp.width = chosen;
-    mp.launch = plan_pair_launch(rows, cols, 2 * chosen, elem, compute_uv,
+    mp.launch = pair_smem_config(rows, cols, 2 * chosen, elem, compute_uv,
                                  compute_uv && pair_delta_fits(rows, cols, chosen, elem));
     return mp;
   }
@@ -109,6 +108,11 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   mp.launch.threads = 256;
   mp.launch.smem = gram_evd_smem_bytes(2 * mp.width, elem);
   return mp;
+}
+
+void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv) {
+  if (mp.level == Level::kWholeSmem) choose_whole_steps(mp.launch, elem, compute_uv);
+  if (mp.level == Level::kPairSvd) choose_pair_steps(mp.launch, elem, compute_uv);
 }
 
 void plan_whole_group(SmemLaunch& merged, size_t elem, bool compute_uv) {
@@ -127,7 +131,10 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   // Uniform batches of at least 256 columns: the Jacobi on R^T (qr_precondition.h).
   cp.qr_panel = qr_panel_width(rows, cols, elem, uniform, lim);
   const int64_t p = cp.qr_panel > 0 ? cols : rows;
-  if (uniform) cp.jacobi = plan_matrix(p, cols, elem, compute_uv, batch, lim);
+  if (uniform) {
+    cp.jacobi = plan_matrix(p, cols, elem, compute_uv, batch, lim);
+    plan_variant(cp.jacobi, elem, compute_uv);
+  }
   // Only the warp level never writes its input, so only a uniform batch that
   // it takes whole is read in place: for small matrices the packing copy is a
   // good part of a call's host time. A row-major square or tall input is read
@@ -177,7 +184,11 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
          << ", \"jacobi_on\": [" << q << ", " << q << "]}";
       p = q;
     }
-    const MatrixPlan mp = uniform ? cp.jacobi : plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim);
+    MatrixPlan mp = cp.jacobi;
+    if (!uniform) {
+      mp = plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim);
+      plan_variant(mp, elem, compute_uv);
+    }
     os << ", \"levels\": [";
     if (mp.level == Level::kWholeWarp) {
       os << "{\"level\": 1, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << q

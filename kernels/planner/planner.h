@@ -35,9 +35,13 @@ struct MatrixPlan {
 };
 
 // rows >= cols >= 1. `batch` is the number of matrices launched together
-// (more of them allows wider blocks at the same occupancy).
+// (more of them allows wider blocks at the same occupancy). The level, width
+// and launch shape, from the limits alone (no GPU needed: cpp_tests run it in
+// CI); plan_variant then picks the kernel variant (occupancy queries on the
+// current device).
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
                        const DeviceLimits& lim);
+void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv);
 
 // What one call runs, decided once, before anything is launched.
 struct CallPlan {

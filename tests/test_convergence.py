@@ -1,0 +1,75 @@
+"""Convergence: svd_ex's info counts the sweeps (or reports -1 where max_sweeps ran out), svd and svdvals
+raise where svd_ex reports, both stop at the same sweep with the same bits, and tol trades sweeps for
+accuracy. On both devices; the CUDA cases add shapes for its levels (shared memory, warp, blocked)."""
+
+import pytest
+import torch
+
+import torch_jsvd
+from jsvd_testutils import assert_valid_svd, on_devices
+
+DTYPES = [torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 2, 20, 12), (4, 64, 64), (4, 24, 24)], ids=str)
+def test_info_counts_the_sweeps(device, dtype, shape):
+    # int32, one per matrix of the batch, on A's device; a random matrix takes more than one sweep.
+    A = torch.randn(shape, dtype=dtype, device=device)
+    info = torch_jsvd.svd_ex(A).info
+    assert info.shape == shape[:-2] and info.dtype == torch.int32 and info.device == A.device
+    assert (info > 1).all() and (info <= torch_jsvd._ops.DEFAULT_MAX_SWEEPS).all()
+
+
+# (CUDA: shared-memory and warp levels, and the blocked level at 512 x 512)
+@pytest.mark.parametrize(*on_devices("shape,dtype", [((2, 48, 48), torch.float64), ((4, 64, 64), torch.float32),
+                                                     ((4, 24, 24), torch.float32)],
+                                     cuda_only=[((2, 512, 512), torch.float32)]))
+def test_too_few_sweeps_reported_by_svd_ex_and_raised_by_svd(device, shape, dtype):
+    # One sweep cannot diagonalise a random matrix: the last iterate comes back with info = -1.
+    A = torch.randn(shape, dtype=dtype, device=device)
+    U, S, Vh, info = torch_jsvd.svd_ex(A, max_sweeps=1)
+    assert (info == torch_jsvd.INFO_NOT_CONVERGED).all()
+    assert torch.isfinite(S).all()
+    with pytest.raises(torch.linalg.LinAlgError, match="max_sweeps"):
+        torch_jsvd.svd(A, max_sweeps=1)
+    with pytest.raises(torch.linalg.LinAlgError, match="max_sweeps"):
+        torch_jsvd.svdvals(A, max_sweeps=1)
+    # Enough sweeps: converged.
+    assert (torch_jsvd.svd_ex(A, max_sweeps=60).info >= 0).all()
+
+
+# A list, and (CUDA) the blocked levels: pair SVD, Gram EVD, the QR-preconditioned Jacobi.
+@pytest.mark.parametrize(*on_devices("shape", [(3, 2048, 16), "list"], cuda_only=[(6, 200, 200), (4, 300, 300)]))
+def test_svd_stops_where_svd_ex_converges(device, shape):
+    """svd stops sweeping once no matrix rotates (CUDA: it reads each sweep's count
+    on the host, pipelined a sweep behind); svd_ex queues max_sweeps sweeps, which
+    converged matrices sit out. So both must give the same bits and sweeps,
+    while a max_sweeps short of convergence is reported by both."""
+    if shape == "list":
+        As = [torch.randn(m, n, device=device) for m, n in [(300, 40), (64, 200), (257, 257), (16, 16)]]
+        # (svd_varlen has no _ex to compare with: its results are checked.)
+        for A, U, S, Vh in zip(As, *torch_jsvd.svd_varlen(As, full_matrices=False)):
+            assert_valid_svd(A, U, S, Vh, False, 10.0)
+        return
+    A = torch.randn(*shape, device=device)
+    # Graded columns spread the sweeps the matrices take.
+    A[0] *= torch.logspace(0, 6, shape[-1], device=device)
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    U1, S1, Vh1, info = torch_jsvd.svd_ex(A, full_matrices=False)
+    assert (info > 0).all()
+    assert torch.equal(S, S1) and torch.equal(U, U1) and torch.equal(Vh, Vh1)
+    short = int(info.max()) - 1
+    _, _, _, info_short = torch_jsvd.svd_ex(A, full_matrices=False, max_sweeps=short)
+    assert (info_short == torch_jsvd.INFO_NOT_CONVERGED).any()
+    with pytest.raises(RuntimeError):
+        torch_jsvd.svd(A, full_matrices=False, max_sweeps=short)
+
+
+@pytest.mark.parametrize("shape,tol", [((30, 30), 1e-3), ((8, 96, 96), 1e-4)], ids=str)
+def test_looser_tol_takes_fewer_sweeps(device, shape, tol):
+    A = torch.randn(shape, dtype=torch.float64, device=device)
+    loose = torch_jsvd.svd_ex(A, tol=tol)
+    tight = torch_jsvd.svd_ex(A)
+    assert (loose.info >= 0).all() and (loose.info <= tight.info).all() and (loose.info < tight.info).any()
+    assert_valid_svd(A, *tight[:3], True)

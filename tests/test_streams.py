@@ -1,0 +1,71 @@
+"""Streams and CUDA graphs: the CUDA engine runs on the current stream, svd_ex never synchronises (so it
+can be captured in a CUDA graph and replayed), and the ops that read results on the host refuse a capture
+with an error naming svd_ex. Skipped without a CUDA device."""
+
+import pytest
+import torch
+
+import torch_jsvd
+from jsvd_testutils import assert_valid_svd
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+DTYPES = [torch.float32, torch.float64]
+
+
+def test_svd_ex_runs_on_a_side_stream():
+    A = torch.randn(50, 100, 60, device="cuda")
+    B = torch.randn(2, 600, 600, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        outA = torch_jsvd.svd_ex(A, full_matrices=False)
+        outB = torch_jsvd.svd_ex(B, full_matrices=False)
+    torch.cuda.current_stream().wait_stream(s)
+    assert_valid_svd(A, *outA[:3], full_matrices=False)
+    assert_valid_svd(B, *outB[:3], full_matrices=False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_svd_ex_graph_replays_on_new_input(dtype):
+    """svd_ex never synchronises, so it can be captured in a CUDA graph (as
+    torch.compile's reduce-overhead mode does). Its launches read task lists
+    uploaded from pinned host memory during capture: replays must still see
+    them intact (the pinned blocks are churned in between) and the new input."""
+    shapes = [(64, 16, 16), (6, 100, 60), (2, 300, 260)]  # warp, whole and pair levels
+    for shape in shapes:
+        A = torch.randn(shape, dtype=dtype, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up: per-device caches filled before capture
+            torch_jsvd.svd_ex(A, full_matrices=False)
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False)
+        for _ in range(2):
+            A.copy_(torch.randn_like(A))
+            for e in range(8, 21):  # reuse of a freed pinned block would put these bytes in a task list
+                junk = torch.full((1 << e,), 0x7F, dtype=torch.uint8).pin_memory()
+                junk.to("cuda", non_blocking=True)
+            g.replay()
+            torch.cuda.synchronize()
+            assert (info >= 0).all(), info
+            assert_valid_svd(A, U, S, Vh, full_matrices=False)
+
+
+def test_syncing_ops_raise_under_graph_capture():
+    """svd, svdvals and svd_varlen read on the host: inside a CUDA graph capture
+    they raise a clear error that names svd_ex, instead of invalidating it."""
+    A = torch.randn(4, 16, 16, device="cuda")
+    torch_jsvd.svd(A)  # warm-up outside the capture
+    for call in (lambda: torch_jsvd.svd(A), lambda: torch_jsvd.svdvals(A), lambda: torch_jsvd.svd_varlen([A[0]])):
+        g = torch.cuda.CUDAGraph()
+        with pytest.raises(RuntimeError, match="svd_ex"):
+            with torch.cuda.graph(g):
+                call()
+    U, S, Vh = torch_jsvd.svd(A)  # and the stream works afterwards
+    assert_valid_svd(A, U, S, Vh, full_matrices=True)
