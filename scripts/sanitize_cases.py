@@ -36,6 +36,7 @@ cases = [
     # carrying E = J - I (kDelta): 512 rows, 16-column blocks once a step fills the SMs (batch >= 9)
     ("pair f32 delta", torch.randn(9, 512, 512, device=dev)),
     ("gram f64", torch.randn(1, 2048, 16, dtype=torch.float64, device=dev)),
+    ("gram f32", torch.randn(1, 4096, 16, device=dev)),  # float64 Gram matrix and J in shared memory
     # QR preconditioning (uniform, >= 256 columns): Householder panels of 32 and (float64, 1600 rows) 16 columns
     ("qr f32", torch.randn(2, 300, 270, device=dev)),
     ("qr f64 narrow panels", torch.randn(1, 1600, 256, dtype=torch.float64, device=dev)),

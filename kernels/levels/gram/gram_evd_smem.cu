@@ -9,6 +9,12 @@
 //      of G^T B G is updated at once from at most four elements of B
 //      (Fig. 5: 6 multiplications, 3 additions);
 //   4. [A_i A_j] <- [A_i A_j] J and [V_i V_j] <- [V_i V_j] J, row chunk by row chunk.
+// B, its EVD and J are kept in float64 for float32 pairs too: a float32 Gram
+// matrix's entries carry errors of about sqrt(p) eps |a_i||a_j|, the size of
+// the convergence threshold itself, so the pair could be made orthogonal no
+// better than that (1x4096x4096 float32: ||U^T U - I||_F 9.5e-3; docs/robustness.md).
+// With exact inner products, float32 rotations are applied down to eps, as the
+// other levels do (step_tolerances), and U comes out orthogonal to working precision.
 #include "levels/gram/gram_evd_smem.h"
 
 #include "common/jacobi_device.cuh"
@@ -57,7 +63,7 @@ __device__ __forceinline__ int pair_col(int l, int c0, int w0, int c1) { return 
 
 // X <- rows [r0, r0 + rows) of the pair's c columns (leading dimension ld in global memory).
 template <typename T>
-__device__ void stage_rows(T* X, const T* base, int64_t ld, int r0, int rows, int c, int c0, int w0, int c1) {
+__device__ void stage_rows(double* X, const T* base, int64_t ld, int r0, int rows, int c, int c0, int w0, int c1) {
   for (int idx = threadIdx.x; idx < rows * c; idx += kThreads) {
     const int l = idx / rows, r = idx - l * rows;
     X[l * (kChunk + 1) + r] = base[static_cast<int64_t>(pair_col(l, c0, w0, c1)) * ld + r0 + r];
@@ -66,7 +72,7 @@ __device__ void stage_rows(T* X, const T* base, int64_t ld, int r0, int rows, in
 
 // rows [0, n) of the pair's columns (leading dimension ld in global memory) <- rows * J
 template <typename T>
-__device__ void apply_rotation(T* base, int64_t ld, int n, int c, int c0, int w0, int c1, const GramSmem<T>& s) {
+__device__ void apply_rotation(T* base, int64_t ld, int n, int c, int c0, int w0, int c1, const GramSmem<double>& s) {
   const int tid = threadIdx.x;
   for (int r0 = 0; r0 < n; r0 += kChunk) {
     const int rows = min(kChunk, n - r0);
@@ -74,9 +80,9 @@ __device__ void apply_rotation(T* base, int64_t ld, int n, int c, int c0, int w0
     __syncthreads();
     for (int idx = tid; idx < rows * c; idx += kThreads) {
       const int j = idx / rows, r = idx - j * rows;
-      T acc = 0;
+      double acc = 0;
       for (int l = 0; l < c; ++l) acc += s.X[l * (kChunk + 1) + r] * s.J[j * c + l];
-      base[static_cast<int64_t>(pair_col(j, c0, w0, c1)) * ld + r0 + r] = acc;
+      base[static_cast<int64_t>(pair_col(j, c0, w0, c1)) * ld + r0 + r] = static_cast<T>(acc);
     }
     __syncthreads();
   }
@@ -94,11 +100,11 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
   const MatrixDesc md = matrix_desc(args, k);
   const int p = md.p;
   const int tid = threadIdx.x;
-  GramSmem<T> s = carve<T>(smem_raw, c);
+  GramSmem<double> s = carve<double>(smem_raw, c);
   T* A = args.A + md.a_off;
 
   // 1. Gram matrix; thread tid owns entries tid, tid + kThreads, ...
-  T acc[kMaxEntries];
+  double acc[kMaxEntries];
 #pragma unroll
   for (int e = 0; e < kMaxEntries; ++e) acc[e] = 0;
   for (int r0 = 0; r0 < p; r0 += kChunk) {
@@ -109,9 +115,9 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
     for (int e = 0; e < kMaxEntries; ++e) {
       const int idx = tid + e * kThreads;
       if (idx < c * c) {
-        const T* x = s.X + (idx / c) * (kChunk + 1);
-        const T* y = s.X + (idx % c) * (kChunk + 1);
-        T a = 0;
+        const double* x = s.X + (idx / c) * (kChunk + 1);
+        const double* y = s.X + (idx % c) * (kChunk + 1);
+        double a = 0;
         for (int r = 0; r < rows; ++r) a += x[r] * y[r];
         acc[e] += a;
       }
@@ -123,24 +129,29 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
     const int idx = tid + e * kThreads;
     if (idx < c * c) {
       s.B[idx] = acc[e];
-      s.J[idx] = (idx / c == idx % c) ? T(1) : T(0);
+      s.J[idx] = (idx / c == idx % c) ? 1.0 : 0.0;
     }
   }
   __syncthreads();
 
-  // 2. Already orthogonal? (the same relative test as the one-sided kernels)
+  // 2. Already orthogonal? (the same relative tests as the one-sided kernels:
+  // a pair above tol counts as not converged; rotations are applied down to
+  // `apply`, for float32 with U its eps)
   const double tol = convergence_tol<T>(args.tol, p);
+  const double apply = sizeof(T) == sizeof(float) && args.U ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
   const double negl = negligible_norm2<T>(p);  // numerically zero columns take no part (jacobi_device.cuh)
-  int off = 0;
+  int off = 0, above = 0;
   for (int idx = tid; idx < c * c; idx += kThreads) {
     const int l = idx / c, j = idx % c;
     if (l < j) {
       const double bll = s.B[l * c + l], bjj = s.B[j * c + j], blj = s.B[idx];
-      off |= bll > negl && bjj > negl && fabs(blj) > tol * sqrt(bll) * sqrt(bjj);
+      const bool live = bll > negl && bjj > negl;
+      off |= live && fabs(blj) > apply * sqrt(bll) * sqrt(bjj);
+      above |= live && fabs(blj) > tol * sqrt(bll) * sqrt(bjj);
     }
   }
+  if (__syncthreads_or(above) && tid == 0) args.state[k].rotated = 1;
   if (!__syncthreads_or(off)) return;
-  if (tid == 0) args.state[k].rotated = 1;
 
   // 3. Parallel two-sided Jacobi EVD of B (B column-major, symmetric).
   const int e = c + (c & 1);
@@ -160,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
         }
         const double bii = s.B[i * c + i], bjj = s.B[j * c + j], bij = s.B[j * c + i];
         double cs = 1, sn = 0, tau = 0;
-        if (bii > negl && bjj > negl && fabs(bij) > tol * sqrt(bii) * sqrt(bjj)) {
+        if (bii > negl && bjj > negl && fabs(bij) > apply * sqrt(bii) * sqrt(bjj)) {
           const double t = rotation_tan<double>(bii, bjj, bij);
           const RotationUpdate<double> ru(t);
           sn = ru.s;
@@ -170,20 +181,20 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
         }
         s.partner[i] = j;
         s.partner[j] = i;
-        s.gd[i] = static_cast<T>(cs);
-        s.gd[j] = static_cast<T>(cs);
-        s.go[i] = static_cast<T>(-sn);  // G[j][i]
-        s.go[j] = static_cast<T>(sn);   // G[i][j]
-        s.gt[i] = static_cast<T>(tau);  // J's columns use the update form (jacobi_device.cuh)
-        s.gt[j] = static_cast<T>(-tau);
+        s.gd[i] = cs;
+        s.gd[j] = cs;
+        s.go[i] = -sn;  // G[j][i]
+        s.go[j] = sn;   // G[i][j]
+        s.gt[i] = tau;  // J's columns use the update form (jacobi_device.cuh)
+        s.gt[j] = -tau;
       }
       __syncthreads();
       for (int idx = tid; idx < c * c; idx += kThreads) {
         const int col = idx / c, row = idx % c;  // element (row, col)
         const int pr = s.partner[row], pc = s.partner[col];
-        const T dr = s.gd[row], orr = s.go[row], dc = s.gd[col], oc = s.go[col];
-        T v;
-        if (pr == col && pr != row && orr != T(0)) {
+        const double dr = s.gd[row], orr = s.go[row], dc = s.gd[col], oc = s.go[col];
+        double v;
+        if (pr == col && pr != row && orr != 0.0) {
           v = 0;  // the element this step's rotation annihilates
         } else {
           v = dr * (dc * s.B[col * c + row] + oc * s.B[pc * c + row]) +
@@ -191,11 +202,11 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
         }
         s.Bn[idx] = v;
         // J' = J G: column col gets col + o (partner + tau' col), tau' = +-tau
-        const T jc = s.J[col * c + row];
+        const double jc = s.J[col * c + row];
         s.Jn[idx] = jc + oc * (s.J[pc * c + row] + s.gt[col] * jc);
       }
       __syncthreads();
-      T* t = s.B; s.B = s.Bn; s.Bn = t;
+      double* t = s.B; s.B = s.Bn; s.Bn = t;
       t = s.J; s.J = s.Jn; s.Jn = t;
     }
     const bool rot = s_rot != 0;
@@ -210,8 +221,8 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
 
 }  // namespace
 
-size_t gram_evd_smem_bytes(int64_t c, size_t elem) {
-  return (4 * c * c + (kChunk + 1) * c + 3 * c) * elem + c * sizeof(int) + 16;
+size_t gram_evd_smem_bytes(int64_t c, size_t /*elem: the Gram matrix and J are float64 for either*/) {
+  return (4 * c * c + (kChunk + 1) * c + 3 * c) * sizeof(double) + c * sizeof(int) + 16;
 }
 
 template <typename T>
