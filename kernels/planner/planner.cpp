@@ -106,7 +106,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   mp.level = Level::kGramEvd;
   mp.width = std::min<int64_t>(kGramMaxCols / 2, half);
   mp.launch.threads = 256;
-  mp.launch.smem = gram_evd_smem_bytes(2 * mp.width, elem);
+  mp.launch.smem = gram_evd_smem_bytes(2 * mp.width);
   return mp;
 }
 

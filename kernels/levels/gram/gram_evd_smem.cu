@@ -29,23 +29,22 @@ constexpr int kThreads = 256;
 constexpr int kChunk = 64;  // rows staged per pass
 constexpr int kMaxEntries = kGramMaxCols * kGramMaxCols / kThreads;
 
-template <typename T>
+// Float64 whatever the pair's type (see above).
 struct GramSmem {
-  T* B;
-  T* Bn;
-  T* J;
-  T* Jn;
-  T* X;      // kChunk x c staging, leading dimension kChunk + 1
+  double* B;
+  double* Bn;
+  double* J;
+  double* Jn;
+  double* X;      // kChunk x c staging, leading dimension kChunk + 1
   int* partner;
-  T* gd;     // G[r][r]
-  T* go;     // G[partner(r)][r]
-  T* gt;     // +-tau of r's rotation (update form)
+  double* gd;     // G[r][r]
+  double* go;     // G[partner(r)][r]
+  double* gt;     // +-tau of r's rotation (update form)
 };
 
-template <typename T>
-__device__ GramSmem<T> carve(unsigned char* raw, int c) {
-  GramSmem<T> s;
-  T* t = reinterpret_cast<T*>(raw);
+__device__ GramSmem carve(unsigned char* raw, int c) {
+  GramSmem s;
+  double* t = reinterpret_cast<double*>(raw);
   s.B = t;
   s.Bn = s.B + c * c;
   s.J = s.Bn + c * c;
@@ -72,7 +71,7 @@ __device__ void stage_rows(double* X, const T* base, int64_t ld, int r0, int row
 
 // rows [0, n) of the pair's columns (leading dimension ld in global memory) <- rows * J
 template <typename T>
-__device__ void apply_rotation(T* base, int64_t ld, int n, int c, int c0, int w0, int c1, const GramSmem<double>& s) {
+__device__ void apply_rotation(T* base, int64_t ld, int n, int c, int c0, int w0, int c1, const GramSmem& s) {
   const int tid = threadIdx.x;
   for (int r0 = 0; r0 < n; r0 += kChunk) {
     const int rows = min(kChunk, n - r0);
@@ -100,7 +99,7 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
   const MatrixDesc md = matrix_desc(args, k);
   const int p = md.p;
   const int tid = threadIdx.x;
-  GramSmem<double> s = carve<double>(smem_raw, c);
+  GramSmem s = carve(smem_raw, c);
   T* A = args.A + md.a_off;
 
   // 1. Gram matrix; thread tid owns entries tid, tid + kThreads, ...
@@ -221,7 +220,7 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
 
 }  // namespace
 
-size_t gram_evd_smem_bytes(int64_t c, size_t /*elem: the Gram matrix and J are float64 for either*/) {
+size_t gram_evd_smem_bytes(int64_t c) {
   return (4 * c * c + (kChunk + 1) * c + 3 * c) * sizeof(double) + c * sizeof(int) + 16;
 }
 
@@ -229,7 +228,7 @@ template <typename T>
 void launch_gram_evd(const EngineArgs<T>& args, const PairTask* tasks, int ntasks, int64_t max_c, cudaStream_t stream) {
   if (ntasks == 0) return;
   TORCH_CHECK(max_c <= kGramMaxCols, "jsvd internal: Gram EVD pair wider than ", kGramMaxCols);
-  const size_t smem = gram_evd_smem_bytes(max_c, sizeof(T));
+  const size_t smem = gram_evd_smem_bytes(max_c);
   auto kernel = gram_evd_kernel<T>;
   allow_dynamic_smem(kernel, smem);
   kernel<<<ntasks, kThreads, smem, stream>>>(args, tasks);

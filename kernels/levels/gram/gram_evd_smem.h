@@ -13,7 +13,9 @@ namespace cuda {
 
 constexpr int kGramMaxCols = 64;  // widest pair (2w) the kernel takes
 
-size_t gram_evd_smem_bytes(int64_t c, size_t elem);
+// Shared memory of a pair of c columns (the Gram matrix and J are float64 for
+// float32 pairs too, gram_evd_smem.cu).
+size_t gram_evd_smem_bytes(int64_t c);
 
 // Rotates each task's pair in A (and the V workspace when args.U) by the
 // eigenvectors of its Gram matrix; sets state[k].rotated unless the pair was
