@@ -8,6 +8,7 @@
 
 #include "../kernels/levels/smem/halving_order.h"
 #include "../kernels/levels/blocked/pair_tasks.h"
+#include "../kernels/levels/gemm/gemm_level.h"
 #include "../kernels/planner/planner.h"
 #include "../kernels/qr/qr_precondition.h"
 #include "../kernels/common/round_robin.h"
@@ -195,7 +196,9 @@ int main() {
   const MatrixPlan p512 = plan_matrix(512, 512, 4, true, 100, h100);
   check(p512.level == Level::kPairSvd && p512.width == 16 && p512.launch.delta,
         "100 x 512x512 float32: block pairs of 2 x 16 columns, carrying E = J - I");
-  const MatrixPlan p1024 = plan_matrix(1024, 1024, 4, true, 10, h100);
+  // (1024 columns: the GEMM level's by the rule; with the tuner choosing block pairs, these)
+  const TunedLevel pairs{false, 0, ""};
+  const MatrixPlan p1024 = plan_matrix(1024, 1024, 4, true, 10, h100, &pairs);
   check(p1024.width == 16 && p1024.launch.delta && p1024.launch.rows == 1024 + 32,
         "10 x 1024x1024 float32: 2 x 16 carrying E (with V's rows 16 would not fit)");
   // A list of 17 (tests/test_levels.py, test_pair_level_list_all_carrying_delta): its square and its tall
@@ -205,15 +208,29 @@ int main() {
     check(pl.level == Level::kPairSvd && pl.width == 16 && pl.launch.delta && pl.launch.rows == 512 + 32,
           q == 512 ? "17 x 512x512 float32 in a list: 2 x 16 carrying E" : "17 x 512x256 float32 in a list: 2 x 16 carrying E");
   }
-  check(plan_matrix(1024, 1000, 4, true, 10, h100).width == 8,
+  check(plan_matrix(1024, 1000, 4, true, 10, h100, &pairs).width == 8,
         "10 x 1024x1000 float32: 2 x 8 (no E: 1000 columns leave a narrow block; 16 would not fit)");
   const MatrixPlan p256 = plan_matrix(256, 256, 4, true, 200, h100);
   check(p256.width == 16 && !p256.launch.delta, "200 x 256x256 float32: 2 x 16 (3 blocks per SM), V's rows");
   check(plan_matrix(600, 600, 4, true, 1, h100).width == 8, "1 x 600x600 float32: 2 x 8 (37 tasks a step, not 18)");
   check(plan_matrix(512, 512, 8, true, 100, h100).width == 8, "100 x 512x512 float64: 2 x 8 (3 blocks per SM)");
-  check(plan_matrix(1024, 1024, 8, true, 10, h100).level == Level::kPairSvd,
+  check(plan_matrix(1024, 1024, 8, true, 10, h100, &pairs).level == Level::kPairSvd,
         "10 x 1024x1024 float64: block pairs (carrying their rotation: V's rows would not fit)");
   check(plan_matrix(2048, 16, 8, true, 2, h100).level == Level::kGramEvd, "2 x 2048x16 float64: Gram EVD");
+  // The GEMM level (levels/gemm/gemm_level.h): from 1024 columns by the rule, else as the tuner says.
+  const TunedLevel gemm16{true, 16, ""};
+  const MatrixPlan g4096 = plan_matrix(4096, 4096, 4, true, 1, h100);
+  check(g4096.level == Level::kGemm && g4096.width == 32 && g4096.gemm_inner == 1,
+        "1 x 4096² float32: GEMM level, blocks of 32, one EVD sweep a pair");
+  check(plan_matrix(768, 768, 4, true, 12, h100, &gemm16).width == 16 &&
+            plan_matrix(768, 768, 4, true, 12, h100).level == Level::kPairSvd,
+        "12 x 768²: the tuner's GEMM width 16; by the rule, block pairs");
+  const GemmShape gs = gemm_shape(4096, 4000, 32, 1, 132);
+  check(gs.pairs == 63 && gs.n_pad == 4032 && gs.split == 5 && gs.m_pad % gs.split == 0 && gs.m_pad >= 4096 &&
+            gs.chunk() % 8 == 0,
+        "GEMM layout of 1 x 4096x4000 at w 32: 126 blocks (4032 columns), Gram rows in 5 chunks");
+  const GemmShape gb = gemm_shape(1024, 1024, 32, 100, 132);
+  check(gb.pairs == 16 && gb.split == 1 && gb.m_pad == 1024, "GEMM layout of 100 x 1024²: no row split");
   // QR preconditioning (kernels/qr/qr_precondition.h): uniform batches of >= 256 columns, panels of
   // 32 columns, narrower where a panel of all the rows would not fit in shared memory.
   check(qr_panel_width(512, 512, 4, true, h100) == 32 && qr_panel_width(1536, 1536, 4, true, h100) == 32,

@@ -12,9 +12,14 @@ namespace jsvd {
 
 struct Knobs {
   // --- CUDA planner (kernels/planner/planner.cpp) ---
-  int level = 0;         // JSVD_LEVEL=whole|pair|gram: the lowest level a matrix may take (1|2|3; 0 = warp)
+  int level = 0;         // JSVD_LEVEL=whole|pair|gram|gemm: the lowest level a matrix may take (1|2|3|4; 0 = warp)
   int pair_width = 0;    // JSVD_PAIR_WIDTH: block-pair width where it fits (0: the planner's)
   int inner_sweeps = 1;  // JSVD_INNER_SWEEPS: sweeps a block-pair task does over its columns
+  bool tuner = true;         // JSVD_TUNER=0: no auto-tuner (kernels/planner/tuner.h); the rule below decides
+  int tuner_min_cols = 512;  // JSVD_TUNER_MIN_COLS: uniform batches the tuner decides, from this many columns
+  int gemm_min_cols = 1024;  // JSVD_GEMM_MIN_COLS: the GEMM level from this many columns (without the tuner)
+  int gemm_width = 0;        // JSVD_GEMM_WIDTH: its block width (0: the planner's)
+  int gemm_inner = 0;        // JSVD_GEMM_INNER: sweeps of its pairs' Gram EVD (0: the planner's)
   bool qr = true;        // JSVD_QR=0: no QR preconditioning
   int qr_min_cols = 256; // JSVD_QR_MIN_COLS: QR-precondition uniform batches from this many columns
   bool qr_sort = true;   // JSVD_QR_SORT=0: no sorting of the columns by norm before the QR
@@ -45,8 +50,13 @@ inline Knobs read() {
   Knobs k;
   if (const char* v = std::getenv("JSVD_LEVEL")) {
     const std::string s(v);
-    k.level = s == "whole" ? 1 : s == "pair" ? 2 : s == "gram" ? 3 : 0;
+    k.level = s == "whole" ? 1 : s == "pair" ? 2 : s == "gram" ? 3 : s == "gemm" ? 4 : 0;
   }
+  k.tuner = on("JSVD_TUNER", k.tuner);
+  k.tuner_min_cols = integer("JSVD_TUNER_MIN_COLS", k.tuner_min_cols);
+  k.gemm_min_cols = integer("JSVD_GEMM_MIN_COLS", k.gemm_min_cols);
+  k.gemm_width = integer("JSVD_GEMM_WIDTH", k.gemm_width);
+  k.gemm_inner = integer("JSVD_GEMM_INNER", k.gemm_inner);
   k.pair_width = integer("JSVD_PAIR_WIDTH", k.pair_width);
   k.inner_sweeps = integer("JSVD_INNER_SWEEPS", k.inner_sweeps);
   if (k.inner_sweeps < 1) k.inner_sweeps = 1;

@@ -8,7 +8,9 @@ import os
 
 import torch
 
-import torch_jsvd
+# The GEMM level from 600 columns (read by the engine on its first call), so that small cases reach it.
+os.environ.setdefault("JSVD_GEMM_MIN_COLS", "600")
+import torch_jsvd  # noqa: E402
 
 # racecheck is slow: JSVD_SANITIZE_SWEEPS=2 bounds the sweeps (every kernel still runs)
 SWEEPS = int(os.environ.get("JSVD_SANITIZE_SWEEPS", "0")) or None
@@ -37,6 +39,10 @@ cases = [
     ("pair f32 delta", torch.randn(9, 512, 512, device=dev)),
     ("gram f64", torch.randn(1, 2048, 16, dtype=torch.float64, device=dev)),
     ("gram f32", torch.randn(1, 4096, 16, device=dev)),  # float64 Gram matrix and J in shared memory
+    # GEMM level (JSVD_GEMM_MIN_COLS above): batched DGEMMs around the pairs' Gram EVD, on R^T after the QR;
+    # columns not a multiple of the block width, a batch of two
+    ("gemm f32", torch.randn(1, 700, 650, device=dev)),
+    ("gemm f64", torch.randn(2, 640, 610, dtype=torch.float64, device=dev)),
     # QR preconditioning (uniform, >= 256 columns): Householder panels of 32 and (float64, 1600 rows) 16 columns
     ("qr f32", torch.randn(2, 300, 270, device=dev)),
     ("qr f64 narrow panels", torch.randn(1, 1600, 256, dtype=torch.float64, device=dev)),
@@ -61,7 +67,7 @@ for name, A in cases:
         print(f"{name:16s} full={full!s:5s} info={info.tolist()} recon={err.item():.2e}", flush=True)
     # svd: the sweep loop that reads counts a sweep behind, to convergence (not
     # where SWEEPS bounds the sweeps: racecheck, which would take too long)
-    if SWEEPS is None and ("pair" in name or "qr" in name):
+    if SWEEPS is None and ("pair" in name or "qr" in name or "gemm" in name):
         S = torch_jsvd.svd(A, full_matrices=False)[1]
         torch.cuda.synchronize()
         print(f"{name:16s} svd S[0]={S.flatten()[0].item():.4e}", flush=True)

@@ -17,7 +17,7 @@ import torch
 
 from . import _C  # noqa: F401  (loads the library: registers torch.ops.jsvd.*)
 from . import _autograd, _fake  # noqa: F401  (fake kernels and autograd formulas)
-from ._plan import plan
+from ._plan import plan, tune
 from ._ops import (
     INFO_NON_FINITE,
     INFO_NON_FINITE_RESULT,
@@ -34,6 +34,7 @@ from ._ops import (
 
 __all__ = [
     "plan",
+    "tune",
     "svd",
     "svd_ex",
     "svdvals",

@@ -44,3 +44,41 @@ def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True):
     out = json.loads(torch.ops.jsvd.plan(rows, cols, dtype, compute_uv, index))
     out["device"] = torch.cuda.get_device_name(index)
     return out
+
+
+def tune(shapes, dtype=torch.float32, device="cuda", compute_uv=True):
+    """Calibrate the auto-tuner ahead of time for uniform batches of the given
+    ``(batch, m, n)`` (or ``(m, n)``, batch 1) shapes, and return its choice for each.
+
+    For batches of matrices with at least 512 columns (after QR preconditioning, the
+    Jacobi's shape), the tailoring auto-tuner times the GEMM level at each block width
+    against the shared-memory block pairs on this device (a few seconds at 4096²) and
+    keeps the fastest, in memory and in a cache file per device
+    (``$JSVD_CACHE_DIR``, else ``$XDG_CACHE_HOME/torch_jsvd``, else ``~/.cache/torch_jsvd``).
+    Without ``tune``, a call calibrates the first time it meets a shape (its first call
+    then synchronises and takes those seconds). ``JSVD_TUNER=0`` turns the tuner off.
+    Returns a list of ``{"shape", "levels", "tuner"}`` dicts: the plan of the shape's
+    matrices and why (``tuner`` is absent for shapes the tuner does not decide).
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise ValueError(f"torch_jsvd.tune: the auto-tuner is for CUDA devices, got '{device.type}'")
+    if not hasattr(torch.ops.jsvd, "tune"):
+        raise RuntimeError("torch_jsvd.tune: this build of torch_jsvd has no CUDA engine")
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"torch_jsvd.tune: dtype must be torch.float32 or torch.float64, got {dtype}")
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    out = []
+    for shape in shapes:
+        shape = tuple(int(v) for v in shape)
+        if len(shape) == 2:
+            shape = (1,) + shape
+        if len(shape) != 3 or min(shape) < 1:
+            raise ValueError(f"torch_jsvd.tune: shapes are (batch, m, n) or (m, n) of positive sizes, got {shape}")
+        b, m, n = shape
+        first = json.loads(torch.ops.jsvd.tune(b, m, n, dtype, compute_uv, index))["matrices"][0]
+        entry = {"shape": shape, "levels": first["levels"]}
+        if "tuner" in first:
+            entry["tuner"] = first["tuner"]
+        out.append(entry)
+    return out

@@ -31,6 +31,7 @@
 #include "engine/device_upload.h"
 #include "engine/engine_types.h"
 #include "engine/finite_check.h"
+#include "levels/gemm/gemm_level.h"
 #include "levels/gram/gram_evd_smem.h"
 #include "levels/blocked/pair_tasks.h"
 #include "planner/planner.h"
@@ -74,12 +75,19 @@ struct WholeGroup : MatList {
   SmemLaunch cfg;
 };
 
+// Matrices of one shape at the GEMM level.
+struct GemmGroup : MatList {
+  int64_t width = 0;
+  int inner = 0;
+};
+
 // What a call launches, from the shapes alone: every matrix's plan, grouped
 // into launches, and the task lists and descriptors uploaded in one copy.
 struct Prep {
   std::map<std::pair<int, int>, WholeGroup> whole;  // by (lanes per rotation, threads)
   std::map<std::pair<int, int>, MatList> warp;      // by (lanes per matrix, rows per lane)
-  MatList blocked;
+  MatList blocked;  // every matrix of a blocked level (pairs, Gram EVD, GEMM): prologue, sweeps, finalisation
+  std::map<std::pair<int64_t, int64_t>, GemmGroup> gemm;  // by shape
   int64_t gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
   int64_t ncolumn_blocks = 0;  // block columns of the blocked matrices (the pair queue's counts)
   SmemLaunch pair_cfg;  // the launch of every block pair (planner: plan_pair_launch)
@@ -150,10 +158,17 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
       continue;
     }
     // Blocked: round-robin over nb block columns; step s of every matrix is
-    // launched together (Gram EVD), or queued in step order (pair SVD).
+    // launched together (Gram EVD, GEMM), or queued in step order (pair SVD).
     blocked.mats.push_back(static_cast<int32_t>(k));
     blocked_q = std::max(blocked_q, q);
     const int64_t w = mp.width;
+    if (mp.level == Level::kGemm) {
+      GemmGroup& g = P.gemm[{p, q}];
+      g.width = w;
+      g.inner = mp.gemm_inner;
+      g.mats.push_back(static_cast<int32_t>(k));
+      continue;
+    }
     const bool pair = mp.level == Level::kPairSvd;
     if (pair) {
       pair_delta = pair_delta && mp.launch.delta;
@@ -188,6 +203,7 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
   for (auto& kv : whole) kv.second.off = uni ? 0 : st.push(kv.second.mats);
   for (auto& kv : warp) kv.second.off = uni ? 0 : st.push(kv.second.mats);
   blocked.off = uni ? 0 : st.push(blocked.mats);
+  for (auto& kv : P.gemm) kv.second.off = uni ? 0 : st.push(kv.second.mats);
   auto push_steps = [&](const std::vector<std::vector<PairTask>>& steps) {
     std::vector<std::pair<size_t, int>> where;
     for (const auto& s : steps) where.emplace_back(st.push(s), static_cast<int>(s.size()));
@@ -210,10 +226,12 @@ std::shared_ptr<const Prep> uniform_prep(const PackedBatch& b, const SvdOptions&
                                          const DeviceLimits& lim, const at::Device& device, const MatrixPlan& plan) {
   if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None)
     return prepare(b, opt, es, lim, device, &plan);
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, size_t, bool, bool>;
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, size_t, bool, bool, int, int64_t>;
   static std::mutex mu;
   static auto* cache = new std::map<Key, std::shared_ptr<const Prep>>();  // (never destroyed: CUDA may be gone at exit)
-  const Key key{device.index(), b.size(), b.rows[0], b.cols[0], es, opt.compute_uv, opt.full_matrices};
+  // (with the plan's level and width: the auto-tuner times other plans of a shape)
+  const Key key{device.index(), b.size(), b.rows[0], b.cols[0], es, opt.compute_uv, opt.full_matrices,
+                static_cast<int>(plan.level), plan.width};
   const at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -315,6 +333,16 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
     launch_prologue(args, bl, nbl, blocked_q, stream);
     EngineArgs<T> inner = args;
     inner.max_sweeps = inner_sweeps();
+    // The GEMM level's groups: their matrices move to float64 work buffers
+    // here, and back before the finalisation (gemm_level.h).
+    std::vector<std::unique_ptr<GemmLevel<T>>> gemm;
+    for (const auto& kv : prep->gemm) {
+      const GemmGroup& g = kv.second;
+      const int n = list_len(g);
+      gemm.push_back(std::make_unique<GemmLevel<T>>(
+          args, list_ptr(g), n, gemm_shape(kv.first.first, kv.first.second, g.width, n, lim.sm_count), g.inner,
+          A.device(), stream));
+    }
     // svd's stop test: each sweep's count of matrices still rotating, copied
     // to pinned host slots behind events. While every matrix still rotates,
     // the host queues sweep s + 1 before it reads sweep s's count (pipelined),
@@ -323,7 +351,8 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
     // sweep queued past convergence, though every task returns at once, still
     // costs its blocks (docs/kernel-notes.md). JSVD_SWEEP_PIPELINE=0 never
     // reads ahead (experiments).
-    const bool pipelined = knobs().sweep_pipeline;
+    // A GEMM-level sweep costs its GEMMs even past convergence: never ahead.
+    const bool pipelined = knobs().sweep_pipeline && gemm.empty();
     at::Tensor active, active_host;
     std::array<at::cuda::CUDAEvent, 2> counted;
     if (opt.may_sync) {
@@ -358,6 +387,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
       }
       for (const auto& g : gram_where)
         launch_gram_evd(inner, reinterpret_cast<const PairTask*>(base + g.first), g.second, gram_c, stream);
+      for (auto& g : gemm) g->sweep(args, stream);
       if (opt.may_sync) {
         const int slot = static_cast<int>(sweep & 1);
         int32_t* dev = active.data_ptr<int32_t>() + slot;
@@ -385,6 +415,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
       at::getHostAllocator(at::kCUDA)->record_event(active_host.mutable_data_ptr(),
                                                     active_host.storage().data_ptr().get_context(),
                                                     at::cuda::getCurrentCUDAStream().unwrap());
+    for (auto& g : gemm) g->finish(args, stream);
     const at::Tensor norms = at::empty({b.s_numel}, opts.dtype(at::kDouble));
     const at::Tensor order = at::empty({b.s_numel}, opts.dtype(at::kInt));
     launch_finalize(args, bl, nbl, blocked_q, norms.data_ptr<double>(), order.data_ptr<int32_t>(), stream);
@@ -403,7 +434,7 @@ CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, co
   const CallPlan cp = plan_call(batch.rows.empty() ? 0 : batch.rows[0], batch.cols.empty() ? 0 : batch.cols[0],
                                 batch.size(), batch.uniform, input.element_size(), opt.compute_uv,
                                 input.dim() == 3 ? input.stride(2) : 0, input.numel(),
-                                device_limits(input.get_device()));
+                                device_limits(input.get_device()), input.get_device(), /*may_calibrate=*/true);
   at::Tensor A = input;
   if (A.dim() == 3 && !cp.read_in_place) A = packed_input(A);
   TORCH_CHECK(A.is_cuda() && (A.dim() == 3 || (A.dim() == 1 && A.is_contiguous())) && A.numel() == batch.a_numel,

@@ -23,10 +23,21 @@ std::string plan(std::vector<int64_t> rows, std::vector<int64_t> cols, c10::Scal
   return cuda::plan_json(rows, cols, elem, compute_uv, static_cast<int>(device));
 }
 
+// The auto-tuner's choice for a uniform batch, calibrating now if the shape
+// is new (torch_jsvd.tune).
+std::string tune(int64_t batch, int64_t rows, int64_t cols, c10::ScalarType dtype, bool compute_uv, int64_t device) {
+  TORCH_CHECK(batch >= 1 && rows >= 1 && cols >= 1, "jsvd.tune: batch, rows and cols must be positive, got ", batch,
+              ", ", rows, ", ", cols);
+  TORCH_CHECK(dtype == at::kFloat || dtype == at::kDouble, "jsvd.tune: dtype must be float32 or float64, got ", dtype);
+  TORCH_CHECK(device >= 0 && device < c10::cuda::device_count(), "jsvd.tune: no CUDA device ", device);
+  return cuda::plan_json(std::vector<int64_t>(batch, rows), std::vector<int64_t>(batch, cols),
+                         dtype == at::kDouble ? sizeof(double) : sizeof(float), compute_uv, static_cast<int>(device));
+}
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(jsvd, m) {
   m.def("plan(int[] rows, int[] cols, ScalarType dtype, bool compute_uv=True, int device=0) -> str", &plan);
+  m.def("tune(int batch, int rows, int cols, ScalarType dtype, bool compute_uv=True, int device=0) -> str", &tune);
 }
 
 TORCH_LIBRARY_IMPL(jsvd, CUDA, m) {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "levels/gemm/gemm_level.h"
 #include "levels/gram/gram_evd_smem.h"
 #include "qr/qr_precondition.h"
 #include "levels/smem/svd_smem.h"
@@ -37,9 +38,9 @@ DeviceLimits device_limits(int device) {
 int inner_sweeps() { return knobs().inner_sweeps; }
 
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
-                       const DeviceLimits& lim) {
+                       const DeviceLimits& lim, const TunedLevel* tuned) {
   MatrixPlan mp;
-  // Test hook: JSVD_LEVEL=whole|pair|gram sends every matrix that would go to
+  // Test hook: JSVD_LEVEL=whole|pair|gram|gemm sends every matrix that would go to
   // a lower level to that one instead (the levels' tests on any shape).
   const int min_level = knobs().level;
   // Level 0: at most 32 columns, the whole matrix in registers (no barriers;
@@ -66,6 +67,18 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // matrix itself is that narrow) waste the block on a tall sliver: the Gram
   // EVD serves those better.
   const int64_t half = (cols + 1) / 2;
+  // The GEMM level (levels/gemm/): large matrices, whose block pairs are too
+  // few to fill the GPU and too tall for shared memory; where it wins is the
+  // auto-tuner's to say (tuner.h), else a rule.
+  const bool gemm = tuned ? tuned->gemm : cols >= knobs().gemm_min_cols;
+  if (min_level >= 4 || (min_level == 0 && gemm)) {
+    mp.level = Level::kGemm;
+    const int64_t w = knobs().gemm_width > 0 ? knobs().gemm_width : tuned && tuned->gemm ? tuned->width : 32;
+    mp.width = std::min<int64_t>(w, half);
+    mp.width = std::min<int64_t>(mp.width, kGemmMaxPair / 2);
+    mp.gemm_inner = knobs().gemm_inner > 0 ? knobs().gemm_inner : 1;
+    return mp;
+  }
   // The launch of block pairs of width w, sized as the engine launches it
   // (pair_smem_config). Float32 pairs of the register buckets' sizes carry
   // E = J - I (2w rows under a column) instead of V's q rows
@@ -126,13 +139,20 @@ SmemLaunch plan_pair_launch(int64_t rows, int64_t cols, int64_t c, size_t elem, 
 }
 
 CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size_t elem, bool compute_uv,
-                   int64_t view_stride, int64_t numel, const DeviceLimits& lim) {
+                   int64_t view_stride, int64_t numel, const DeviceLimits& lim, int device, bool may_calibrate) {
   CallPlan cp;
+  // The auto-tuner timing a candidate: exactly that, on the Jacobi's shape.
+  const TunedLevel* forced = tuner_override();
   // Uniform batches of at least 256 columns: the Jacobi on R^T (qr_precondition.h).
-  cp.qr_panel = qr_panel_width(rows, cols, elem, uniform, lim);
+  cp.qr_panel = forced ? 0 : qr_panel_width(rows, cols, elem, uniform, lim);
   const int64_t p = cp.qr_panel > 0 ? cols : rows;
   if (uniform) {
-    cp.jacobi = plan_matrix(p, cols, elem, compute_uv, batch, lim);
+    TunedLevel tuned;
+    if (!forced && tuner_decides(batch, p, cols)) {
+      tuned = tuned_level(batch, p, cols, elem, compute_uv, device, may_calibrate);
+      cp.tuner = tuned.why;
+    }
+    cp.jacobi = plan_matrix(p, cols, elem, compute_uv, batch, lim, forced ? forced : cp.tuner.empty() ? nullptr : &tuned);
     plan_variant(cp.jacobi, elem, compute_uv);
   }
   // Only the warp level never writes its input, so only a uniform batch that
@@ -150,6 +170,7 @@ const char* level_name(Level level) {
     case Level::kWholeWarp: return "whole_svd_warp";
     case Level::kWholeSmem: return "whole_svd_smem";
     case Level::kPairSvd: return "pair_svd_smem";
+    case Level::kGemm: return "gemm_gram_evd";
     default: return "gram_evd_smem";
   }
 }
@@ -177,7 +198,8 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
       continue;
     }
     // (As the engine plans it: the call's plan for a uniform batch, else this matrix's.)
-    const CallPlan cp = plan_call(p, q, static_cast<int64_t>(rows.size()), uniform, elem, compute_uv, 0, 0, lim);
+    const CallPlan cp =
+        plan_call(p, q, static_cast<int64_t>(rows.size()), uniform, elem, compute_uv, 0, 0, lim, device, true);
     // QR preconditioning: the levels below are those of the Jacobi on R^T.
     if (cp.qr_panel > 0) {
       os << ", \"precondition\": {\"kernel\": \"householder_qr\", \"panel_width\": " << cp.qr_panel
@@ -198,6 +220,12 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
       os << "{\"level\": 1, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << q
          << ", \"lanes_per_rotation\": " << cfg.tpp << ", \"steps\": \"" << (cfg.reg_rows ? "registers" : "shared")
          << "\", \"threads\": " << (cfg.reg_rows ? cfg.reg_threads : cfg.threads) << ", \"smem\": " << cfg.smem << "}";
+    } else if (mp.level == Level::kGemm) {
+      const GemmShape g = gemm_shape(p, q, mp.width, uniform ? static_cast<int64_t>(rows.size()) : 1, lim.sm_count);
+      os << "{\"level\": 1, \"kernel\": \"block_pairs_gemm\", \"width\": " << g.w << ", \"blocks\": " << 2 * g.pairs
+         << ", \"steps_per_sweep\": " << 2 * g.pairs - 1 << ", \"gemm\": \"cublasDgemmBatched\", \"gram_split\": "
+         << g.split << "}, {\"level\": 2, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << g.c()
+         << ", \"inner_sweeps\": " << mp.gemm_inner << "}";
     } else {
       const int64_t nb = (q + mp.width - 1) / mp.width;
       os << "{\"level\": 1, \"kernel\": \"block_pairs\", \"width\": " << mp.width << ", \"blocks\": " << nb
@@ -212,7 +240,9 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
            << "\"";
       os << "}";
     }
-    os << "]}";
+    os << "]";
+    if (!cp.tuner.empty()) os << ", \"tuner\": \"" << cp.tuner << "\"";  // (its text has no quotes: tuner.cpp)
+    os << "}";
   }
   os << "]}";
   return os.str();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "levels/smem/svd_smem.h"
+#include "planner/tuner.h"
 
 namespace jsvd {
 namespace cuda {
@@ -17,6 +18,7 @@ enum class Level {
   kWholeSmem,  // the whole matrix (and V) in shared memory: one block, all sweeps
   kPairSvd,    // blocked: block-column pairs whose SVD fits in shared memory
   kGramEvd,    // blocked: pairs too tall; EVD of their Gram matrix in shared memory
+  kGemm,       // blocked: Gram matrices and rotations by batched GEMMs over all pairs of a step (levels/gemm/)
 };
 
 struct DeviceLimits {
@@ -32,6 +34,7 @@ struct MatrixPlan {
   SmemLaunch launch;   // shared-memory levels: the kernel's launch and variant (Gram EVD: threads and smem only)
   int warp_lanes = 0;  // kWholeWarp: lanes per matrix (the padded column count)
   int warp_rows = 0;   // kWholeWarp: rows of A per lane
+  int gemm_inner = 0;  // kGemm: sweeps of each pair's Gram EVD
 };
 
 // rows >= cols >= 1. `batch` is the number of matrices launched together
@@ -39,8 +42,10 @@ struct MatrixPlan {
 // and launch shape, from the limits alone (no GPU needed: cpp_tests run it in
 // CI); plan_variant then picks the kernel variant (occupancy queries on the
 // current device).
+// `tuned`: the auto-tuner's choice for this shape (tuner.h); nullptr: the
+// GEMM level from JSVD_GEMM_MIN_COLS columns.
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
-                       const DeviceLimits& lim);
+                       const DeviceLimits& lim, const TunedLevel* tuned = nullptr);
 void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv);
 
 // What one call runs, decided once, before anything is launched.
@@ -48,14 +53,16 @@ struct CallPlan {
   int64_t qr_panel = 0;   // > 0: QR preconditioned with this panel width (qr_precondition.h); the Jacobi runs on R^T
   bool read_in_place = false;  // the caller's 3-D tensor is read as is (no packing copy)
   MatrixPlan jacobi;      // uniform batches: every matrix's plan, on the shape the Jacobi sees
+  std::string tuner;      // the auto-tuner's reason, where it decided (plan())
 };
 
 // A batch of `batch` matrices, the first (every one, if `uniform`) rows x
 // cols in the tall orientation (rows >= cols). `view_stride` is the caller's
 // 3-D tensor's last stride (0: the input is packed already) and `numel` its
 // elements. Non-uniform batches get their matrices' plans in the engine.
+// `device`: where the auto-tuner measures, if `may_calibrate` and the shape is new to it.
 CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size_t elem, bool compute_uv,
-                   int64_t view_stride, int64_t numel, const DeviceLimits& lim);
+                   int64_t view_stride, int64_t numel, const DeviceLimits& lim, int device, bool may_calibrate);
 
 // The launch of matrices that share one (a whole-matrix group of a
 // non-uniform batch, sized for its largest; the block pairs of every blocked

@@ -17,7 +17,7 @@
 // other levels do (step_tolerances), and U comes out orthogonal to working precision.
 #include "levels/gram/gram_evd_smem.h"
 
-#include "common/jacobi_device.cuh"
+#include "levels/gram/gram_evd.cuh"
 
 #include <c10/cuda/CUDAException.h>
 
@@ -29,31 +29,16 @@ constexpr int kThreads = 256;
 constexpr int kChunk = 64;  // rows staged per pass
 constexpr int kMaxEntries = kGramMaxCols * kGramMaxCols / kThreads;
 
-// Float64 whatever the pair's type (see above).
+// The EVD's buffers (gram_evd.cuh), then the row staging.
 struct GramSmem {
-  double* B;
-  double* Bn;
-  double* J;
-  double* Jn;
-  double* X;      // kChunk x c staging, leading dimension kChunk + 1
-  int* partner;
-  double* gd;     // G[r][r]
-  double* go;     // G[partner(r)][r]
-  double* gt;     // +-tau of r's rotation (update form)
+  EvdSmem evd;
+  double* X;  // kChunk x c staging, leading dimension kChunk + 1
 };
 
 __device__ GramSmem carve(unsigned char* raw, int c) {
   GramSmem s;
-  double* t = reinterpret_cast<double*>(raw);
-  s.B = t;
-  s.Bn = s.B + c * c;
-  s.J = s.Bn + c * c;
-  s.Jn = s.J + c * c;
-  s.X = s.Jn + c * c;
-  s.gd = s.X + (kChunk + 1) * c;
-  s.go = s.gd + c;
-  s.gt = s.go + c;
-  s.partner = reinterpret_cast<int*>(s.gt + c);
+  const uintptr_t after = reinterpret_cast<uintptr_t>(carve_evd(raw, c, s.evd));
+  s.X = reinterpret_cast<double*>((after + 15) / 16 * 16);
   return s;
 }
 
@@ -80,7 +65,7 @@ __device__ void apply_rotation(T* base, int64_t ld, int n, int c, int c0, int w0
     for (int idx = tid; idx < rows * c; idx += kThreads) {
       const int j = idx / rows, r = idx - j * rows;
       double acc = 0;
-      for (int l = 0; l < c; ++l) acc += s.X[l * (kChunk + 1) + r] * s.J[j * c + l];
+      for (int l = 0; l < c; ++l) acc += s.X[l * (kChunk + 1) + r] * s.evd.J[j * c + l];
       base[static_cast<int64_t>(pair_col(j, c0, w0, c1)) * ld + r0 + r] = static_cast<T>(acc);
     }
     __syncthreads();
@@ -90,7 +75,6 @@ __device__ void apply_rotation(T* base, int64_t ld, int n, int c, int c0, int w0
 template <typename T>
 __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, const PairTask* tasks) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __shared__ int s_rot;
   const PairTask pt = tasks[blockIdx.x];
   const int k = pt.k;
   if (args.state[k].converged) return;
@@ -127,8 +111,8 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
   for (int e = 0; e < kMaxEntries; ++e) {
     const int idx = tid + e * kThreads;
     if (idx < c * c) {
-      s.B[idx] = acc[e];
-      s.J[idx] = (idx / c == idx % c) ? 1.0 : 0.0;
+      s.evd.B[idx] = acc[e];
+      s.evd.J[idx] = (idx / c == idx % c) ? 1.0 : 0.0;
     }
   }
   __syncthreads();
@@ -139,79 +123,13 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
   const double tol = convergence_tol<T>(args.tol, p);
   const double apply = sizeof(T) == sizeof(float) && args.U ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
   const double negl = negligible_norm2<T>(p);  // numerically zero columns take no part (jacobi_device.cuh)
-  int off = 0, above = 0;
-  for (int idx = tid; idx < c * c; idx += kThreads) {
-    const int l = idx / c, j = idx % c;
-    if (l < j) {
-      const double bll = s.B[l * c + l], bjj = s.B[j * c + j], blj = s.B[idx];
-      const bool live = bll > negl && bjj > negl;
-      off |= live && fabs(blj) > apply * sqrt(bll) * sqrt(bjj);
-      above |= live && fabs(blj) > tol * sqrt(bll) * sqrt(bjj);
-    }
-  }
-  if (__syncthreads_or(above) && tid == 0) args.state[k].rotated = 1;
-  if (!__syncthreads_or(off)) return;
+  bool above;
+  const bool off = gram_off_diagonal(s.evd.B, c, negl, apply, tol, &above);
+  if (above && tid == 0) args.state[k].rotated = 1;
+  if (!off) return;
 
-  // 3. Parallel two-sided Jacobi EVD of B (B column-major, symmetric).
-  const int e = c + (c & 1);
-  for (int sweep = 0; sweep < args.max_sweeps; ++sweep) {
-    if (tid == 0) s_rot = 0;
-    __syncthreads();
-    for (int step = 0; step < e - 1; ++step) {
-      for (int pk = tid; pk < e / 2; pk += kThreads) {
-        int i, j;
-        round_robin_pair(e, step, pk, i, j);
-        if (j >= c) {
-          s.partner[i] = i;
-          s.gd[i] = 1;
-          s.go[i] = 0;
-          s.gt[i] = 0;
-          continue;
-        }
-        const double bii = s.B[i * c + i], bjj = s.B[j * c + j], bij = s.B[j * c + i];
-        double cs = 1, sn = 0, tau = 0;
-        if (bii > negl && bjj > negl && fabs(bij) > apply * sqrt(bii) * sqrt(bjj)) {
-          const double t = rotation_tan<double>(bii, bjj, bij);
-          const RotationUpdate<double> ru(t);
-          sn = ru.s;
-          tau = ru.tau;
-          cs = 1.0 - sn * tau;
-          s_rot = 1;
-        }
-        s.partner[i] = j;
-        s.partner[j] = i;
-        s.gd[i] = cs;
-        s.gd[j] = cs;
-        s.go[i] = -sn;  // G[j][i]
-        s.go[j] = sn;   // G[i][j]
-        s.gt[i] = tau;  // J's columns use the update form (jacobi_device.cuh)
-        s.gt[j] = -tau;
-      }
-      __syncthreads();
-      for (int idx = tid; idx < c * c; idx += kThreads) {
-        const int col = idx / c, row = idx % c;  // element (row, col)
-        const int pr = s.partner[row], pc = s.partner[col];
-        const double dr = s.gd[row], orr = s.go[row], dc = s.gd[col], oc = s.go[col];
-        double v;
-        if (pr == col && pr != row && orr != 0.0) {
-          v = 0;  // the element this step's rotation annihilates
-        } else {
-          v = dr * (dc * s.B[col * c + row] + oc * s.B[pc * c + row]) +
-              orr * (dc * s.B[col * c + pr] + oc * s.B[pc * c + pr]);
-        }
-        s.Bn[idx] = v;
-        // J' = J G: column col gets col + o (partner + tau' col), tau' = +-tau
-        const double jc = s.J[col * c + row];
-        s.Jn[idx] = jc + oc * (s.J[pc * c + row] + s.gt[col] * jc);
-      }
-      __syncthreads();
-      double* t = s.B; s.B = s.Bn; s.Bn = t;
-      t = s.J; s.J = s.Jn; s.Jn = t;
-    }
-    const bool rot = s_rot != 0;
-    __syncthreads();
-    if (!rot) break;
-  }
+  // 3. Its EVD (gram_evd.cuh).
+  jacobi_evd(s.evd, c, negl, apply, args.max_sweeps);
 
   // 4. Apply J to the pair's columns of A and of the V workspace.
   apply_rotation(A, p, p, c, c0, w0, c1, s);
@@ -221,7 +139,7 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
 }  // namespace
 
 size_t gram_evd_smem_bytes(int64_t c) {
-  return (4 * c * c + (kChunk + 1) * c + 3 * c) * sizeof(double) + c * sizeof(int) + 16;
+  return evd_smem_bytes(c) + 16 + (kChunk + 1) * c * sizeof(double);
 }
 
 template <typename T>

@@ -1,0 +1,135 @@
+// The Gram route's inner solver, shared by the Gram EVD level (one block per
+// pair, Gram matrix formed in the kernel: gram_evd_smem.cu) and the GEMM level
+// (Gram matrices formed by batched GEMMs: levels/gemm/). Float64 whatever the
+// data's type: a float32 Gram matrix's entries carry errors of about
+// sqrt(p) eps |a_i||a_j|, the size of the convergence threshold itself
+// (docs/robustness.md).
+#pragma once
+
+#include "common/jacobi_device.cuh"
+
+namespace jsvd {
+namespace cuda {
+
+// Shared memory of the EVD of a c x c matrix: B and J, each double-buffered,
+// and the step's rotations.
+struct EvdSmem {
+  double* B;
+  double* Bn;
+  double* J;
+  double* Jn;
+  double* gd;  // G[r][r]
+  double* go;  // G[partner(r)][r]
+  double* gt;  // +-tau of r's rotation (update form)
+  int* partner;
+};
+
+__host__ __device__ inline size_t evd_smem_bytes(int64_t c) { return (4 * c * c + 3 * c) * sizeof(double) + c * sizeof(int); }
+
+// Carves an EvdSmem from `raw`; returns the first byte after it.
+__device__ inline unsigned char* carve_evd(unsigned char* raw, int c, EvdSmem& s) {
+  double* t = reinterpret_cast<double*>(raw);
+  s.B = t;
+  s.Bn = s.B + c * c;
+  s.J = s.Bn + c * c;
+  s.Jn = s.J + c * c;
+  s.gd = s.Jn + c * c;
+  s.go = s.gd + c;
+  s.gt = s.go + c;
+  s.partner = reinterpret_cast<int*>(s.gt + c);
+  return reinterpret_cast<unsigned char*>(s.partner + c);
+}
+
+// Tests the pair's Gram matrix B (column-major, every thread of the block):
+// returns whether some column pair exceeds `apply` (rotations are due), and
+// sets *above when some exceeds `tol` (the pair is not converged). Columns of
+// squared norm <= negl are numerically zero and take no part (jacobi_device.cuh).
+__device__ inline bool gram_off_diagonal(const double* B, int c, double negl, double apply, double tol, bool* above) {
+  int off = 0, abv = 0;
+  for (int idx = threadIdx.x; idx < c * c; idx += blockDim.x) {
+    const int l = idx / c, j = idx % c;
+    if (l < j) {
+      const double bll = B[l * c + l], bjj = B[j * c + j], blj = B[idx];
+      const bool live = bll > negl && bjj > negl;
+      off |= live && fabs(blj) > apply * sqrt(bll) * sqrt(bjj);
+      abv |= live && fabs(blj) > tol * sqrt(bll) * sqrt(bjj);
+    }
+  }
+  *above = __syncthreads_or(abv) != 0;
+  return __syncthreads_or(off) != 0;
+}
+
+// EVD B = J diag J^T by the parallel two-sided Jacobi method, J starting as
+// the identity (the caller sets it). In each round-robin step all c/2
+// rotations are independent, and every element of G^T B G is updated at once
+// from at most four elements of B (W-cycle paper Fig. 5: 6 multiplications,
+// 3 additions). Ends with s.B, s.J holding the results (the buffers swap).
+__device__ inline void jacobi_evd(EvdSmem& s, int c, double negl, double apply, int max_sweeps) {
+  __shared__ int s_rot;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int e = c + (c & 1);
+  const double apply2 = apply * apply;
+  for (int sweep = 0; sweep < max_sweeps; ++sweep) {
+    if (tid == 0) s_rot = 0;
+    __syncthreads();
+    for (int step = 0; step < e - 1; ++step) {
+      for (int pk = tid; pk < e / 2; pk += nt) {
+        int i, j;
+        round_robin_pair(e, step, pk, i, j);
+        if (j >= c) {
+          s.partner[i] = i;
+          s.gd[i] = 1;
+          s.go[i] = 0;
+          s.gt[i] = 0;
+          continue;
+        }
+        const double bii = s.B[i * c + i], bjj = s.B[j * c + j], bij = s.B[j * c + i];
+        double cs = 1, sn = 0, tau = 0;
+        // The step's critical path (a step waits for its slowest rotation):
+        // squares instead of square roots in the test (the data are scaled to
+        // max|a| = 1, no overflow), and c = rsqrt(1 + t^2).
+        if (bii > negl && bjj > negl && bij * bij > apply2 * bii * bjj) {
+          const double t = rotation_tan<double>(bii, bjj, bij);
+          cs = rsqrt(1.0 + t * t);
+          sn = t * cs;
+          tau = sn / (1.0 + cs);
+          s_rot = 1;
+        }
+        s.partner[i] = j;
+        s.partner[j] = i;
+        s.gd[i] = cs;
+        s.gd[j] = cs;
+        s.go[i] = -sn;  // G[j][i]
+        s.go[j] = sn;   // G[i][j]
+        s.gt[i] = tau;  // J's columns use the update form (jacobi_device.cuh)
+        s.gt[j] = -tau;
+      }
+      __syncthreads();
+      for (int idx = tid; idx < c * c; idx += nt) {
+        const int col = idx / c, row = idx % c;  // element (row, col)
+        const int pr = s.partner[row], pc = s.partner[col];
+        const double dr = s.gd[row], orr = s.go[row], dc = s.gd[col], oc = s.go[col];
+        double v;
+        if (pr == col && pr != row && orr != 0.0) {
+          v = 0;  // the element this step's rotation annihilates
+        } else {
+          v = dr * (dc * s.B[col * c + row] + oc * s.B[pc * c + row]) +
+              orr * (dc * s.B[col * c + pr] + oc * s.B[pc * c + pr]);
+        }
+        s.Bn[idx] = v;
+        // J' = J G: column col gets col + o (partner + tau' col), tau' = +-tau
+        const double jc = s.J[col * c + row];
+        s.Jn[idx] = jc + oc * (s.J[pc * c + row] + s.gt[col] * jc);
+      }
+      __syncthreads();
+      double* t = s.B; s.B = s.Bn; s.Bn = t;
+      t = s.J; s.J = s.Jn; s.Jn = t;
+    }
+    const bool rot = s_rot != 0;
+    __syncthreads();
+    if (!rot) break;
+  }
+}
+
+}  // namespace cuda
+}  // namespace jsvd

@@ -1,0 +1,220 @@
+#include "planner/tuner.h"
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <tuple>
+#include <vector>
+
+#include "core.h"
+#include "tuning_knobs.h"
+
+namespace jsvd {
+namespace cuda {
+namespace {
+
+// Bump when a kernel change makes old measurements stale: files of another
+// version are ignored and rewritten.
+constexpr const char* kTunerVersion = "torch_jsvd-tuner-2";
+// The GEMM level's candidate widths (levels/gemm/gemm_level.h: pairs of at most 64 columns).
+constexpr int64_t kWidths[] = {32, 16};
+// Sweeps a random matrix takes (docs/kernel-notes.md: 10-14 from 512 to 4096
+// columns at either level): the prediction is fixed cost + kSweeps sweeps.
+constexpr double kSweeps = 12;
+
+thread_local const TunedLevel* g_override = nullptr;
+
+using Key = std::tuple<int64_t, int64_t, int64_t, size_t, bool>;  // batch, p, q, elem, uv
+
+struct DeviceCache {
+  bool loaded = false;
+  std::string path;
+  std::map<Key, TunedLevel> entries;
+};
+
+std::mutex g_mu;
+std::map<int, DeviceCache> g_cache;
+
+std::string cache_dir() {
+  if (const char* d = std::getenv("JSVD_CACHE_DIR")) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME")) return std::string(x) + "/torch_jsvd";
+  if (const char* h = std::getenv("HOME")) return std::string(h) + "/.cache/torch_jsvd";
+  return "";
+}
+
+std::string device_name(int device) {
+  std::string s = at::cuda::getDeviceProperties(device)->name;
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+// File: a header line "<version> <device>", then one line per shape:
+// batch p q elem uv gemm width why... Anything else: the file is ignored.
+void load(DeviceCache& dc, int device) {
+  dc.loaded = true;
+  const std::string dir = cache_dir();
+  if (dir.empty()) return;
+  dc.path = dir + "/tuner-" + device_name(device) + ".txt";
+  std::ifstream in(dc.path);
+  if (!in) return;  // (absent: calibrate)
+  std::string line;
+  std::map<Key, TunedLevel> read;
+  if (!std::getline(in, line) || line != std::string(kTunerVersion) + " " + device_name(device)) return;  // stale
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    int64_t b, p, q, w;
+    size_t e;
+    int uv, gemm;
+    if (!(ls >> b >> p >> q >> e >> uv >> gemm >> w) || b < 1 || p < 1 || q < 1 || (e != 4 && e != 8) ||
+        (gemm != 0 && gemm != 1) || (gemm && w != kWidths[0] && w != kWidths[1])) {
+      TORCH_WARN("torch_jsvd: ignoring the corrupt tuner cache ", dc.path, " (it will be rewritten)");
+      return;
+    }
+    TunedLevel t;
+    t.gemm = gemm;
+    t.width = w;
+    std::getline(ls, t.why);
+    for (char& ch : t.why)
+      if (ch == '"' || ch == '\\' || static_cast<unsigned char>(ch) < 32) ch = ' ';  // (plan() prints it in JSON)
+    t.why = "cache: " + t.why.substr(t.why.find_first_not_of(' ') == std::string::npos ? 0 : t.why.find_first_not_of(' '));
+    read[Key{b, p, q, e, uv != 0}] = t;
+  }
+  dc.entries = std::move(read);
+}
+
+// Rewritten whole, through a temporary file and a rename (no torn file for a
+// concurrent reader). Failures only cost the next process a calibration.
+void save(const DeviceCache& dc, int device) {
+  if (dc.path.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(cache_dir(), ec);
+  if (ec) return;
+  const std::string tmp = dc.path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    if (!out) return;
+    out << kTunerVersion << " " << device_name(device) << "\n";
+    for (const auto& kv : dc.entries) {
+      const Key& k = kv.first;
+      const std::string why = kv.second.why.rfind("cache: ", 0) == 0 ? kv.second.why.substr(7) : kv.second.why;
+      out << std::get<0>(k) << " " << std::get<1>(k) << " " << std::get<2>(k) << " " << std::get<3>(k) << " "
+          << std::get<4>(k) << " " << kv.second.gemm << " " << kv.second.width << " " << why << "\n";
+    }
+    if (!out) return;
+  }
+  std::filesystem::rename(tmp, dc.path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+}
+
+// Predicted ms of `batch` matrices under `cand`: one and three sweeps of a
+// seeded Gaussian batch (the engine runs exactly max_sweeps without a host
+// read, like svd_ex), timed with events after a warm-up. Returns < 0 when
+// the warm-up alone exceeds `bound` (the candidate cannot win).
+double predict(const TunedLevel& cand, const at::Tensor& A, int64_t nb, int64_t p, int64_t q, bool uv,
+               double scale, double bound) {
+  const PackedBatch b = PackedBatch::make(std::vector<int64_t>(nb, p), std::vector<int64_t>(nb, q), false);
+  SvdOptions o;
+  o.compute_uv = uv;
+  g_override = &cand;
+  auto timed = [&](int64_t sweeps) {
+    o.max_sweeps = sweeps;
+    const at::Tensor X = A.clone();  // (the engine overwrites its input)
+    at::cuda::CUDAEvent start(cudaEventDefault), end(cudaEventDefault);
+    start.record();
+    jacobi_svd_cuda(X, b, o);
+    end.record();
+    end.synchronize();
+    return static_cast<double>(start.elapsed_time(end));
+  };
+  double out = -1;
+  try {
+    const double warm = timed(1) * scale;
+    if (warm < bound) {
+      const double t1 = timed(1), t3 = timed(3);
+      const double per = std::max(0.0, (t3 - t1) / 2), fixed = std::max(0.0, t1 - per);
+      out = (fixed + kSweeps * per) * scale;
+    }
+  } catch (...) {
+    g_override = nullptr;
+    throw;
+  }
+  g_override = nullptr;
+  return out;
+}
+
+TunedLevel calibrate(int64_t batch, int64_t p, int64_t q, size_t elem, bool uv, int device) {
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  // At most 64 Mi elements are timed; a larger batch is predicted linearly.
+  const int64_t nb = std::max<int64_t>(1, std::min<int64_t>(batch, (int64_t{64} << 20) / (p * q)));
+  const double scale = static_cast<double>(batch) / static_cast<double>(nb);
+  // A private generator: calibration leaves torch's random state alone.
+  at::Generator gen = at::cuda::detail::createCUDAGenerator(static_cast<c10::DeviceIndex>(device));
+  gen.set_current_seed(0);
+  const auto opts = at::TensorOptions().device(at::kCUDA, device).dtype(elem == 8 ? at::kDouble : at::kFloat);
+  const at::Tensor A = at::randn({nb * p * q}, gen, opts);
+  std::vector<TunedLevel> cands;
+  for (int64_t w : kWidths) cands.push_back(TunedLevel{true, w, ""});
+  cands.push_back(TunedLevel{false, 0, ""});
+  std::ostringstream why;
+  why << "calibrated:";
+  double best = 1e300;
+  TunedLevel choice = cands.back();
+  for (const TunedLevel& c : cands) {
+    const double ms = predict(c, A, nb, p, q, uv, scale, best);
+    why << " " << (c.gemm ? "gemm_w" + std::to_string(c.width) : std::string("block_pairs")) << "="
+        << (ms < 0 ? std::string("slower") : std::to_string(static_cast<int64_t>(ms + 0.5)) + "ms");
+    if (ms >= 0 && ms < best) {
+      best = ms;
+      choice = c;
+    }
+  }
+  why << " (predicted for " << kSweeps << " sweeps)";
+  choice.why = why.str();
+  return choice;
+}
+
+}  // namespace
+
+bool tuner_decides(int64_t batch, int64_t p, int64_t q) {
+  (void)batch;
+  (void)p;
+  return knobs().tuner && knobs().level == 0 && q >= knobs().tuner_min_cols;
+}
+
+const TunedLevel* tuner_override() { return g_override; }
+
+TunedLevel tuned_level(int64_t batch, int64_t p, int64_t q, size_t elem, bool compute_uv, int device,
+                       bool may_calibrate) {
+  const Key key{batch, p, q, elem, compute_uv};
+  std::lock_guard<std::mutex> lock(g_mu);  // (one calibration at a time)
+  DeviceCache& dc = g_cache[device];
+  if (!dc.loaded) load(dc, device);
+  auto it = dc.entries.find(key);
+  if (it != dc.entries.end()) return it->second;
+  if (!may_calibrate || c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) {
+    TunedLevel rule{q >= knobs().gemm_min_cols, 32, "rule (not calibrated): the GEMM level from JSVD_GEMM_MIN_COLS columns"};
+    return rule;
+  }
+  TunedLevel t = calibrate(batch, p, q, elem, compute_uv, device);
+  dc.entries[key] = t;
+  save(dc, device);
+  return t;
+}
+
+}  // namespace cuda
+}  // namespace jsvd
