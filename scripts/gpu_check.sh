@@ -2,7 +2,7 @@
 # Everything the GPU machine has to do, in one call: build (sm_90, 16 jobs),
 # CUDA + CPU tests, compute-sanitizer on the new kernels, benchmarks.
 # Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [memcheck|sanitize] [race-qr] [race-delta]
-#   [robust-corpus] [robust-fuzz] [robust-forced] [bench|bench-quick] [bench-corpus] [script.py]
+#   [robust-corpus] [robust-fuzz] [robust-forced] [race-gemm] [bench|bench-quick] [bench-large] [bench-corpus] [script.py]
 # (sanitize: memcheck over every case, racecheck over the warp, whole and pair cases but the
 # 512-row block pairs, and the Gram EVD kernel alone; race-qr: the QR's panel and transpose
 # kernels alone; race-delta: the 512-row block pairs' kernel alone, one sweep. Under racecheck
@@ -82,6 +82,14 @@ for s in $stages; do
       JSVD_SANITIZE_ONLY=delta JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
         --kernel-name kns=svd_smem_kernel --error-exitcode 9 $PY scripts/sanitize_cases.py >"$OUT/racecheck_delta.log" 2>&1
       echo "racecheck (delta) rc=$?"; grep -E "RACECHECK SUMMARY|hazard" "$OUT/racecheck_delta.log" | head -5 ;;
+    race-gemm)
+      # the GEMM level's own kernels (its GEMMs are cuBLAS's), one sweep
+      JSVD_SANITIZE_ONLY=gemm JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
+        --kernel-name kns=pair_evd_kernel --error-exitcode 9 $PY scripts/sanitize_cases.py >"$OUT/racecheck_gemm.log" 2>&1
+      echo "racecheck (gemm) rc=$?"; grep -E "RACECHECK SUMMARY|hazard" "$OUT/racecheck_gemm.log" | head -5 ;;
+    bench-large)
+      $PY benchmarks/bench_large.py 2>&1 | tee "$OUT/bench_large.log" | tail -30
+      cp benchmarks/RESULTS.md "$OUT/" ;;
     bench)
       $PY benchmarks/bench_gpu.py --budget-s 420 2>&1 | tee "$OUT/bench.log" | tail -45
       cp benchmarks/RESULTS.md "$OUT/" ;;  # (its bench_gpu section rewritten: copy it back into the tree)

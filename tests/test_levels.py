@@ -132,7 +132,7 @@ def test_pair_level_carrying_delta(shape):
 
 def test_pair_level_carrying_delta_at_1024_rows():
     # 1024-row pairs: a list (no QR, no auto-tuner) of matrices under the GEMM level's 1024 columns.
-    shapes = [(1024, 992)] * 6
+    shapes = [(1024, 992), (1024, 960)] * 3
     plan = torch_jsvd.plan(shapes, dtype=torch.float32, device="cuda")["matrices"][0]
     assert plan["levels"][1].get("carries") == "delta", plan
     As = [torch.randn(m, n, device="cuda") for m, n in shapes]

@@ -1,0 +1,158 @@
+"""Large matrices (issue 19): torch_jsvd against torch.linalg.svd's default and cuSOLVER's gesvda, same run.
+
+Single large matrices and layer shapes (the GEMM level and the auto-tuner) and the batched squares of
+issue 19's goals, float32 and float64. Wide layer shapes are run in their tall orientation (768 x 3072 as
+3072 x 768: the same SVD; gesvda takes tall or square matrices only, and torch_jsvd transposes wide ones).
+
+    python benchmarks/bench_large.py                 # every case (stops starting cases after --budget-s)
+    python benchmarks/bench_large.py --cases 4096    # cases whose name contains a substring
+    python benchmarks/bench_large.py --from-json benchmarks/results/bench_large.json   # RESULTS.md from a run
+
+Timing, quality fields and JSON rows as bench_gpu.py (run_case; methods ours, torch, gesvda). The auto-tuner
+is calibrated for each shape before it is timed (torch_jsvd.tune), so no timing includes a calibration.
+jacobi_gflops: the Jacobi's floating-point work, sweeps x (8 q^3 + 4 q^3 with V) per matrix on the q x q
+R^T (a sweep forms every pair's Gram matrix, 4 q^3 flops, and rotates A and V, 4 q^3 each), over ours' time;
+the H100 SXM's dense peaks are 67 TFLOP/s FP64 (tensor cores) and FP32, 495 TFLOP/s TF32.
+Output: table, bench_large.json + speedup_large.png in $OUT or benchmarks/results/, and RESULTS.md's
+bench_large section.
+"""
+
+import argparse, json, os, sys, time
+
+import torch
+
+import common
+from bench_gpu import F32, F64, case_name, fmt, run_case
+
+CASES = [(1, 4096, 4096, F32), (1, 1536, 1536, F32), (1, 3072, 768, F32), (1, 11008, 4096, F32),
+         (1, 1024, 1024, F32), (10, 1024, 1024, F32), (12, 768, 768, F32), (100, 512, 512, F32),
+         (200, 256, 256, F32), (100, 512, 512, F64), (1, 2048, 2048, F64), (1, 4096, 4096, F64)]
+# issue 19's goals: ms (float32 unless said), same run
+GOALS = {"1x4096x4096 float32": 110, "1x1536x1536 float32": 15, "1x3072x768 float32": 7, "100x512x512 float32": 35,
+         "200x256x256 float32": 12, "10x1024x1024 float32": 45, "12x768x768 float32": 40}
+
+
+def jacobi_gflops(row):
+    ours = row["methods"]["ours"]
+    if "ms" not in ours or "sweeps_max" not in row:
+        return None
+    q = min(row["m"], row["n"])
+    return row["batch"] * row["sweeps_max"] * 12.0 * q ** 3 / (ours["ms"] * 1e-3) / 1e9
+
+
+def table(rows, md=False):
+    head = ["case", "torch ms", "gesvda ms", "ours ms", "vs gesvda", "sweeps", "GFLOP/s", "orth ours", "orth gesvda",
+            "recon ours", "recon gesvda", "level"]
+    out = []
+    for r in rows:
+        mt = r["methods"]
+        o, t, g = mt["ours"], mt.get("torch", {}), mt.get("gesvda", {})
+        vs = g["ms"] / o["ms"] if "ms" in g and "ms" in o else None
+        out.append([r["case"], fmt(t.get("ms"), ".1f"), fmt(g.get("ms"), ".1f") if "ms" in g else "error",
+                    fmt(o.get("ms"), ".1f"), fmt(vs, ".2f") + "x" if vs else "-", str(r.get("sweeps_max", "-")),
+                    fmt(r.get("jacobi_gflops"), ".0f"), fmt(o.get("orth"), ".1e"), fmt(g.get("orth"), ".1e"),
+                    fmt(o.get("recon"), ".1e"), fmt(g.get("recon"), ".1e"), r.get("level", "")])
+    if md:
+        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                         + ["| " + " | ".join(c) + " |" for c in out])
+    w = [max(len(x[i]) for x in out + [head]) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(x)) for x in [head] + out)
+
+
+def goal_lines(rows):
+    by = {r["case"]: r for r in rows}
+    out = []
+    for case, ms in GOALS.items():
+        got = by.get(case, {}).get("methods", {}).get("ours", {}).get("ms")
+        out.append(f"{case} <= {ms} ms: {fmt(got, '.1f')} ms " + ("(not run)" if got is None else "MET" if got <= ms else "MISSED"))
+    return out
+
+
+def markdown(doc):
+    lines = ["## GPU, large matrices (issue 19): torch_jsvd vs torch.linalg.svd default and gesvda", "",
+             f"- device: {doc['device']}, torch {doc['torch']}, CUDA {doc.get('cuda')}",
+             f"- date: {doc['date']}, torch_jsvd at git {doc['commit']} (`benchmarks/results/{doc['json']}`)",
+             f"- command: `{doc['command']}`",
+             "- `full_matrices=False`, seed 0, median of CUDA-event timings of one Python call; orth = max of "
+             "‖UᵀU − I‖_F, ‖VhVhᵀ − I‖_F, recon = ‖A − U diag(S) Vh‖_F/‖A‖_F (float64); level: the plan of ours "
+             "(after the auto-tuner); GFLOP/s: the Jacobi's work (sweeps × 12 q³) over ours' time",
+             "", table(doc["rows"], md=True), "", "Goals (issue 19, H100, same run):", ""]
+    lines += [f"- {g}" for g in doc["goals"]]
+    if doc.get("plot"):
+        lines += ["", f"![speed-up vs gesvda, large matrices](results/{doc['plot']})"]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    names, vals = [], []
+    for r in rows:
+        o, g = r["methods"]["ours"], r["methods"].get("gesvda", {})
+        if "ms" in o and "ms" in g:
+            names.append(r["case"].replace(" float", "\nf"))
+            vals.append(g["ms"] / o["ms"])
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    ax.bar(range(len(vals)), vals, color=["tab:green" if v >= 1 else "tab:red" for v in vals])
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_xticks(range(len(vals)), names, fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("gesvda time / torch_jsvd time")
+    ax.set_title(f"large matrices: speed-up vs cuSOLVER gesvda, {torch.cuda.get_device_name()}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "speedup_large.png"), dpi=120)
+    plt.close(fig)
+    return "speedup_large.png"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", help="comma-separated substrings of case names")
+    p.add_argument("--budget-s", type=float, default=420.0, help="start no new case after this many seconds")
+    p.add_argument("--no-md", action="store_true", help="do not touch RESULTS.md")
+    p.add_argument("--from-json", metavar="PATH", help="no benchmark: RESULTS.md's section from a saved run")
+    args = p.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            doc = json.load(f)
+        return common.update_results_md("bench_large", markdown(doc))
+    if not torch.cuda.is_available():
+        sys.exit("bench_large.py: no CUDA device available")
+    import torch_jsvd
+    cases = CASES
+    if args.cases:
+        keys = [s.strip() for s in args.cases.split(",") if s.strip()]
+        cases = [c for c in cases if any(k in case_name(*c) for k in keys)]
+    meta = common.meta(torch.cuda.get_device_name())
+    print(f"device: {meta['device']}, torch {meta['torch']}, torch_jsvd {meta['commit']}; {len(cases)} cases")
+    rows, t0 = [], time.time()
+    for b, m, n, dtype in cases:
+        if time.time() - t0 > args.budget_s:
+            print(f"budget spent: {case_name(b, m, n, dtype)} not run")
+            continue
+        tune = torch_jsvd.tune([(b, m, n)], dtype=dtype)[0]  # (calibration outside the timings)
+        row = run_case(torch_jsvd, b, m, n, dtype, 0, skip=["gesvdj", "gesvd"])
+        row["level"] = tune["levels"][-1]["kernel"] + (f" w{tune['levels'][0]['width']}" if "width" in tune["levels"][0] else "")
+        row["tuner"] = tune.get("tuner", "")
+        row["jacobi_gflops"] = jacobi_gflops(row)
+        rows.append(row)
+        print(f"[{time.time() - t0:6.1f} s] " + table([row]).splitlines()[1], flush=True)
+    outdir = os.environ.get("OUT") or os.path.join(common.HERE, "results")
+    os.makedirs(outdir, exist_ok=True)
+    doc = {**meta, "json": "bench_large.json", "rows": rows, "goals": goal_lines(rows),
+           "command": "python benchmarks/bench_large.py" + (f" --cases {args.cases}" if args.cases else "")}
+    doc["plot"] = plot(rows, outdir)
+    with open(os.path.join(outdir, "bench_large.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    print(table(rows))
+    print("\n".join(doc["goals"]))
+    if not args.no_md:
+        common.update_results_md("bench_large", markdown(doc))
+
+
+if __name__ == "__main__":
+    main()
