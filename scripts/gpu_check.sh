@@ -83,8 +83,8 @@ for s in $stages; do
         --kernel-name kns=svd_smem_kernel --error-exitcode 9 $PY scripts/sanitize_cases.py >"$OUT/racecheck_delta.log" 2>&1
       echo "racecheck (delta) rc=$?"; grep -E "RACECHECK SUMMARY|hazard" "$OUT/racecheck_delta.log" | head -5 ;;
     race-gemm)
-      # the GEMM level's own kernels (its GEMMs are cuBLAS's), one sweep
-      JSVD_SANITIZE_ONLY=gemm JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
+      # the GEMM level's pair EVD kernel (its GEMMs are cuBLAS's): its first three launches (each takes minutes under racecheck)
+      JSVD_SANITIZE_ONLY=gemm JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard --launch-count 3 \
         --kernel-name kns=pair_evd_kernel --error-exitcode 9 $PY scripts/sanitize_cases.py >"$OUT/racecheck_gemm.log" 2>&1
       echo "racecheck (gemm) rc=$?"; grep -E "RACECHECK SUMMARY|hazard" "$OUT/racecheck_gemm.log" | head -5 ;;
     bench-large)
