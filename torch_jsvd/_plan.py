@@ -52,7 +52,7 @@ def tune(shapes, dtype=torch.float32, device="cuda", compute_uv=True):
 
     For batches of matrices with at least 512 columns (after QR preconditioning, the
     Jacobi's shape), the tailoring auto-tuner times the GEMM level at each block width
-    against the shared-memory block pairs on this device (a few seconds at 4096²) and
+    against the shared-memory block pairs on this device (one and three sweeps of each) and
     keeps the fastest, in memory and in a cache file per device
     (``$JSVD_CACHE_DIR``, else ``$XDG_CACHE_HOME/torch_jsvd``, else ``~/.cache/torch_jsvd``).
     Without ``tune``, a call calibrates the first time it meets a shape (its first call

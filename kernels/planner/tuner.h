@@ -1,8 +1,8 @@
 // The tailoring auto-tuner (W-cycle paper §IV-D): for a uniform batch of
 // large matrices, whether the GEMM level (and at which block width) or the
 // shared-memory block pairs solve it faster on this device. Calibrated by
-// timing the candidates the first time a shape is needed (a few seconds at
-// 4096^2), cached in memory and on disk per device and tuner version
+// timing the candidates the first time a shape is needed (one and three
+// sweeps of each: seconds, not minutes), cached in memory and on disk per device and tuner version
 // ($JSVD_CACHE_DIR, else $XDG_CACHE_HOME/torch_jsvd, else ~/.cache/torch_jsvd).
 // JSVD_TUNER=0 turns it off (the planner's rule: the GEMM level from
 // JSVD_GEMM_MIN_COLS columns). A missing, stale or corrupt cache file is
