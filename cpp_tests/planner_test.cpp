@@ -197,7 +197,7 @@ int main() {
   check(p512.level == Level::kPairSvd && p512.width == 16 && p512.launch.delta,
         "100 x 512x512 float32: block pairs of 2 x 16 columns, carrying E = J - I");
   // (1024 columns: the GEMM level's by the rule; with the tuner choosing block pairs, these)
-  const TunedLevel pairs{false, 0, ""};
+  const TunedLevel pairs{true, false, 0, ""};
   const MatrixPlan p1024 = plan_matrix(1024, 1024, 4, true, 10, h100, &pairs);
   check(p1024.width == 16 && p1024.launch.delta && p1024.launch.rows == 1024 + 32,
         "10 x 1024x1024 float32: 2 x 16 carrying E (with V's rows 16 would not fit)");
@@ -218,7 +218,7 @@ int main() {
         "10 x 1024x1024 float64: block pairs (carrying their rotation: V's rows would not fit)");
   check(plan_matrix(2048, 16, 8, true, 2, h100).level == Level::kGramEvd, "2 x 2048x16 float64: Gram EVD");
   // The GEMM level (levels/gemm/gemm_level.h): from 1024 columns by the rule, else as the tuner says.
-  const TunedLevel gemm16{true, 16, ""};
+  const TunedLevel gemm16{true, true, 16, ""};
   const MatrixPlan g4096 = plan_matrix(4096, 4096, 4, true, 1, h100);
   check(g4096.level == Level::kGemm && g4096.width == 32 && g4096.gemm_inner == 1,
         "1 x 4096² float32: GEMM level, blocks of 32, one EVD sweep a pair");

@@ -148,11 +148,11 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   const int64_t p = cp.qr_panel > 0 ? cols : rows;
   if (uniform) {
     TunedLevel tuned;
-    if (!forced && tuner_decides(batch, p, cols)) {
+    if (!forced && tuner_decides(cols)) {
       tuned = tuned_level(batch, p, cols, elem, compute_uv, device, may_calibrate);
       cp.tuner = tuned.why;
     }
-    cp.jacobi = plan_matrix(p, cols, elem, compute_uv, batch, lim, forced ? forced : cp.tuner.empty() ? nullptr : &tuned);
+    cp.jacobi = plan_matrix(p, cols, elem, compute_uv, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr);
     plan_variant(cp.jacobi, elem, compute_uv);
   }
   // Only the warp level never writes its input, so only a uniform batch that

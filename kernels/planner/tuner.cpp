@@ -85,13 +85,11 @@ void load(DeviceCache& dc, int device) {
       TORCH_WARN("torch_jsvd: ignoring the corrupt tuner cache ", dc.path, " (it will be rewritten)");
       return;
     }
-    TunedLevel t;
-    t.gemm = gemm;
-    t.width = w;
-    std::getline(ls, t.why);
+    TunedLevel t{true, gemm != 0, w, ""};
+    std::getline(ls >> std::ws, t.why);
     for (char& ch : t.why)
       if (ch == '"' || ch == '\\' || static_cast<unsigned char>(ch) < 32) ch = ' ';  // (plan() prints it in JSON)
-    t.why = "cache: " + t.why.substr(t.why.find_first_not_of(' ') == std::string::npos ? 0 : t.why.find_first_not_of(' '));
+    t.why = "cache: " + t.why;
     read[Key{b, p, q, e, uv != 0}] = t;
   }
   dc.entries = std::move(read);
@@ -130,7 +128,10 @@ double predict(const TunedLevel& cand, const at::Tensor& A, int64_t nb, int64_t 
   const PackedBatch b = PackedBatch::make(std::vector<int64_t>(nb, p), std::vector<int64_t>(nb, q), false);
   SvdOptions o;
   o.compute_uv = uv;
-  g_override = &cand;
+  struct Override {  // the candidate, for the engine's planner, while this runs
+    explicit Override(const TunedLevel* c) { g_override = c; }
+    ~Override() { g_override = nullptr; }
+  } set(&cand);
   auto timed = [&](int64_t sweeps) {
     o.max_sweeps = sweeps;
     const at::Tensor X = A.clone();  // (the engine overwrites its input)
@@ -141,20 +142,10 @@ double predict(const TunedLevel& cand, const at::Tensor& A, int64_t nb, int64_t 
     end.synchronize();
     return static_cast<double>(start.elapsed_time(end));
   };
-  double out = -1;
-  try {
-    const double warm = timed(1) * scale;
-    if (warm < bound) {
-      const double t1 = timed(1), t3 = timed(3);
-      const double per = std::max(0.0, (t3 - t1) / 2), fixed = std::max(0.0, t1 - per);
-      out = (fixed + kSweeps * per) * scale;
-    }
-  } catch (...) {
-    g_override = nullptr;
-    throw;
-  }
-  g_override = nullptr;
-  return out;
+  if (timed(1) * scale >= bound) return -1;  // (the warm-up)
+  const double t1 = timed(1), t3 = timed(3);
+  const double per = std::max(0.0, (t3 - t1) / 2), fixed = std::max(0.0, t1 - per);
+  return (fixed + kSweeps * per) * scale;
 }
 
 TunedLevel calibrate(int64_t batch, int64_t p, int64_t q, size_t elem, bool uv, int device) {
@@ -168,8 +159,8 @@ TunedLevel calibrate(int64_t batch, int64_t p, int64_t q, size_t elem, bool uv, 
   const auto opts = at::TensorOptions().device(at::kCUDA, device).dtype(elem == 8 ? at::kDouble : at::kFloat);
   const at::Tensor A = at::randn({nb * p * q}, gen, opts);
   std::vector<TunedLevel> cands;
-  for (int64_t w : kWidths) cands.push_back(TunedLevel{true, w, ""});
-  cands.push_back(TunedLevel{false, 0, ""});
+  for (int64_t w : kWidths) cands.push_back(TunedLevel{true, true, w, ""});
+  cands.push_back(TunedLevel{true, false, 0, ""});
   std::ostringstream why;
   why << "calibrated:";
   double best = 1e300;
@@ -190,9 +181,7 @@ TunedLevel calibrate(int64_t batch, int64_t p, int64_t q, size_t elem, bool uv, 
 
 }  // namespace
 
-bool tuner_decides(int64_t batch, int64_t p, int64_t q) {
-  (void)batch;
-  (void)p;
+bool tuner_decides(int64_t q) {
   return knobs().tuner && knobs().level == 0 && q >= knobs().tuner_min_cols;
 }
 
@@ -207,8 +196,7 @@ TunedLevel tuned_level(int64_t batch, int64_t p, int64_t q, size_t elem, bool co
   auto it = dc.entries.find(key);
   if (it != dc.entries.end()) return it->second;
   if (!may_calibrate || c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) {
-    TunedLevel rule{q >= knobs().gemm_min_cols, 32, "rule (not calibrated): the GEMM level from JSVD_GEMM_MIN_COLS columns"};
-    return rule;
+    return TunedLevel{false, false, 0, "not calibrated (planner's rule: the GEMM level from JSVD_GEMM_MIN_COLS columns)"};
   }
   TunedLevel t = calibrate(batch, p, q, elem, compute_uv, device);
   dc.entries[key] = t;

@@ -19,17 +19,20 @@ namespace jsvd {
 namespace cuda {
 
 struct TunedLevel {
-  bool gemm = false;   // the GEMM level, else the planner's shared-memory levels
-  int64_t width = 0;   // the GEMM level's block width
-  std::string why;     // for plan(): where the choice came from and the predicted times
+  bool measured = false;  // calibrated or cached; false: no choice, the planner's rule decides
+  bool gemm = false;      // the GEMM level, else the planner's shared-memory levels
+  int64_t width = 0;      // the GEMM level's block width
+  std::string why;        // for plan(): where the choice came from and the predicted times
 };
 
-// Shapes the tuner decides (the Jacobi's shape: after QR preconditioning, q x q).
-bool tuner_decides(int64_t batch, int64_t p, int64_t q);
+// Whether the tuner decides matrices of q columns (the Jacobi's shape: after
+// QR preconditioning, q x q).
+bool tuner_decides(int64_t q);
 
 // The choice for `batch` p x q matrices; calibrates (host-synchronising,
 // once per shape and device) unless `may_calibrate` is false or a CUDA graph
-// is being captured, in which case an uncached shape gets the planner's rule.
+// is being captured, in which case an uncached shape gets no choice (measured
+// false: the planner's rule).
 TunedLevel tuned_level(int64_t batch, int64_t p, int64_t q, size_t elem, bool compute_uv, int device,
                        bool may_calibrate);
 

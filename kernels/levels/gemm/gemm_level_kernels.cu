@@ -103,18 +103,8 @@ __global__ void __launch_bounds__(kEvdThreads)
     e.J[idx] = idx / c == idx % c ? 1.0 : 0.0;
   }
   __syncthreads();
-  bool off = false;
-  if (!done) {
-    // The same tests and thresholds as the Gram EVD level (gram_evd_smem.cu).
-    const int p = static_cast<int>(g.m);
-    const double tol = convergence_tol<T>(args.tol, p);
-    const double apply = sizeof(T) == sizeof(float) && args.U ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
-    const double negl = negligible_norm2<T>(p);
-    bool above;
-    off = gram_off_diagonal(e.B, c, negl, apply, tol, &above);
-    if (above && threadIdx.x == 0) args.state[k].rotated = 1;
-    if (off) jacobi_evd(e, c, negl, apply, inner_sweeps);
-  }
+  // (the same tests and thresholds as the Gram EVD level)
+  if (!done) gram_pair_evd<T>(e, c, static_cast<int>(g.m), args.tol, args.U != nullptr, inner_sweeps, &args.state[k].rotated);
   for (int idx = threadIdx.x; idx < cc; idx += blockDim.x) J[idx] = e.J[idx];
 }
 

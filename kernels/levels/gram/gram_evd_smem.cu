@@ -2,19 +2,9 @@
 // pairs too tall to hold in shared memory (W-cycle paper §III, group (ii), and
 // §IV-C). One thread block per pair [A_i A_j] (c = w_i + w_j columns):
 //   1. B = A_ij^T A_ij, streaming A_ij's rows through shared memory;
-//   2. if every column pair already passes the relative orthogonality test,
-//      stop (the pair is orthogonal);
-//   3. EVD B = J diag J^T by the parallel two-sided Jacobi method: in each
-//      round-robin step all c/2 rotations are independent, and every element
-//      of G^T B G is updated at once from at most four elements of B
-//      (Fig. 5: 6 multiplications, 3 additions);
+//   2.-3. unless every column pair already passes the relative orthogonality
+//      test, EVD B = J diag J^T in float64 (gram_evd.cuh: gram_pair_evd);
 //   4. [A_i A_j] <- [A_i A_j] J and [V_i V_j] <- [V_i V_j] J, row chunk by row chunk.
-// B, its EVD and J are kept in float64 for float32 pairs too: a float32 Gram
-// matrix's entries carry errors of about sqrt(p) eps |a_i||a_j|, the size of
-// the convergence threshold itself, so the pair could be made orthogonal no
-// better than that (1x4096x4096 float32: ||U^T U - I||_F 9.5e-3; docs/robustness.md).
-// With exact inner products, float32 rotations are applied down to eps, as the
-// other levels do (step_tolerances), and U comes out orthogonal to working precision.
 #include "levels/gram/gram_evd_smem.h"
 
 #include "levels/gram/gram_evd.cuh"
@@ -117,19 +107,8 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
   }
   __syncthreads();
 
-  // 2. Already orthogonal? (the same relative tests as the one-sided kernels:
-  // a pair above tol counts as not converged; rotations are applied down to
-  // `apply`, for float32 with U its eps)
-  const double tol = convergence_tol<T>(args.tol, p);
-  const double apply = sizeof(T) == sizeof(float) && args.U ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
-  const double negl = negligible_norm2<T>(p);  // numerically zero columns take no part (jacobi_device.cuh)
-  bool above;
-  const bool off = gram_off_diagonal(s.evd.B, c, negl, apply, tol, &above);
-  if (above && tid == 0) args.state[k].rotated = 1;
-  if (!off) return;
-
-  // 3. Its EVD (gram_evd.cuh).
-  jacobi_evd(s.evd, c, negl, apply, args.max_sweeps);
+  // 2.-3. Already orthogonal? Else the EVD (gram_evd.cuh).
+  if (!gram_pair_evd<T>(s.evd, c, p, args.tol, args.U != nullptr, args.max_sweeps, &args.state[k].rotated)) return;
 
   // 4. Apply J to the pair's columns of A and of the V workspace.
   apply_rotation(A, p, p, c, c0, w0, c1, s);
