@@ -48,7 +48,7 @@ for s in $stages; do
     robust-forced)
       # the CI-size corpus with each level forced on every shape it can take (JSVD_LEVEL), and QR
       # preconditioning from 2 columns on
-      for env in JSVD_LEVEL=whole JSVD_LEVEL=pair JSVD_LEVEL=gram JSVD_QR_MIN_COLS=2; do
+      for env in JSVD_LEVEL=whole JSVD_LEVEL=pair JSVD_LEVEL=gram JSVD_LEVEL=gemm JSVD_QR_MIN_COLS=2; do
         echo "== $env"
         env OMP_NUM_THREADS=2 $env $PY -m pytest -q -rfs --tb=line -n 8 --timeout=300 -p no:benchmark -k cuda \
           tests/test_corpus.py 2>&1 || status=1
