@@ -21,8 +21,9 @@ struct Knobs {
   int gemm_width = 0;        // JSVD_GEMM_WIDTH: its block width (0: the planner's)
   int gemm_inner = 0;        // JSVD_GEMM_INNER: sweeps of its pairs' Gram EVD (0: the planner's)
   bool qr = true;        // JSVD_QR=0: no QR preconditioning
-  int qr_min_cols = 256; // JSVD_QR_MIN_COLS: QR-precondition uniform batches from this many columns
+  int qr_min_cols = 0;   // JSVD_QR_MIN_COLS: QR-precondition uniform batches from this many columns (0: the planner's)
   bool qr_sort = true;   // JSVD_QR_SORT=0: no sorting of the columns by norm before the QR
+  int qr_twice = -1;     // JSVD_QR_TWICE=0|1: a second QR, of R^T, before the Jacobi (-1: float64 only)
   // --- CUDA launchers and sweep loop ---
   bool cross_only = true;      // JSVD_CROSS_ONLY=0: every block-pair task redoes its blocks' inner pairs
   bool sweep_pipeline = true;  // JSVD_SWEEP_PIPELINE=0: read the convergence count without running ahead
@@ -63,6 +64,7 @@ inline Knobs read() {
   k.qr = on("JSVD_QR", k.qr);
   k.qr_min_cols = integer("JSVD_QR_MIN_COLS", k.qr_min_cols);
   k.qr_sort = on("JSVD_QR_SORT", k.qr_sort);
+  k.qr_twice = integer("JSVD_QR_TWICE", k.qr_twice);
   k.cross_only = on("JSVD_CROSS_ONLY", k.cross_only);
   k.sweep_pipeline = on("JSVD_SWEEP_PIPELINE", k.sweep_pipeline);
   k.pair_queue = on("JSVD_PAIR_QUEUE", k.pair_queue);

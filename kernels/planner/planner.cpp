@@ -143,7 +143,7 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   CallPlan cp;
   // The auto-tuner timing a candidate: exactly that, on the Jacobi's shape.
   const TunedLevel* forced = tuner_override();
-  // Uniform batches of at least 256 columns: the Jacobi on R^T (qr_precondition.h).
+  // Uniform batches of enough columns: the Jacobi on R^T (qr_precondition.h).
   cp.qr_panel = forced ? 0 : qr_panel_width(rows, cols, elem, uniform, lim);
   const int64_t p = cp.qr_panel > 0 ? cols : rows;
   if (uniform) {

@@ -119,7 +119,13 @@ void apply_q_(const Reflectors& f, const at::Tensor& Mt) {
 }  // namespace
 
 int64_t qr_panel_width(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim) {
-  if (!knobs().qr || !uniform || cols < knobs().qr_min_cols || rows < cols) return 0;
+  if (!knobs().qr || !uniform || rows < cols) return 0;
+  // From 256 columns (float32) or 128 (float64), and float64 matrices of 8:1 and more from 16
+  // columns, where the QR costs less than it saves (H100, docs/robustness.md, "Sweeps").
+  const int64_t forced = knobs().qr_min_cols;
+  const bool wide_enough = forced > 0 ? cols >= forced : cols >= (elem == 8 ? 128 : 256);
+  const bool tall_f64 = forced == 0 && elem == 8 && cols >= 16 && rows >= 8 * cols;
+  if (!wide_enough && !tall_f64) return 0;
   for (int64_t w = kMaxPanelWidth; w >= 8; w /= 2)
     if (householder_panel_smem(rows, w, elem) + kPanelStaticSmem <= lim.smem_per_block) return w;
   return 0;
@@ -149,7 +155,17 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   }
   const Reflectors f = householder_qr_(W, panel, opt.compute_uv);
   // X = R^T, packed column-major: X's column j is R's row j.
-  const at::Tensor X = leading_block_transpose(W, q);
+  at::Tensor X = leading_block_transpose(W, q);
+  // xGEJSV's second, unpivoted QR (float64): X = R^T = Q2 R2, and the Jacobi runs on R2^T. Each
+  // QR of the transpose is a step of the QR iteration on W^T W, so R2^T's columns start nearer to
+  // orthogonal and graded: fewer sweeps on structured float64 matrices; in float32 it cost sweeps
+  // on weighted incidence matrices and time on single matrices (docs/robustness.md, "Sweeps").
+  const bool twice = knobs().qr_twice < 0 ? A.scalar_type() == at::kDouble : knobs().qr_twice > 0;
+  Reflectors f2;
+  if (twice) {
+    f2 = householder_qr_(X, panel, opt.compute_uv);
+    X = leading_block_transpose(X, q);
+  }
   const std::vector<int64_t> n(static_cast<size_t>(B), q);
   SvdOptions xo = opt;
   xo.full_matrices = false;
@@ -159,20 +175,25 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   r.S = rx.S.view({B, q}).mul_(scale.view({B, 1})).view({-1});
   r.info = rx.info;
   if (opt.compute_uv) {
-    r.V = rx.U;  // V_W = U_x, q x q column-major either way
-    if (perm.defined()) {  // V_W = P U_x: row perm[i] of V_W is row i of U_x
-      const at::Tensor Vt = rx.U.view({B, q, q});  // (matrix, column, row)
+    // X = U_x S V_x^T. One QR: W P = Q R = (Q V_x) S U_x^T. Two: R = R2^T Q2^T, so
+    // W P = (Q U_x) S (Q2 V_x)^T. Both factors are q x q column-major.
+    const at::Tensor left = twice ? rx.U : rx.V;
+    at::Tensor right = twice ? rx.V : rx.U;
+    if (twice) apply_q_(f2, right.view({B, q, q}));
+    r.V = right;
+    if (perm.defined()) {  // V_W = P right: row perm[i] of V_W is row i of right
+      const at::Tensor Vt = right.view({B, q, q});  // (matrix, column, row)
       r.V = at::empty_like(Vt).scatter_(2, perm.unsqueeze(1).expand({B, q, q}), Vt).view({-1});
     }
-    // U_W = Q [V_x 0; 0 I] (I: the extra columns of full_matrices), packed
+    // U_W = Q [left 0; 0 I] (I: the extra columns of full_matrices), packed
     // column-major, i.e. as (B, ucols, p) rows: Mt = M^T.
     const int64_t uc = b.ucols[0];
     at::Tensor Mt;
     if (p == q) {
-      Mt = rx.V.view({B, q, q});  // the engine's own buffer, Q applied in place
+      Mt = left.view({B, q, q});  // the engine's own buffer, Q applied in place
     } else {
       Mt = at::zeros({B, uc, p}, A.options());
-      Mt.narrow(1, 0, q).narrow(2, 0, q).copy_(rx.V.view({B, q, q}));
+      Mt.narrow(1, 0, q).narrow(2, 0, q).copy_(left.view({B, q, q}));
       if (uc > q) Mt.narrow(1, q, uc - q).narrow(2, q, p - q).diagonal(0, 1, 2).fill_(1);
     }
     apply_q_(f, Mt);

@@ -1,9 +1,11 @@
 // QR preconditioning of the one-sided Jacobi (Drmac & Veselic, "New fast and
 // accurate Jacobi SVD algorithm I", SIAM J. Matrix Anal. Appl. 29(4), 2008,
-// without the column pivoting): W = Q R, the Jacobi runs on X = R^T, whose
-// columns it orthogonalises in fewer sweeps (H100: 14 -> 11 at 100x512²
-// float32, docs/scripts-history.md: precond_probe.py), and X = U_x S V_x^T gives
-// W = (Q V_x) S U_x^T.
+// with a sort of the columns by norm for their column pivoting): W P = Q R,
+// the Jacobi runs on X = R^T, whose columns it orthogonalises in fewer sweeps
+// (H100: 14 -> 11 at 100x512² float32, docs/scripts-history.md:
+// precond_probe.py), and X = U_x S V_x^T gives W P = (Q V_x) S U_x^T. In
+// float64 a second QR, R^T = Q2 R2, and the Jacobi on R2^T (xGEJSV's default
+// path): W P = (Q U_x) S (Q2 V_x)^T.
 #pragma once
 
 #include "core.h"
@@ -17,8 +19,9 @@ namespace cuda {
 
 // The panel width of the blocked QR for matrices of rows x cols (rows >=
 // cols), or 0 where the engine runs on W itself: variable-size batches,
-// fewer than JSVD_QR_MIN_COLS (256) columns, panels that do not fit in shared
-// memory, or JSVD_QR=0 (experiments).
+// fewer than 256 columns (float32) or 128 (float64, or 16 where rows >= 8
+// cols; JSVD_QR_MIN_COLS sets one bound for both), panels that do not fit in
+// shared memory, or JSVD_QR=0 (experiments).
 int64_t qr_panel_width(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim);
 
 using Engine = std::function<CoreResult(const at::Tensor&, const PackedBatch&, const SvdOptions&)>;
