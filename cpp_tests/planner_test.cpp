@@ -232,7 +232,8 @@ int main() {
   const GemmShape gb = gemm_shape(1024, 1024, 32, 100, 132);
   check(gb.pairs == 16 && gb.split == 1 && gb.m_pad == 1024, "GEMM layout of 100 x 1024²: no row split");
   // QR preconditioning (kernels/qr/qr_precondition.h): uniform batches of >= 256 columns (float64:
-  // 128, or 16 at 8:1), panels of 32 columns, narrower where a panel of all the rows would not fit.
+  // 128, or 16 from max(512, 8 cols) rows), panels of 32 columns, narrower where a panel of all the
+  // rows would not fit.
   check(qr_panel_width(512, 512, 4, true, h100) == 32 && qr_panel_width(1536, 1536, 4, true, h100) == 32,
         "QR: 512² and 1536² float32 uniform: panels of 32");
   check(qr_panel_width(1536, 1536, 8, true, h100) == 16 && qr_panel_width(3000, 300, 8, true, h100) == 8,
@@ -242,8 +243,9 @@ int main() {
         "QR: none for 4096 float64 rows, 255 float32 columns, or a list of shapes");
   check(qr_panel_width(128, 128, 8, true, h100) == 32 && qr_panel_width(127, 127, 8, true, h100) == 0 &&
             qr_panel_width(512, 64, 8, true, h100) == 32 && qr_panel_width(511, 64, 8, true, h100) == 0 &&
-            qr_panel_width(512, 64, 4, true, h100) == 0 && qr_panel_width(1024, 15, 8, true, h100) == 0,
-        "QR: float64 from 128 columns, and at 8:1 from 16; float32 not below 256");
+            qr_panel_width(512, 64, 4, true, h100) == 0 && qr_panel_width(1024, 15, 8, true, h100) == 0 &&
+            qr_panel_width(511, 16, 8, true, h100) == 0 && qr_panel_width(1024, 16, 8, true, h100) == 16,
+        "QR: float64 from 128 columns, and from 16 with rows >= max(512, 8 cols); float32 not below 256");
   const DeviceLimits small{48 * 1024, 80};  // the paper's 48 KB
   check(plan_matrix(128, 128, 4, true, 200, small).level == Level::kPairSvd,
         "48 KB device: 128x128 float32 no longer whole, block pairs");

@@ -46,8 +46,8 @@ cases = [
     # QR preconditioning (uniform, >= 256 columns): Householder panels of 32 and (float64, 1600 rows) 16 columns
     ("qr f32", torch.randn(2, 300, 270, device=dev)),
     ("qr f64 narrow panels", torch.randn(1, 1600, 256, dtype=torch.float64, device=dev)),
-    # a warp a panel (batches beyond two blocks an SM): float64 from 16 columns, float32 from 256
-    ("qr f64 warp panels", torch.randn(300, 72, 40, dtype=torch.float64, device=dev)),
+    # a warp a panel (batches beyond two blocks an SM, panels of <= 128 rows), and float64's second QR
+    ("qr f64 warp panels", torch.randn(300, 128, 128, dtype=torch.float64, device=dev)),
     # numerically zero columns (rank deficient), subnormal entries, and S beyond the dtype's range (info -3,
     # the finite check writing it)
     ("warp f32 rank-deficient", torch.randn(3, 24, 4, device=dev) @ torch.randn(3, 4, 24, device=dev)),

@@ -32,7 +32,8 @@ def test_plan_picks_each_level_by_shape():
     p512 = torch_jsvd.plan([(512, 512)] * 100, dtype=torch.float32, device="cuda")
     lv = p512["matrices"][0]["levels"]
     assert lv[0]["kernel"] == "block_pairs" and lv[1]["kernel"] == "pair_svd_smem"
-    tall = torch_jsvd.plan([(16, 2048)], dtype=torch.float64, device="cuda")["matrices"][0]
+    # (in a list: a uniform float64 batch this tall is QR-preconditioned, test_qr_precondition.py)
+    tall = torch_jsvd.plan([(16, 2048), (16, 2040)], dtype=torch.float64, device="cuda")["matrices"][0]
     assert tall["transposed"] and tall["levels"][1]["kernel"] == "gram_evd_smem"
     # the limit comes from the device, not the paper's 48 KB
     assert p32["smem_per_block"] > 48 * 1024

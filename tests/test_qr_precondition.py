@@ -1,5 +1,5 @@
 """QR preconditioning of the CUDA engine (kernels/qr/qr_precondition.*): uniform
-batches of at least 256 columns (float64: 128, or 16 at 8:1) are factored
+batches of at least 256 columns (float64: 128, or 16 from max(512, 8n) rows) are factored
 W P = QR by a blocked Householder QR and the Jacobi runs on R^T (float64: on
 R2^T of a second QR, R^T = Q2 R2). Checked against float64 references on shapes
 that take 32-, 16- and 8-column panels, a block or a warp a panel, square, tall
@@ -32,12 +32,12 @@ def test_plan_reports_the_qr():
     # not for fewer than 256 columns, nor for a list of different shapes
     assert _precondition([(512, 255)] * 2, torch.float32) == [None, None]
     assert _precondition([(512, 512), (512, 500)], torch.float32) == [None, None]
-    # float64: from 128 columns, and from 16 where the matrix is 8:1 or taller
+    # float64: from 128 columns, and from 16 where rows >= max(512, 8 columns)
     assert _precondition([(128, 128)], torch.float64)[0]["jacobi_on"] == [128, 128]
     assert _precondition([(127, 127)], torch.float64) == [None]
-    assert _precondition([(20, 160)], torch.float64)[0]["jacobi_on"] == [20, 20]
-    assert _precondition([(159, 20)], torch.float64) == [None]
-    assert _precondition([(160, 20)], torch.float32) == [None]
+    assert _precondition([(20, 512)], torch.float64)[0]["jacobi_on"] == [20, 20]
+    assert _precondition([(511, 20)], torch.float64) == [None]
+    assert _precondition([(512, 20)], torch.float32) == [None]
 
 
 def _check(A, full_matrices):
@@ -58,9 +58,10 @@ def test_preconditioned_shapes(shape, dtype, full_matrices):
     _check(A, full_matrices)
 
 
-@pytest.mark.parametrize("shape", [(4, 130, 128), (3, 128, 200), (300, 160, 20), (300, 20, 170)], ids=str)
+@pytest.mark.parametrize("shape", [(4, 130, 128), (3, 128, 200), (300, 128, 128), (5, 600, 20), (300, 20, 520)],
+                         ids=str)
 def test_float64_from_128_columns_and_tall(shape):
-    # the second QR, and (batches beyond two panel blocks an SM) a warp a panel
+    # the second QR, and (batches beyond two panel blocks an SM, panels of <= 128 rows) a warp a panel
     A = torch.randn(*shape, dtype=torch.float64, device="cuda")
     A[0] = A[0] * torch.logspace(0, -10, shape[-1], dtype=torch.float64, device="cuda")  # graded columns
     for full in (False, True):

@@ -120,11 +120,11 @@ void apply_q_(const Reflectors& f, const at::Tensor& Mt) {
 
 int64_t qr_panel_width(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim) {
   if (!knobs().qr || !uniform || rows < cols) return 0;
-  // From 256 columns (float32) or 128 (float64), and float64 matrices of 8:1 and more from 16
-  // columns, where the QR costs less than it saves (H100, docs/robustness.md, "Sweeps").
+  // From 256 columns (float32) or 128 (float64), and float64 matrices of 16 columns or more with
+  // rows >= max(512, 8 cols), where the QR costs less than it saves (H100, docs/robustness.md, "Sweeps").
   const int64_t forced = knobs().qr_min_cols;
   const bool wide_enough = forced > 0 ? cols >= forced : cols >= (elem == 8 ? 128 : 256);
-  const bool tall_f64 = forced == 0 && elem == 8 && cols >= 16 && rows >= 8 * cols;
+  const bool tall_f64 = forced == 0 && elem == 8 && cols >= 16 && rows >= std::max<int64_t>(512, 8 * cols);
   if (!wide_enough && !tall_f64) return 0;
   for (int64_t w = kMaxPanelWidth; w >= 8; w /= 2)
     if (householder_panel_smem(rows, w, elem) + kPanelStaticSmem <= lim.smem_per_block) return w;

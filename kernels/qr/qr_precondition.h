@@ -19,9 +19,9 @@ namespace cuda {
 
 // The panel width of the blocked QR for matrices of rows x cols (rows >=
 // cols), or 0 where the engine runs on W itself: variable-size batches,
-// fewer than 256 columns (float32) or 128 (float64, or 16 where rows >= 8
-// cols; JSVD_QR_MIN_COLS sets one bound for both), panels that do not fit in
-// shared memory, or JSVD_QR=0 (experiments).
+// fewer than 256 columns (float32) or 128 (float64, or 16 where rows >=
+// max(512, 8 cols); JSVD_QR_MIN_COLS sets one bound for both), panels that do
+// not fit in shared memory, or JSVD_QR=0 (experiments).
 int64_t qr_panel_width(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim);
 
 using Engine = std::function<CoreResult(const at::Tensor&, const PackedBatch&, const SvdOptions&)>;
