@@ -21,8 +21,8 @@ namespace cuda {
 namespace {
 
 constexpr int kThreads = 32 * kMaxPanelWidth;
-// The warp-per-matrix kernel takes panels of at most 128 rows (measured faster than the block
-// on 32 and 64 rows) and 48 KB (a 128 x 32 float64 panel).
+// The warp-per-matrix kernel takes panels of at most 128 rows (H100: faster than the block on
+// 10000 32x32 and 1000 64x32 panels, the same on 500 64x64) and 48 KB (a 128 x 32 float64 panel).
 constexpr int kWarpPanelMaxRows = 128;
 constexpr size_t kWarpPanelMaxBytes = 48 * 1024;
 
@@ -173,7 +173,6 @@ __global__ void __launch_bounds__(kThreads)
     Tg[k] = i <= j ? T(s_t[i][j]) : T(0);
   }
 }
-
 
 // The same panel with one warp per matrix, for batches of many small panels
 // (the 32-warp block above spends most of its time at barriers on them:
