@@ -47,6 +47,65 @@ __device__ __forceinline__ double lane_dot(const T* x, const T* y, int from, int
   return (s0 + s1) + (s2 + s3);
 }
 
+// xLARFG from column j's head alpha and the squared norm of its tail: H_j = I
+// - tau v v^T, v = [1; scale x_tail], R(j, j) = beta (tau = 0 where the tail
+// is already zero, and then v = e_j). A tail whose squares fall below
+// DBL_MIN / eps has lost their precision to underflow, and a reflector built
+// on it is not orthogonal (applied to the larger columns on its right, that
+// spoiled A = QR: graded float64 columns, 1e-4 - 0.15 relative error). The
+// matrix was scaled to max|a| = 1, so such a tail (norm < 1e-146) is left in
+// place and dropped with R, as zero.
+struct Reflector {
+  double tau = 0, scale = 0, beta;
+};
+
+__device__ __forceinline__ Reflector householder_reflector(double alpha, double tail) {
+  constexpr double kTinyTail = 1.0e-292;  // DBL_MIN / DBL_EPSILON
+  Reflector r;
+  r.beta = alpha;
+  if (tail > kTinyTail) {
+    const double nrm = sqrt(alpha * alpha + tail);
+    r.beta = alpha >= 0 ? -nrm : nrm;
+    r.tau = (r.beta - alpha) / r.beta;
+    r.scale = 1.0 / (alpha - r.beta);
+  }
+  return r;
+}
+
+// T (xLARFT, forward, columnwise) by one warp, in place of G = V^T V's upper
+// triangle (row-major, leading dimension ld): T(0:j, j) = -tau_j T(0:j, 0:j)
+// G(0:j, j), T(j, j) = tau_j (w <= 32).
+__device__ __forceinline__ void larft_by_warp(double* st, int ld, const double* tau, int w, int lane) {
+  for (int j = 0; j < w; ++j) {
+    double acc = 0;
+    if (lane < j)
+      for (int l = lane; l < j; ++l) acc += st[lane * ld + l] * st[l * ld + j];
+    __syncwarp();
+    if (lane < j) st[lane * ld + j] = -tau[j] * acc;
+    if (lane == j) st[j * ld + j] = tau[j];
+    __syncwarp();
+  }
+}
+
+// Out: R over zeros in A's panel; Y explicit (zeros above, 1 on the diagonal)
+// as rows of Yg; T row-major, zero below the diagonal. Columns c0, c0 + cstep,
+// ... by this warp; T's entries t0, t0 + tstep, ... by this thread.
+template <typename T>
+__device__ __forceinline__ void write_panel(const T* a, T* Ag, int64_t a_ld, T* Yg, const double* st, int ld, T* Tg,
+                                            int L, int w, int c0, int cstep, int t0, int tstep) {
+  const int lane = threadIdx.x & 31;
+  for (int c = c0; c < w; c += cstep)
+    for (int i = lane; i < L; i += 32) {
+      const T v = a[c * L + i];
+      Ag[c * a_ld + i] = i <= c ? v : T(0);
+      Yg[c * L + i] = i < c ? T(0) : i == c ? T(1) : v;
+    }
+  for (int t = t0; t < w * w; t += tstep) {
+    const int i = t / w, j = t % w;
+    Tg[t] = i <= j ? T(st[i * ld + j]) : T(0);
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     householder_panel_kernel(T* __restrict__ A, int64_t a_bs, int64_t a_ld, int L, int w, T* __restrict__ Yt,
@@ -73,26 +132,13 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int j = 0; j < w; ++j) {
     const T* x = a + j * L;
-    // Reflector j, computed alike by every thread (xLARFG; tau = 0 where the
-    // tail is already zero, and then v = e_j). A tail whose squares fall
-    // below DBL_MIN / eps has lost their precision to underflow, and a
-    // reflector built on it is not orthogonal (applied to the larger columns
-    // on its right, that spoiled A = QR: graded float64 columns, 1e-4 - 0.15
-    // relative error). The matrix was scaled to max|a| = 1, so such a tail
-    // (norm < 1e-146) is left in place and dropped with R, as zero.
-    constexpr double kTinyTail = 1.0e-292;  // DBL_MIN / DBL_EPSILON
-    const double alpha = double(x[j]), tail = s_tail[j];
-    double tau = 0, scale = 0, beta = alpha;
-    if (tail > kTinyTail) {
-      const double nrm = sqrt(alpha * alpha + tail);
-      beta = alpha >= 0 ? -nrm : nrm;
-      tau = (beta - alpha) / beta;
-      scale = 1.0 / (alpha - beta);
-    }
+    // Reflector j, computed alike by every thread.
+    const Reflector h = householder_reflector(double(x[j]), s_tail[j]);
+    const double tau = h.tau, scale = h.scale;
     if (tid == 0) {
       s_tau[j] = tau;
       s_scale[j] = scale;
-      s_beta[j] = beta;
+      s_beta[j] = h.beta;
     }
     // Column j - 1 becomes its reflector (read by nobody in this step).
     if (j > 0) {
@@ -143,35 +189,10 @@ __global__ void __launch_bounds__(kThreads)
     if (lane == 0) s_t[i][j] = s + double(a[i * L + j]);
   }
   __syncthreads();
-  // T (xLARFT, forward, columnwise): T(0:j, j) = -tau_j T(0:j, 0:j) G(0:j, j),
-  // T(j, j) = tau_j, in place of G, by warp 0 (w <= 32).
-  if (warp == 0) {
-    for (int j = 0; j < w; ++j) {
-      double acc = 0;
-      if (lane < j)
-        for (int l = lane; l < j; ++l) acc += s_t[lane][l] * s_t[l][j];
-      __syncwarp();
-      if (lane < j) s_t[lane][j] = -s_tau[j] * acc;
-      if (lane == j) s_t[j][j] = s_tau[j];
-      __syncwarp();
-    }
-  }
+  if (warp == 0) larft_by_warp(&s_t[0][0], kMaxPanelWidth + 1, s_tau, w, lane);
   __syncthreads();
-
-  // Out: R over zeros in A's panel; Y explicit (zeros above, 1 on the
-  // diagonal) as rows of Yt; T row-major, zero below the diagonal.
-  T* const Yg = Yt + static_cast<int64_t>(blockIdx.x) * w * L;
-  for (int c = warp; c < w; c += nwarps)
-    for (int i = lane; i < L; i += 32) {
-      const T v = a[c * L + i];
-      Ag[c * a_ld + i] = i <= c ? v : T(0);
-      Yg[c * L + i] = i < c ? T(0) : i == c ? T(1) : v;
-    }
-  T* const Tg = Tm + static_cast<int64_t>(blockIdx.x) * w * w;
-  for (int k = tid; k < w * w; k += kThreads) {
-    const int i = k / w, j = k % w;
-    Tg[k] = i <= j ? T(s_t[i][j]) : T(0);
-  }
+  write_panel(a, Ag, a_ld, Yt + static_cast<int64_t>(blockIdx.x) * w * L, &s_t[0][0], kMaxPanelWidth + 1,
+              Tm + static_cast<int64_t>(blockIdx.x) * w * w, L, w, warp, nwarps, tid, kThreads);
 }
 
 // The same panel with one warp per matrix, for batches of many small panels
@@ -196,15 +217,8 @@ __global__ void householder_panel_warp_kernel(T* __restrict__ A, int64_t a_bs, i
 
   for (int j = 0; j < w; ++j) {
     T* const x = a + j * L;
-    constexpr double kTinyTail = 1.0e-292;  // as in the block kernel: DBL_MIN / DBL_EPSILON
-    const double alpha = double(x[j]), tail = warp_sum(lane_dot(x, x, j + 1 + lane, L));
-    double tau = 0, scale = 0, beta = alpha;
-    if (tail > kTinyTail) {
-      const double nrm = sqrt(alpha * alpha + tail);
-      beta = alpha >= 0 ? -nrm : nrm;
-      tau = (beta - alpha) / beta;
-      scale = 1.0 / (alpha - beta);
-    }
+    const Reflector h = householder_reflector(double(x[j]), warp_sum(lane_dot(x, x, j + 1 + lane, L)));
+    const double tau = h.tau, scale = h.scale;
     for (int c = j + 1; c < w; ++c) {  // y -= tau (y_j + scale x^T y) [1; scale x]
       T* const y = a + c * L;
       const double s = warp_sum(lane_dot(x, y, j + 1 + lane, L));
@@ -216,39 +230,21 @@ __global__ void householder_panel_warp_kernel(T* __restrict__ A, int64_t a_bs, i
     __syncwarp();  // column j is read by nobody any more: it becomes its reflector
     for (int i = j + 1 + lane; i < L; i += 32) x[i] = T(double(x[i]) * scale);
     if (lane == 0) {
-      x[j] = T(beta);
+      x[j] = T(h.beta);
       s_tau[j] = tau;
     }
     __syncwarp();
   }
-  // G(i, j) = v_i^T v_j for i < j, then T in its place (as in the block kernel).
+  // G(i, j) = v_i^T v_j for i < j, then T in its place.
   for (int j = 1; j < w; ++j)
     for (int i = 0; i < j; ++i) {
       const double g = warp_sum(lane_dot(a + i * L, a + j * L, j + 1 + lane, L));
       if (lane == 0) st[i * (w + 1) + j] = g + double(a[i * L + j]);
     }
   __syncwarp();
-  for (int j = 0; j < w; ++j) {
-    double acc = 0;
-    if (lane < j)
-      for (int l = lane; l < j; ++l) acc += st[lane * (w + 1) + l] * st[l * (w + 1) + j];
-    __syncwarp();
-    if (lane < j) st[lane * (w + 1) + j] = -s_tau[j] * acc;
-    if (lane == j) st[j * (w + 1) + j] = s_tau[j];
-    __syncwarp();
-  }
-  T* const Yg = Yt + static_cast<int64_t>(k) * w * L;
-  for (int c = 0; c < w; ++c)
-    for (int i = lane; i < L; i += 32) {
-      const T v = a[c * L + i];
-      Ag[c * a_ld + i] = i <= c ? v : T(0);
-      Yg[c * L + i] = i < c ? T(0) : i == c ? T(1) : v;
-    }
-  T* const Tg = Tm + static_cast<int64_t>(k) * w * w;
-  for (int t = lane; t < w * w; t += 32) {
-    const int i = t / w, j = t % w;
-    Tg[t] = i <= j ? T(st[i * (w + 1) + j]) : T(0);
-  }
+  larft_by_warp(st, w + 1, s_tau, w, lane);
+  write_panel(a, Ag, a_ld, Yt + static_cast<int64_t>(k) * w * L, st, w + 1, Tm + static_cast<int64_t>(k) * w * w, L,
+              w, 0, 1, lane, 32);
 }
 
 // Per warp of householder_panel_warp_kernel: G/T and tau (double), then the panel.
