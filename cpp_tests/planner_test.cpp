@@ -232,20 +232,23 @@ int main() {
   const GemmShape gb = gemm_shape(1024, 1024, 32, 100, 132);
   check(gb.pairs == 16 && gb.split == 1 && gb.m_pad == 1024, "GEMM layout of 100 x 1024²: no row split");
   // QR preconditioning (kernels/qr/qr_precondition.h): uniform batches of >= 256 columns (float64:
-  // 128, or 16 from max(512, 8 cols) rows), panels of 32 columns, narrower where a panel of all the
-  // rows would not fit.
-  check(qr_panel_width(512, 512, 4, true, h100) == 32 && qr_panel_width(1536, 1536, 4, true, h100) == 32,
-        "QR: 512² and 1536² float32 uniform: panels of 32");
-  check(qr_panel_width(1536, 1536, 8, true, h100) == 16 && qr_panel_width(3000, 300, 8, true, h100) == 8,
-        "QR: 1536² float64: 16; 3000x300 float64: 8");
-  check(qr_panel_width(4096, 300, 8, true, h100) == 0 && qr_panel_width(512, 255, 4, true, h100) == 0 &&
-            qr_panel_width(512, 512, 4, false, h100) == 0,
-        "QR: none for 4096 float64 rows, 255 float32 columns, or a list of shapes");
-  check(qr_panel_width(128, 128, 8, true, h100) == 32 && qr_panel_width(127, 127, 8, true, h100) == 0 &&
-            qr_panel_width(512, 64, 8, true, h100) == 32 && qr_panel_width(511, 64, 8, true, h100) == 0 &&
-            qr_panel_width(512, 64, 4, true, h100) == 0 && qr_panel_width(1024, 15, 8, true, h100) == 0 &&
-            qr_panel_width(511, 16, 8, true, h100) == 0 && qr_panel_width(1024, 16, 8, true, h100) == 16,
-        "QR: float64 from 128 columns, and from 16 with rows >= max(512, 8 cols); float32 not below 256");
+  // 32 where a matrix fits the one-launch QR in shared memory, else 128, and 16 from max(512, 8 cols)
+  // rows); blocked panels of 32 columns, narrower where a panel of all the rows would not fit.
+  auto panel = [&](int64_t r, int64_t c, size_t e, bool u = true) { return qr_choice(r, c, e, u, h100).panel; };
+  auto whole = [&](int64_t r, int64_t c, size_t e) { return qr_choice(r, c, e, true, h100).whole; };
+  check(panel(512, 512, 4) == 32 && panel(1536, 1536, 4) == 32, "QR: 512² and 1536² float32 uniform: panels of 32");
+  check(panel(1536, 1536, 8) == 16 && panel(3000, 300, 8) == 8, "QR: 1536² float64: 16; 3000x300 float64: 8");
+  check(!qr_choice(4096, 300, 8, true, h100).on() && !qr_choice(512, 255, 4, true, h100).on() &&
+            !qr_choice(512, 512, 4, false, h100).on() && !qr_choice(200, 200, 4, true, h100).on(),
+        "QR: none for 4096 float64 rows, 255 float32 columns, a list of shapes, or 200² float32");
+  check(panel(128, 128, 8) == 32 && !whole(128, 128, 8) && panel(512, 64, 8) == 32 && !qr_choice(511, 64, 8, true, h100).on() &&
+            !qr_choice(1024, 15, 8, true, h100).on() && panel(2048, 16, 8) == 8,
+        "QR: float64 blocked from 128 columns, or from 16 with rows >= max(512, 8 cols), where not whole");
+  check(whole(32, 32, 8) && whole(64, 32, 8) && whole(100, 100, 8) && whole(1024, 16, 8) && !whole(32, 32, 4) &&
+            !qr_choice(120, 120, 8, true, h100).on() && !qr_choice(64, 31, 8, true, h100).on() &&
+            !qr_choice(511, 16, 8, true, h100).on(),
+        "QR: float64 in one launch from 32 columns where p x q + q x q fits (not 120², nor float32 below 256), "
+        "and from 16 when tall");
   const DeviceLimits small{48 * 1024, 80};  // the paper's 48 KB
   check(plan_matrix(128, 128, 4, true, 200, small).level == Level::kPairSvd,
         "48 KB device: 128x128 float32 no longer whole, block pairs");

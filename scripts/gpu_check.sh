@@ -4,8 +4,8 @@
 # Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [memcheck|sanitize] [race-qr] [race-delta]
 #   [robust-corpus] [robust-fuzz] [robust-forced] [race-gemm] [bench|bench-quick] [bench-large] [bench-corpus] [script.py]
 # (sanitize: memcheck over every case, racecheck over the warp, whole and pair cases but the
-# 512-row block pairs, and the Gram EVD kernel alone; race-qr: the QR's panel and transpose
-# kernels alone; race-delta: the 512-row block pairs' kernel alone, one sweep. Under racecheck
+# 512-row block pairs, and the Gram EVD kernel alone; race-qr: the QR's panel, transpose and
+# one-launch kernels alone; race-delta: the 512-row block pairs' kernel alone, one sweep. Under racecheck
 # with every kernel instrumented the Gram and delta cases each run past 300 s, and the three
 # stages together past a 600 s device call: sanitize in one call, race-qr race-delta in another)
 set -u
@@ -72,7 +72,7 @@ for s in $stages; do
         echo "racecheck (gram_evd_kernel) rc=$?"; } >"$OUT/sanitizer.log" 2>&1
       grep -E "rc=|ERROR SUMMARY|RACECHECK SUMMARY|hazard" "$OUT/sanitizer.log" | head -20 ;;
     race-qr)
-      for k in householder_panel transpose_kernel; do
+      for k in householder_panel transpose_kernel qr_whole_kernel apply_reflectors_kernel; do
         JSVD_SANITIZE_ONLY=qr JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
           --kernel-name kns=$k --error-exitcode 9 $PY scripts/sanitize_cases.py
         echo "racecheck ($k) rc=$?"

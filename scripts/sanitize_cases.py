@@ -48,6 +48,9 @@ cases = [
     ("qr f64 narrow panels", torch.randn(1, 1600, 256, dtype=torch.float64, device=dev)),
     # a warp a panel (batches beyond two blocks an SM, panels of <= 128 rows), and float64's second QR
     ("qr f64 warp panels", torch.randn(300, 128, 128, dtype=torch.float64, device=dev)),
+    # the one-launch QR of matrices in shared memory (float64 from 16 columns), tall and square
+    ("qr f64 whole", torch.randn(7, 100, 40, dtype=torch.float64, device=dev)),
+    ("qr f64 whole square", torch.randn(5, 64, 64, dtype=torch.float64, device=dev)),
     # numerically zero columns (rank deficient), subnormal entries, and S beyond the dtype's range (info -3,
     # the finite check writing it)
     ("warp f32 rank-deficient", torch.randn(3, 24, 4, device=dev) @ torch.randn(3, 4, 24, device=dev)),

@@ -1,9 +1,15 @@
 """QR preconditioning of the CUDA engine (kernels/qr/qr_precondition.*): uniform
-batches of at least 256 columns (float64: 128, or 16 from max(512, 8n) rows) are factored
-W P = QR by a blocked Householder QR and the Jacobi runs on R^T (float64: on
-R2^T of a second QR, R^T = Q2 R2). Checked against float64 references on shapes
-that take 32-, 16- and 8-column panels, a block or a warp a panel, square, tall
-and wide, with full U. Skipped without a CUDA device."""
+batches of at least 256 columns (float64: 32, or 16 when tall) are factored W P = QR and the Jacobi
+runs on R^T (float64: on R2^T of a second QR, R^T = Q2 R2); by one launch with the
+matrix in shared memory where it fits (qr_whole_smem.cu), else by a blocked
+Householder QR (float64 from 128 columns, or 16 from max(512, 8n) rows). Checked
+against float64 references on shapes that take the one-launch QR and 32-, 16- and
+8-column panels, a block or a warp a panel, square, tall and wide, with full U.
+Skipped without a CUDA device."""
+
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -32,11 +38,19 @@ def test_plan_reports_the_qr():
     # not for fewer than 256 columns, nor for a list of different shapes
     assert _precondition([(512, 255)] * 2, torch.float32) == [None, None]
     assert _precondition([(512, 512), (512, 500)], torch.float32) == [None, None]
-    # float64: from 128 columns, and from 16 where rows >= max(512, 8 columns)
-    assert _precondition([(128, 128)], torch.float64)[0]["jacobi_on"] == [128, 128]
-    assert _precondition([(127, 127)], torch.float64) == [None]
-    assert _precondition([(20, 512)], torch.float64)[0]["jacobi_on"] == [20, 20]
-    assert _precondition([(511, 20)], torch.float64) == [None]
+    # float64: from 32 columns in one launch where the matrix fits in shared memory, else blocked from
+    # 128 columns; and from 16 where rows >= max(512, 8 columns)
+    whole = {"kernel": "householder_qr_whole_smem", "panel_width": 0}
+    assert _precondition([(64, 32)] * 3, torch.float64) == [dict(whole, jacobi_on=[32, 32])] * 3
+    assert _precondition([(32, 32)], torch.float64) == [dict(whole, jacobi_on=[32, 32])]
+    assert _precondition([(20, 512)], torch.float64) == [dict(whole, jacobi_on=[20, 20])]
+    assert _precondition([(31, 31)], torch.float64) == [None]
+    assert _precondition([(20, 511)], torch.float64) == [None]
+    assert _precondition([(128, 128)], torch.float64)[0] == {"kernel": "householder_qr", "panel_width": 32,
+                                                            "jacobi_on": [128, 128]}
+    assert _precondition([(123, 123)], torch.float64) == [None]  # too large for one block, too small to block
+    assert _precondition([(3000, 20)], torch.float64)[0]["panel_width"] == 8
+    assert _precondition([(64, 15)], torch.float64) == [None]
     assert _precondition([(512, 20)], torch.float32) == [None]
 
 
@@ -66,6 +80,59 @@ def test_float64_from_128_columns_and_tall(shape):
     A[0] = A[0] * torch.logspace(0, -10, shape[-1], dtype=torch.float64, device="cuda")  # graded columns
     for full in (False, True):
         _check(A, full)
+
+
+@pytest.mark.parametrize("shape", [(300, 32, 32), (5, 64, 32), (5, 32, 64), (3, 100, 100), (4, 1024, 16),
+                                   (2, 33, 32), (3, 40, 112)], ids=str)
+def test_float64_whole_matrix_qr(shape):
+    # one launch a batch for the QRs, one for each factor's reflectors (qr_whole_smem.cu)
+    g = torch.Generator(device="cuda").manual_seed(17)
+    A = torch.randn(*shape, dtype=torch.float64, device="cuda", generator=g)
+    A[0] = A[0] * torch.logspace(0, -10, shape[-1], dtype=torch.float64, device="cuda")  # graded columns
+    A[-1] = A[-1] * 1e-300  # the QR's own scaling: reflector norms would underflow
+    for full in (False, True):
+        _check(A, full)
+
+
+def test_whole_matrix_qr_rank_deficient_graded_and_non_finite():
+    g = torch.Generator(device="cuda").manual_seed(5)
+    A = torch.randn(6, 64, 8, dtype=torch.float64, device="cuda", generator=g) @ torch.randn(
+        6, 8, 48, dtype=torch.float64, device="cuda", generator=g)
+    A[1] = 0
+    A[2, :, 20:40] = A[2, :, :20]  # repeated columns
+    A[3] = A[3][torch.randperm(64, device="cuda", generator=g)] * torch.logspace(
+        0, -12, 48, dtype=torch.float64, device="cuda")[torch.randperm(48, device="cuda", generator=g)]
+    A[4, 5, 6] = float("nan")
+    U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=True)
+    assert info[4] == -2 and (info[torch.arange(6, device="cuda") != 4] > 0).all(), info
+    keep = [0, 1, 2, 3, 5]
+    assert_valid_svd(A[keep], U[keep], S[keep], Vh[keep], True)
+    assert (S[1] == 0).all() and (S[[0, 2, 5], 8:] <= 1e-13 * S[[0, 2, 5], :1]).all()
+    # column-graded (kappa 1e12 by the grading), rank 8: the QR keeps the relative accuracy of
+    # every nonzero singular value (reference: the CPU engine on W)
+    ref = torch_jsvd.svdvals(A[3].cpu())
+    assert ((S[3, :8].cpu() - ref[:8]).abs() / ref[:8]).max() <= 100 * 64 * torch.finfo(torch.float64).eps
+
+
+def test_whole_matrix_qr_float32_and_once():
+    """The one-launch QR's float32 and single-QR paths, which the default rules do not take (float32
+    QRs only from 256 columns): forced in a fresh process, as the knobs are read once."""
+    code = (
+        "import torch, torch_jsvd, jsvd_testutils as t\n"
+        "g = torch.Generator(device='cuda').manual_seed(3)\n"
+        "for dt in (torch.float32, torch.float64):\n"
+        "    for shape in ((200, 32, 32), (3, 96, 40), (2, 24, 70)):\n"
+        "        A = torch.randn(*shape, dtype=dt, device='cuda', generator=g)\n"
+        "        pre = torch_jsvd.plan([shape[1:]], dtype=dt, device='cuda')['matrices'][0]['precondition']\n"
+        "        assert pre['kernel'] == 'householder_qr_whole_smem', pre\n"
+        "        for full in (False, True):\n"
+        "            U, S, Vh = torch_jsvd.svd(A, full_matrices=full)\n"
+        "            t.assert_valid_svd(A, U, S, Vh, full)\n"
+        "print('ok')\n")
+    env = dict(os.environ, JSVD_QR_MIN_COLS="16", JSVD_QR_TWICE="0")
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(__file__), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
 
 
 def test_rank_deficient_and_zero():

@@ -18,7 +18,9 @@ def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True):
     come from ``pair_svd_smem`` (the SVD of a 2w-column pair in shared memory)
     or ``gram_evd_smem`` (the EVD of the pair's Gram matrix in shared memory),
     with the kernel's block size and shared memory. A uniform batch of at least
-    256 columns (float64: 128, or 16 where rows >= 8 columns) also has ``precondition`` (``householder_qr``, its panel width,
+    256 columns (float64: 32 where a matrix fits one block's shared memory, else 128,
+    and 16 where rows >= max(512, 8 columns)) also has ``precondition``
+    (``householder_qr_whole_smem``, one launch, or ``householder_qr`` and its panel width,
     and ``jacobi_on``: the Jacobi then runs on R^T of W = QR, and ``levels``
     are that Jacobi's). The device's real shared
     memory limit and SM count are included. The plan of a shape depends on the

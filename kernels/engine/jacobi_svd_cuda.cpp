@@ -456,8 +456,8 @@ CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, co
     return r;
   }
   AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "jacobi_svd_cuda", [&] {
-    if (cp.qr_panel > 0)
-      r = svd_qr_preconditioned(A, batch, opt, cp.qr_panel,
+    if (cp.qr.on())
+      r = svd_qr_preconditioned(A, batch, opt, cp.qr,
                                 [&cp](const at::Tensor& X, const PackedBatch& xb, const SvdOptions& xo) {
                                   return run<scalar_t>(X, xb, xo, cp.jacobi);
                                 });

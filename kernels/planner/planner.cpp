@@ -144,8 +144,8 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   // The auto-tuner timing a candidate: exactly that, on the Jacobi's shape.
   const TunedLevel* forced = tuner_override();
   // Uniform batches of enough columns: the Jacobi on R^T (qr_precondition.h).
-  cp.qr_panel = forced ? 0 : qr_panel_width(rows, cols, elem, uniform, lim);
-  const int64_t p = cp.qr_panel > 0 ? cols : rows;
+  if (!forced) cp.qr = qr_choice(rows, cols, elem, uniform, lim);
+  const int64_t p = cp.qr.on() ? cols : rows;
   if (uniform) {
     TunedLevel tuned;
     if (!forced && tuner_decides(cols)) {
@@ -160,7 +160,7 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   // good part of a call's host time. A row-major square or tall input is read
   // transposed there (a lane reads a row: a cache line per lane and load),
   // which 32-lane matrices in large batches pay for (docs/kernel-notes.md).
-  cp.read_in_place = view_stride > 0 && uniform && cp.qr_panel == 0 && cp.jacobi.level == Level::kWholeWarp &&
+  cp.read_in_place = view_stride > 0 && uniform && !cp.qr.on() && cp.jacobi.level == Level::kWholeWarp &&
                      (view_stride == 1 || cp.jacobi.warp_lanes < 32 || numel <= (int64_t{1} << 20));
   return cp;
 }
@@ -201,9 +201,9 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
     const CallPlan cp =
         plan_call(p, q, static_cast<int64_t>(rows.size()), uniform, elem, compute_uv, 0, 0, lim, device, true);
     // QR preconditioning: the levels below are those of the Jacobi on R^T.
-    if (cp.qr_panel > 0) {
-      os << ", \"precondition\": {\"kernel\": \"householder_qr\", \"panel_width\": " << cp.qr_panel
-         << ", \"jacobi_on\": [" << q << ", " << q << "]}";
+    if (cp.qr.on()) {
+      os << ", \"precondition\": {\"kernel\": \"" << (cp.qr.whole ? "householder_qr_whole_smem" : "householder_qr")
+         << "\", \"panel_width\": " << cp.qr.panel << ", \"jacobi_on\": [" << q << ", " << q << "]}";
       p = q;
     }
     MatrixPlan mp = cp.jacobi;

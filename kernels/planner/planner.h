@@ -48,9 +48,16 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
                        const DeviceLimits& lim, const TunedLevel* tuned = nullptr);
 void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv);
 
+// QR preconditioning (qr_precondition.h, qr_choice): the Jacobi runs on R^T.
+struct QrChoice {
+  int64_t panel = 0;   // > 0: the blocked QR, panels of this width
+  bool whole = false;  // one launch, a whole matrix in shared memory (qr_whole_smem.h)
+  bool on() const { return whole || panel > 0; }
+};
+
 // What one call runs, decided once, before anything is launched.
 struct CallPlan {
-  int64_t qr_panel = 0;   // > 0: QR preconditioned with this panel width (qr_precondition.h); the Jacobi runs on R^T
+  QrChoice qr;            // QR preconditioning, if on()
   bool read_in_place = false;  // the caller's 3-D tensor is read as is (no packing copy)
   MatrixPlan jacobi;      // uniform batches: every matrix's plan, on the shape the Jacobi sees
   std::string tuner;      // the auto-tuner's reason, where it decided (plan())

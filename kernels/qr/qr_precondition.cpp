@@ -18,6 +18,7 @@
 #include "qr/batched_transpose.h"
 #include "engine/finite_check.h"
 #include "qr/householder_panel.h"
+#include "qr/qr_whole_smem.h"
 #include "tuning_knobs.h"
 
 namespace jsvd {
@@ -118,53 +119,91 @@ void apply_q_(const Reflectors& f, const at::Tensor& Mt) {
 
 }  // namespace
 
-int64_t qr_panel_width(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim) {
-  if (!knobs().qr || !uniform || rows < cols) return 0;
-  // From 256 columns (float32) or 128 (float64), and float64 matrices of 16 columns or more with
-  // rows >= max(512, 8 cols), where the QR costs less than it saves (H100, docs/robustness.md, "Sweeps").
+QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim) {
+  QrChoice c;
+  if (!knobs().qr || !uniform || rows < cols) return c;
+  const bool whole = knobs().qr_whole && qr_whole_fits(rows, cols, elem, lim.smem_per_block);
+  // Float32 from 256 columns; float64 from 32 where the matrix fits the one-launch QR, else from 128,
+  // and from 16 where rows >= max(512, 8 cols): so that the sweeps on structured matrices stay within
+  // 2x a Gaussian's, at a price in time on small Gaussian batches (H100, docs/robustness.md, "Sweeps").
   const int64_t forced = knobs().qr_min_cols;
   const bool wide_enough = forced > 0 ? cols >= forced : cols >= (elem == 8 ? 128 : 256);
-  const bool tall_f64 = forced == 0 && elem == 8 && cols >= 16 && rows >= std::max<int64_t>(512, 8 * cols);
-  if (!wide_enough && !tall_f64) return 0;
+  const bool f64_whole = forced == 0 && elem == 8 && cols >= 32 && whole;
+  const bool f64_tall = forced == 0 && elem == 8 && cols >= 16 && rows >= std::max<int64_t>(512, 8 * cols);
+  if (!wide_enough && !f64_whole && !f64_tall) return c;
+  if (whole) {
+    c.whole = true;
+    return c;
+  }
   for (int64_t w = kMaxPanelWidth; w >= 8; w /= 2)
-    if (householder_panel_smem(rows, w, elem) + kPanelStaticSmem <= lim.smem_per_block) return w;
-  return 0;
+    if (householder_panel_smem(rows, w, elem) + kPanelStaticSmem <= lim.smem_per_block) {
+      c.panel = w;
+      break;
+    }
+  return c;
 }
 
-CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt, int64_t panel,
-                                 const Engine& engine) {
+CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
+                                 const QrChoice& qc, const Engine& engine) {
   const int64_t B = b.size(), p = b.rows[0], q = b.cols[0];
   TORCH_CHECK(b.uniform && A.dim() == 1 && A.numel() == B * p * q, "jsvd internal: QR preconditioning needs a uniform packed batch");
-  // The GEMMs stay in full precision whatever torch.backends.cuda.matmul.allow_tf32 says.
-  const at::NoTF32Guard no_tf32;
-  const at::Tensor W = A.view({B, q, p});
-  // Divided by max|a_ij| first, as the engine's prologue does (jacobi_device.cuh): the reflectors'
-  // norms of unscaled columns overflow (entries of 1e300) or underflow (subnormal entries) in float64,
-  // where the Jacobi alone would not. NaN or Inf stays non-finite (info -2 from the engine).
-  const at::Tensor amax = W.abs().amax({1, 2}, /*keepdim=*/true);
-  const at::Tensor scale = at::where(amax > 0, amax, at::ones_like(amax));
-  W.div_(scale);
-  // Columns by decreasing norm (W P = Q R): a cheap stand-in for xGEJSV's column pivoting, so that R's
-  // rows, the Jacobi's columns, come graded where A's columns are (docs/robustness.md, "Sweeps"). V's
-  // rows are put back at the end (V_W = P U_x).
-  at::Tensor perm;
-  if (knobs().qr_sort) {
-    perm = at::argsort(at::linalg_vector_norm(W, 2, {2}, false, c10::nullopt), /*stable=*/true, /*dim=*/1,
-                       /*descending=*/true);
-    W.copy_(W.gather(1, perm.unsqueeze(2).expand({B, q, p})));
-  }
-  const Reflectors f = householder_qr_(W, panel, opt.compute_uv);
-  // X = R^T, packed column-major: X's column j is R's row j.
-  at::Tensor X = leading_block_transpose(W, q);
+  const bool uv = opt.compute_uv;
   // xGEJSV's second, unpivoted QR (float64): X = R^T = Q2 R2, and the Jacobi runs on R2^T. Each
   // QR of the transpose is a step of the QR iteration on W^T W, so R2^T's columns start nearer to
   // orthogonal and graded: fewer sweeps on structured float64 matrices; in float32 it cost sweeps
   // on weighted incidence matrices and time on single matrices (docs/robustness.md, "Sweeps").
   const bool twice = knobs().qr_twice < 0 ? A.scalar_type() == at::kDouble : knobs().qr_twice > 0;
-  Reflectors f2;
-  if (twice) {
-    f2 = householder_qr_(X, panel, opt.compute_uv);
-    X = leading_block_transpose(X, q);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  // The GEMMs stay in full precision whatever torch.backends.cuda.matmul.allow_tf32 says.
+  const at::NoTF32Guard no_tf32;
+  const at::Tensor W = A.view({B, q, p});
+  // Both paths: W divided by max|a_ij| first, as the engine's prologue does (jacobi_device.cuh): the
+  // reflectors' norms of unscaled columns overflow (entries of 1e300) or underflow (subnormal
+  // entries) in float64, where the Jacobi alone would not; NaN or Inf stays non-finite (info -2 from
+  // the engine). Then its columns by decreasing norm (W P = Q R): a cheap stand-in for xGEJSV's
+  // column pivoting, so that R's rows, the Jacobi's columns, come graded where A's columns are
+  // (docs/robustness.md, "Sweeps"); V's rows are put back at the end (V_W = P right).
+  at::Tensor X, scale, perm, tau1, Y2, tau2;
+  Reflectors f, f2;
+  if (qc.whole) {
+    // One buffer for X, the scales, tau1, Y2 and tau2, one after the other (small batches feel every
+    // allocation).
+    const bool y2 = uv && twice;
+    const at::Tensor work = at::empty({B * (q * q + 1 + (uv ? q : 0) + (y2 ? q * q + q : 0))}, A.options());
+    int64_t at_ = 0;
+    auto take = [&](int64_t n) {
+      at_ += n;
+      return work.narrow(0, at_ - n, n);
+    };
+    X = take(B * q * q).view({B, q, q});
+    scale = take(B);
+    if (uv) tau1 = take(B * q);
+    if (y2) {
+      Y2 = take(B * q * q);
+      tau2 = take(B * q);
+    }
+    perm = at::empty({B, q}, A.options().dtype(at::kLong));
+    AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "qr_whole", [&] {
+      auto ptr = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<scalar_t>() : nullptr; };
+      launch_qr_whole<scalar_t>(W.data_ptr<scalar_t>(), B, static_cast<int>(p), static_cast<int>(q), knobs().qr_sort,
+                                twice, uv, X.data_ptr<scalar_t>(), ptr(tau1), ptr(Y2), ptr(tau2),
+                                perm.data_ptr<int64_t>(), scale.data_ptr<scalar_t>(), stream);
+    });
+  } else {
+    const at::Tensor amax = W.abs().amax({1, 2}, /*keepdim=*/true);
+    scale = at::where(amax > 0, amax, at::ones_like(amax));
+    W.div_(scale);
+    if (knobs().qr_sort) {
+      perm = at::argsort(at::linalg_vector_norm(W, 2, {2}, false, c10::nullopt), /*stable=*/true, /*dim=*/1,
+                         /*descending=*/true);
+      W.copy_(W.gather(1, perm.unsqueeze(2).expand({B, q, p})));
+    }
+    f = householder_qr_(W, qc.panel, uv);
+    X = leading_block_transpose(W, q);  // X = R^T, packed column-major: X's column j is R's row j
+    if (twice) {
+      f2 = householder_qr_(X, qc.panel, uv);
+      X = leading_block_transpose(X, q);
+    }
   }
   const std::vector<int64_t> n(static_cast<size_t>(B), q);
   SvdOptions xo = opt;
@@ -174,39 +213,51 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   CoreResult r;
   r.S = rx.S.view({B, q}).mul_(scale.view({B, 1})).view({-1});
   r.info = rx.info;
-  if (opt.compute_uv) {
+  const int64_t uc = uv ? b.ucols[0] : 0;
+  if (uv) {
     // X = U_x S V_x^T. One QR: W P = Q R = (Q V_x) S U_x^T. Two: R = R2^T Q2^T, so
     // W P = (Q U_x) S (Q2 V_x)^T. Both factors are q x q column-major.
     const at::Tensor left = twice ? rx.U : rx.V;
     at::Tensor right = twice ? rx.V : rx.U;
-    if (twice) apply_q_(f2, right.view({B, q, q}));
-    r.V = right;
-    if (perm.defined()) {  // V_W = P right: row perm[i] of V_W is row i of right
-      const at::Tensor Vt = right.view({B, q, q});  // (matrix, column, row)
-      r.V = at::empty_like(Vt).scatter_(2, perm.unsqueeze(1).expand({B, q, q}), Vt).view({-1});
-    }
-    // U_W = Q [left 0; 0 I] (I: the extra columns of full_matrices), packed
-    // column-major, i.e. as (B, ucols, p) rows: Mt = M^T.
-    const int64_t uc = b.ucols[0];
-    at::Tensor Mt;
-    if (p == q) {
-      Mt = left.view({B, q, q});  // the engine's own buffer, Q applied in place
+    if (qc.whole) {
+      // V_W = P Q2 right and U_W = Q [left 0; 0 I] (I: the extra columns of full_matrices), a launch each.
+      r.V = at::empty({B * q * q}, A.options());
+      r.U = at::empty({B * uc * p}, A.options());
+      AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "apply_reflectors", [&] {
+        const int qi = static_cast<int>(q);
+        launch_apply_reflectors<scalar_t>(twice ? Y2.data_ptr<scalar_t>() : nullptr, qi, twice ? qi : 0,
+                                          twice ? tau2.data_ptr<scalar_t>() : nullptr, right.data_ptr<scalar_t>(), qi,
+                                          qi, r.V.data_ptr<scalar_t>(), qi, perm.data_ptr<int64_t>(), B, stream);
+        launch_apply_reflectors<scalar_t>(W.data_ptr<scalar_t>(), static_cast<int>(p), qi, tau1.data_ptr<scalar_t>(),
+                                          left.data_ptr<scalar_t>(), qi, qi, r.U.data_ptr<scalar_t>(),
+                                          static_cast<int>(uc), nullptr, B, stream);
+      });
     } else {
-      Mt = at::zeros({B, uc, p}, A.options());
-      Mt.narrow(1, 0, q).narrow(2, 0, q).copy_(left.view({B, q, q}));
-      if (uc > q) Mt.narrow(1, q, uc - q).narrow(2, q, p - q).diagonal(0, 1, 2).fill_(1);
+      if (twice) apply_q_(f2, right.view({B, q, q}));
+      r.V = right;
+      if (perm.defined()) {  // V_W = P right: row perm[i] of V_W is row i of right
+        const at::Tensor Vt = right.view({B, q, q});  // (matrix, column, row)
+        r.V = at::empty_like(Vt).scatter_(2, perm.unsqueeze(1).expand({B, q, q}), Vt).view({-1});
+      }
+      // U_W packed column-major, i.e. as (B, ucols, p) rows: Mt = M^T.
+      at::Tensor Mt;
+      if (p == q) {
+        Mt = left.view({B, q, q});  // the engine's own buffer, Q applied in place
+      } else {
+        Mt = at::zeros({B, uc, p}, A.options());
+        Mt.narrow(1, 0, q).narrow(2, 0, q).copy_(left.view({B, q, q}));
+        if (uc > q) Mt.narrow(1, q, uc - q).narrow(2, q, p - q).diagonal(0, 1, 2).fill_(1);
+      }
+      apply_q_(f, Mt);
+      r.U = Mt.view({-1});
     }
-    apply_q_(f, Mt);
-    r.U = Mt.view({-1});
   }
   // The engine checked its own S and V_W (its U_x); S times the scale and U = Q U_R are new: finite
   // or flagged (finite_check.h).
   AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "svd_qr_preconditioned", [&] {
-    const int64_t uc = opt.compute_uv ? b.ucols[0] : 0;
     const MatrixDesc uni{0, p * uc, q, 0, static_cast<int32_t>(p), static_cast<int32_t>(q), static_cast<int32_t>(uc), 0};
-    launch_flag_non_finite<scalar_t>(r.S.data_ptr<scalar_t>(), opt.compute_uv ? r.U.data_ptr<scalar_t>() : nullptr,
-                                     nullptr, r.info.data_ptr<int32_t>(), nullptr, uni, static_cast<int>(B),
-                                     at::cuda::getCurrentCUDAStream());
+    launch_flag_non_finite<scalar_t>(r.S.data_ptr<scalar_t>(), uv ? r.U.data_ptr<scalar_t>() : nullptr, nullptr,
+                                     r.info.data_ptr<int32_t>(), nullptr, uni, static_cast<int>(B), stream);
   });
   return r;
 }

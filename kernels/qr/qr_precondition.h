@@ -17,19 +17,20 @@
 namespace jsvd {
 namespace cuda {
 
-// The panel width of the blocked QR for matrices of rows x cols (rows >=
-// cols), or 0 where the engine runs on W itself: variable-size batches,
-// fewer than 256 columns (float32) or 128 (float64, or 16 where rows >=
-// max(512, 8 cols); JSVD_QR_MIN_COLS sets one bound for both), panels that do
-// not fit in shared memory, or JSVD_QR=0 (experiments).
-int64_t qr_panel_width(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim);
+// How a uniform batch of rows x cols matrices (rows >= cols) is QR-preconditioned: not at all
+// (variable-size batches, fewer than 256 columns in float32, JSVD_QR=0), by one launch that holds a
+// whole matrix in shared memory (qr_whole_smem.h: where it fits), or by the blocked QR with panels
+// of `panel` columns. Float32 from 256 columns; float64 from 32 where the one launch takes it, from
+// 128 otherwise, and from 16 where rows >= max(512, 8 cols). JSVD_QR_MIN_COLS sets one bound for both
+// dtypes; JSVD_QR_WHOLE=0 never takes the one launch (nor its float64 bound of 32 columns).
+QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim);
 
 using Engine = std::function<CoreResult(const at::Tensor&, const PackedBatch&, const SvdOptions&)>;
 
 // The SVD of a uniform packed batch A (1-D, private: overwritten with R) by
 // the Jacobi `engine` on R^T; outputs packed as `engine`'s would be for A.
-CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt, int64_t panel,
-                                 const Engine& engine);
+CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
+                                 const QrChoice& qc, const Engine& engine);
 
 }  // namespace cuda
 }  // namespace jsvd

@@ -1,0 +1,327 @@
+// The QR preconditioning of a small matrix in one thread block (Drmac & Veselic's xGEJSV path, as
+// qr_precondition.h describes it), and the application of its reflectors to the Jacobi's vectors.
+//
+// qr_whole_kernel: the matrix is read into shared memory; its scaling by max|a|, the order of its
+// columns by norm, the Householder QR (xGEQR2), R^T and, for float64, the second QR of R^T all
+// happen there, and only X = R^T (or R2^T) and the reflectors go back. One barrier a column.
+//
+// apply_reflectors_kernel: an output column in registers, across a group of lanes, takes the
+// reflectors (in shared memory, shared by the block) last to first: y -= tau v (v^T y).
+//
+// Both give a column a group of g lanes (a power of two, about 8 rows a lane), not a warp: the
+// first version's warp-wide sums of one row a lane made these kernels shuffle-bound at small sizes
+// (H100, 10000 32x32 float64: 2.0 ms for the QRs and 2.5 ms for the two applications, where the
+// Jacobi itself took 2.5 ms).
+#include "qr/qr_whole_smem.h"
+
+#include <c10/cuda/CUDAException.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+
+#include "common/host_device.h"
+#include "qr/householder_device.cuh"
+
+namespace jsvd {
+namespace cuda {
+namespace {
+
+constexpr int kMaxThreads = 1024, kApplyThreads = 256;
+constexpr size_t kDefaultSmem = 48 * 1024;  // dynamic shared memory a launch may take without opting in
+
+// Lanes a column: a power of two, at most 32, with at most 8 rows a lane where that allows.
+JSVD_HOST_DEVICE inline int lanes_for_rows(int rows) {
+  int g = 1;
+  while (g < 32 && g * 8 < rows) g *= 2;
+  return g;
+}
+
+// Column stride: rows padded so that the groups of a warp, reading the same rows of neighbouring
+// columns, fall on different banks (as svd_smem.h's column_stride).
+JSVD_HOST_DEVICE inline int qr_ld(int rows, int g) { return g >= 32 ? rows : rows + (g - rows % 32 + 32) % 32; }
+
+JSVD_HOST_DEVICE inline int qr_whole_threads(int p, int q) {
+  const int t = lanes_for_rows(p) * q;
+  return t >= kMaxThreads ? kMaxThreads : (t + 31) / 32 * 32;
+}
+
+// The per-column arrays (double) and the column map (int) before the matrices, 16-byte aligned.
+JSVD_HOST_DEVICE inline size_t qr_whole_head(int64_t q) { return static_cast<size_t>(4 * q) * sizeof(double) + (q + 3) / 4 * 16; }
+
+// Sum over the g lanes of a group (every lane of the warp calls it).
+__device__ __forceinline__ double group_sum(double v, int g) {
+  for (int o = g / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// xGEQR2 of the L x n matrix a (column stride ld) by the whole block, g lanes a column. Column j
+// becomes [R(0:j, j); v_j below the diagonal] (v_j(j) = 1 implied), tau_j in s_tau[j]. Step j's
+// reflector comes from column j's head and the squared norm of its tail, which the group that
+// updated column j in step j - 1 summed; column j - 1 is scaled to its reflector in step j, when
+// nobody reads it.
+template <typename T>
+__device__ void householder_in_smem(T* a, int ld, int L, int n, int g, double* s_tail, double* s_tau,
+                                    double* s_scale, double* s_beta) {
+  const int tid = threadIdx.x, nt = blockDim.x, lg = tid & (g - 1), grp = tid / g, G = nt / g;
+  if (tid < 32) {
+    const double t = warp_sum(lane_dot(a, a, 1 + tid, L));
+    if (tid == 0) s_tail[0] = t;
+  }
+  __syncthreads();
+  for (int j = 0; j < n; ++j) {
+    const T* x = a + j * ld;
+    const Reflector h = householder_reflector(double(x[j]), s_tail[j]);  // alike in every thread
+    const double tau = h.tau, scale = h.scale;
+    if (tid == 0) {
+      s_tau[j] = tau;
+      s_scale[j] = scale;
+      s_beta[j] = h.beta;
+    }
+    if (j > 0) {
+      T* xp = a + (j - 1) * ld;
+      const double sp = s_scale[j - 1];
+      for (int i = j + tid; i < L; i += nt) xp[i] = T(double(xp[i]) * sp);
+      if (tid == 0) xp[j - 1] = T(s_beta[j - 1]);
+    }
+    // y -= tau (y_j + scale x^T y) [1; scale x] for the columns right of j; every lane runs the same
+    // trips (the group sums shuffle across the warp).
+    for (int base = j + 1; base < n; base += G) {
+      const int c = base + grp;
+      const bool on = c < n;
+      if (base + (tid & ~31) / g >= n) continue;  // no column for any group of this warp (its sums need no one else)
+      T* y = a + (on ? c : j) * ld;
+      double sd = 0;
+      if (on)
+        for (int i = j + 1 + lg; i < L; i += g) sd += double(x[i]) * double(y[i]);
+      sd = group_sum(sd, g);
+      const double wc = tau * (double(y[j]) + scale * sd), ws = wc * scale;
+      __syncwarp();  // every lane has read y[j] before its group's lane 0 writes it
+      if (on) {
+        if (lg == 0) y[j] = T(double(y[j]) - wc);
+        for (int i = j + 1 + lg; i < L; i += g) y[i] = T(double(y[i]) - ws * double(x[i]));
+      }
+      __syncwarp();
+      double t = 0;  // the next reflector's tail, from the rows this group wrote
+      if (c == j + 1)
+        for (int i = c + 1 + lg; i < L; i += g) t += double(y[i]) * double(y[i]);
+      t = group_sum(t, g);
+      if (c == j + 1 && lg == 0) s_tail[c] = t;
+    }
+    __syncthreads();
+  }
+  T* xl = a + (n - 1) * ld;
+  for (int i = n + tid; i < L; i += nt) xl[i] = T(double(xl[i]) * s_scale[n - 1]);
+  if (tid == 0) xl[n - 1] = T(s_beta[n - 1]);
+  __syncthreads();
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kMaxThreads)
+    qr_whole_kernel(T* __restrict__ W, int p, int q, bool sort, bool twice, bool keep, T* __restrict__ X,
+                    T* __restrict__ tau1, T* __restrict__ Y2, T* __restrict__ tau2, int64_t* __restrict__ perm,
+                    T* __restrict__ scale_out) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ T s_red[kMaxThreads / 32];
+  double* const d = reinterpret_cast<double*>(smem_raw);  // column norms, then the tails
+  double* const s_tau = d + q;
+  double* const s_scale = s_tau + q;
+  double* const s_beta = s_scale + q;
+  int* const col = reinterpret_cast<int*>(s_beta + q);
+  const int g1 = lanes_for_rows(p), g2 = lanes_for_rows(q), ld1 = qr_ld(p, g1), ld2 = qr_ld(q, g2);
+  T* const a = reinterpret_cast<T*>(smem_raw + qr_whole_head(q));  // p x q, column stride ld1
+  T* const x = a + static_cast<size_t>(ld1) * q;                     // q x q, column stride ld2
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
+  const int64_t k = blockIdx.x;
+  const T* const Wk = W + k * p * q;
+  const int64_t qq = static_cast<int64_t>(q) * q;
+
+  // max|a| (NaN passes through fmax: a matrix with NaN stays non-finite and the engine flags it).
+  T m = 0;
+  for (int c = warp; c < q; c += nw)
+    for (int i = lane; i < p; i += 32) {
+      const T v = Wk[c * p + i];
+      a[c * ld1 + i] = v;
+      m = fmax(m, fabs(v));
+    }
+  for (int o = 16; o > 0; o /= 2) m = fmax(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (lane == 0) s_red[warp] = m;
+  __syncthreads();
+  m = 0;
+  for (int w = 0; w < nw; ++w) m = fmax(m, s_red[w]);
+  const T s = m > T(0) ? m : T(1);  // (a division below: 1 / max|a| overflows for subnormal max|a|)
+  if (tid == 0) scale_out[k] = s;
+  for (int c = warp; c < q; c += nw) {
+    double t = 0;
+    for (int i = lane; i < p; i += 32) {
+      const double v = double(a[c * ld1 + i] / s);
+      t += v * v;
+    }
+    t = warp_sum(t);
+    if (lane == 0) d[c] = t;
+  }
+  __syncthreads();
+  // Position of column l: decreasing norm, ties (and NaN, last) by index, so always a permutation.
+  for (int l = tid; l < q; l += nt) {
+    int rank = l;
+    if (sort) {
+      const double dl = isnan(d[l]) ? -1.0 : d[l];
+      rank = 0;
+      for (int c = 0; c < q; ++c) {
+        const double dc = isnan(d[c]) ? -1.0 : d[c];
+        rank += dc > dl || (dc == dl && c < l);
+      }
+    }
+    col[rank] = l;
+    perm[k * q + rank] = l;
+  }
+  __syncthreads();
+  // The columns in that order, scaled (read again: from L2).
+  for (int c = warp; c < q; c += nw)
+    for (int i = lane; i < p; i += 32) a[c * ld1 + i] = Wk[col[c] * p + i] / s;
+  __syncthreads();
+
+  householder_in_smem(a, ld1, p, q, g1, d, s_tau, s_scale, s_beta);
+  if (keep) {
+    T* const Wo = W + k * p * q;
+    for (int j = warp; j < q; j += nw)
+      for (int i = j + 1 + lane; i < p; i += 32) Wo[static_cast<int64_t>(j) * p + i] = a[j * ld1 + i];
+    for (int j = tid; j < q; j += nt) tau1[k * q + j] = T(s_tau[j]);
+  }
+  // x = R^T: column i of x is row i of R.
+  for (int t = tid; t < q * q; t += nt) {
+    const int i = t / q, r = t - i * q;
+    x[i * ld2 + r] = r >= i ? a[r * ld1 + i] : T(0);
+  }
+  __syncthreads();
+  T* const Xk = X + k * qq;
+  if (!twice) {
+    for (int t = tid; t < q * q; t += nt) Xk[t] = x[(t / q) * ld2 + t % q];
+    return;
+  }
+  householder_in_smem(x, ld2, q, q, g2, d, s_tau, s_scale, s_beta);
+  if (keep) {
+    for (int t = tid; t < q * q; t += nt) Y2[k * qq + t] = x[(t / q) * ld2 + t % q];
+    for (int j = tid; j < q; j += nt) tau2[k * q + j] = T(s_tau[j]);
+  }
+  for (int t = tid; t < q * q; t += nt) {  // R2^T
+    const int i = t / q, r = t - i * q;
+    Xk[t] = r >= i ? x[r * ld2 + i] : T(0);
+  }
+}
+
+// R rows a lane (rows lg + g t), g lanes a column, kApplyThreads / g columns a block.
+template <typename T, int R>
+__global__ void __launch_bounds__(kApplyThreads)
+    apply_reflectors_kernel(const T* __restrict__ Y, int L, int r, const T* __restrict__ tau, const T* __restrict__ M,
+                            int mrows, int mc, T* __restrict__ out, int nc, const int64_t* __restrict__ perm, int g) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  double* const s_tau = reinterpret_cast<double*>(smem_raw);
+  T* const v = reinterpret_cast<T*>(smem_raw + (r + 1) / 2 * 16);  // L x r, column stride L
+  const int tid = threadIdx.x, nt = blockDim.x, lg = tid & (g - 1), grp = tid / g, G = nt / g;
+  const int64_t k = blockIdx.x;
+  const int64_t lr = static_cast<int64_t>(L) * r;
+  for (int64_t t = tid; t < lr; t += nt) v[t] = Y[k * lr + t];
+  for (int h = tid; h < r; h += nt) s_tau[h] = double(tau[k * r + h]);
+  __syncthreads();
+  const int j = blockIdx.y * G + grp;
+  const bool on = j < nc;
+  if (blockIdx.y * G + (tid & ~31) / g >= nc) return;  // a warp without a column (after the block's barrier)
+  T y[R];
+#pragma unroll
+  for (int t = 0; t < R; ++t) {
+    const int i = lg + g * t;
+    y[t] = !on || i >= L ? T(0) : j < mc ? (i < mrows ? M[(k * mc + j) * mrows + i] : T(0)) : T(i == j ? 1 : 0);
+  }
+  for (int h = r - 1; h >= 0; --h) {
+    const double th = s_tau[h];
+    if (th == 0.0) continue;  // (the same in every lane)
+    const T* vh = v + static_cast<size_t>(h) * L;
+    T cf[R];  // v's entries in this lane's rows: 0 above row h, 1 at h
+    double sd = 0;
+#pragma unroll
+    for (int t = 0; t < R; ++t) {
+      const int i = lg + g * t;
+      cf[t] = i > h && i < L ? vh[i] : T(i == h ? 1 : 0);
+      sd += double(cf[t]) * double(y[t]);
+    }
+    const double w = th * group_sum(sd, g);
+#pragma unroll
+    for (int t = 0; t < R; ++t) y[t] = T(double(y[t]) - w * double(cf[t]));
+  }
+  if (!on) return;
+  T* const oj = out + (k * nc + j) * L;
+#pragma unroll
+  for (int t = 0; t < R; ++t) {
+    const int i = lg + g * t;
+    if (i < L) oj[perm ? perm[k * L + i] : i] = y[t];
+  }
+}
+
+// Rows a lane of the application: 8, or 16 or 32 for 256 to 1024 rows (qr_whole_fits).
+int apply_rows_per_lane(int L) { return L <= 256 ? 8 : L <= 512 ? 16 : 32; }
+
+}  // namespace
+
+size_t qr_whole_smem(int64_t p, int64_t q, size_t elem) {
+  const int ld1 = qr_ld(static_cast<int>(p), lanes_for_rows(static_cast<int>(p)));
+  const int ld2 = qr_ld(static_cast<int>(q), lanes_for_rows(static_cast<int>(q)));
+  return qr_whole_head(q) + static_cast<size_t>(ld1 * q + ld2 * q) * elem;
+}
+
+size_t apply_reflectors_smem(int64_t L, int64_t r, size_t elem) {
+  return static_cast<size_t>((r + 1) / 2 * 16) + static_cast<size_t>(L * r) * elem;
+}
+
+bool qr_whole_fits(int64_t p, int64_t q, size_t elem, size_t smem_per_block) {
+  return p <= kQrWholeMaxRows && qr_whole_smem(p, q, elem) <= smem_per_block &&
+         apply_reflectors_smem(p, q, elem) <= smem_per_block;
+}
+
+template <typename T>
+void launch_qr_whole(T* W, int64_t B, int p, int q, bool sort, bool twice, bool keep, T* X, T* tau1, T* Y2, T* tau2,
+                     int64_t* perm, T* scale, cudaStream_t stream) {
+  if (B == 0) return;
+  TORCH_CHECK(p >= q && q >= 1 && p <= kQrWholeMaxRows && B <= INT32_MAX, "jsvd internal: launch_qr_whole shapes");
+  const size_t smem = qr_whole_smem(p, q, sizeof(T));
+  auto kernel = qr_whole_kernel<T>;
+  if (smem > kDefaultSmem)
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  kernel<<<static_cast<unsigned>(B), qr_whole_threads(p, q), smem, stream>>>(W, p, q, sort, twice, keep, X, tau1, Y2,
+                                                                            tau2, perm, scale);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_apply_reflectors(const T* Y, int L, int r, const T* tau, const T* M, int mrows, int mc, T* out, int nc,
+                             const int64_t* perm, int64_t B, cudaStream_t stream) {
+  if (B == 0 || nc == 0) return;
+  TORCH_CHECK(mrows <= L && mc <= nc && r <= L && L <= kQrWholeMaxRows && B <= INT32_MAX,
+              "jsvd internal: launch_apply_reflectors shapes");
+  // Blocks of at most kApplyThreads, no more lanes than the columns take (idle groups still run the loop).
+  const int g = lanes_for_rows(L), threads = std::min(kApplyThreads, (g * nc + 31) / 32 * 32), per_block = threads / g;
+  const size_t smem = apply_reflectors_smem(L, r, sizeof(T));
+  const dim3 grid(static_cast<unsigned>(B), static_cast<unsigned>((nc + per_block - 1) / per_block));
+  auto go = [&](auto kernel) {
+    if (smem > kDefaultSmem)
+      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    kernel<<<grid, threads, smem, stream>>>(Y, L, r, tau, M, mrows, mc, out, nc, perm, g);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  switch (apply_rows_per_lane(L)) {
+    case 8: return go(apply_reflectors_kernel<T, 8>);
+    case 16: return go(apply_reflectors_kernel<T, 16>);
+    default: return go(apply_reflectors_kernel<T, 32>);
+  }
+}
+
+template void launch_qr_whole<float>(float*, int64_t, int, int, bool, bool, bool, float*, float*, float*, float*,
+                                     int64_t*, float*, cudaStream_t);
+template void launch_qr_whole<double>(double*, int64_t, int, int, bool, bool, bool, double*, double*, double*, double*,
+                                      int64_t*, double*, cudaStream_t);
+template void launch_apply_reflectors<float>(const float*, int, int, const float*, const float*, int, int, float*, int,
+                                             const int64_t*, int64_t, cudaStream_t);
+template void launch_apply_reflectors<double>(const double*, int, int, const double*, const double*, int, int, double*,
+                                              int, const int64_t*, int64_t, cudaStream_t);
+
+}  // namespace cuda
+}  // namespace jsvd
