@@ -1,5 +1,6 @@
-// Blocked Householder QR (LAPACK xGEQRT's compact WY form, Schreiber & Van
-// Loan) of a uniform batch, its use as the Jacobi's preconditioner, and the
+// The Jacobi's QR preconditioning of a uniform batch: one launch where a matrix
+// fits one block's shared memory (qr_whole_smem.h), otherwise a blocked
+// Householder QR (LAPACK xGEQRT's compact WY form, Schreiber & Van Loan), and the
 // application of Q to the Jacobi's vectors. Panels: householder_panel.cu, one
 // launch for the batch; trailing updates and Q: cuBLAS strided batched GEMMs,
 // three a panel, in full float32/float64 (never TF32), called directly on
