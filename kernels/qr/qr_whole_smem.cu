@@ -9,9 +9,9 @@
 // reflectors (in shared memory, shared by the block) last to first: y -= tau v (v^T y).
 //
 // Both give a column a group of g lanes (a power of two, about 8 rows a lane), not a warp: the
-// first version's warp-wide sums of one row a lane made these kernels shuffle-bound at small sizes
-// (H100, 10000 32x32 float64: 2.0 ms for the QRs and 2.5 ms for the two applications, where the
-// Jacobi itself took 2.5 ms).
+// first version's warp-wide sums of one row a lane made these kernels instruction-bound at small
+// sizes (H100, 10000 32x32 float64: 2.0 ms for the QRs and 2.5 ms for the two applications, against
+// 1.1 and 0.4 ms now; the Jacobi on R2^T takes 2.5: docs/robustness.md).
 #include "qr/qr_whole_smem.h"
 
 #include <c10/cuda/CUDAException.h>
