@@ -54,6 +54,30 @@ __device__ __forceinline__ Reflector householder_reflector(double alpha, double 
   return r;
 }
 
+// Column j, read by nobody any more, becomes its reflector: v_j below the diagonal (the tail times
+// scale), R(j, j) = beta on it; rows split over nt threads from tid.
+template <typename T>
+__device__ __forceinline__ void scale_to_reflector(T* x, int j, int L, double scale, double beta, int tid, int nt) {
+  for (int i = j + 1 + tid; i < L; i += nt) x[i] = T(double(x[i]) * scale);
+  if (tid == 0) x[j] = T(beta);
+}
+
+// Step j of a block's xGEQR2 (householder_panel.cu's block kernel, qr_whole_smem.cu): reflector j
+// from column x's head and the squared norm of its tail s_tail[j], alike in every thread and
+// recorded by thread 0; column j - 1 (xp, read by nobody in this step) scaled to its reflector.
+template <typename T>
+__device__ __forceinline__ Reflector begin_block_step(const T* x, T* xp, int j, int L, const double* s_tail,
+                                                      double* s_tau, double* s_scale, double* s_beta, int tid, int nt) {
+  const Reflector h = householder_reflector(double(x[j]), s_tail[j]);
+  if (tid == 0) {
+    s_tau[j] = h.tau;
+    s_scale[j] = h.scale;
+    s_beta[j] = h.beta;
+  }
+  if (j > 0) scale_to_reflector(xp, j - 1, L, s_scale[j - 1], s_beta[j - 1], tid, nt);
+  return h;
+}
+
 }  // namespace
 }  // namespace cuda
 }  // namespace jsvd

@@ -88,21 +88,9 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int j = 0; j < w; ++j) {
     const T* x = a + j * L;
-    // Reflector j, computed alike by every thread.
-    const Reflector h = householder_reflector(double(x[j]), s_tail[j]);
+    const Reflector h =
+        begin_block_step(x, a + (j > 0 ? j - 1 : 0) * L, j, L, s_tail, s_tau, s_scale, s_beta, tid, kThreads);
     const double tau = h.tau, scale = h.scale;
-    if (tid == 0) {
-      s_tau[j] = tau;
-      s_scale[j] = scale;
-      s_beta[j] = h.beta;
-    }
-    // Column j - 1 becomes its reflector (read by nobody in this step).
-    if (j > 0) {
-      T* xp = a + (j - 1) * L;
-      const double sp = s_scale[j - 1];
-      for (int i = j + tid; i < L; i += kThreads) xp[i] = T(double(xp[i]) * sp);
-      if (tid == 0) xp[j - 1] = T(s_beta[j - 1]);
-    }
     // H_j applied to columns c > j: y -= tau (y_j + scale x^T y) [1; scale x].
     for (int c = j + 1 + warp; c < w; c += nwarps) {
       T* y = a + c * L;
@@ -129,12 +117,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
   }
-  {
-    T* xl = a + (w - 1) * L;
-    const double sl = s_scale[w - 1];
-    for (int i = w + tid; i < L; i += kThreads) xl[i] = T(double(xl[i]) * sl);
-    if (tid == 0) xl[w - 1] = T(s_beta[w - 1]);
-  }
+  scale_to_reflector(a + (w - 1) * L, w - 1, L, s_scale[w - 1], s_beta[w - 1], tid, kThreads);
   __syncthreads();
 
   // G(i, j) = v_i^T v_j for i < j (v_j: zeros above row j, 1 at j).
@@ -184,11 +167,8 @@ __global__ void householder_panel_warp_kernel(T* __restrict__ A, int64_t a_bs, i
       for (int i = j + 1 + lane; i < L; i += 32) y[i] = T(double(y[i]) - ws * double(x[i]));
     }
     __syncwarp();  // column j is read by nobody any more: it becomes its reflector
-    for (int i = j + 1 + lane; i < L; i += 32) x[i] = T(double(x[i]) * scale);
-    if (lane == 0) {
-      x[j] = T(h.beta);
-      s_tau[j] = tau;
-    }
+    scale_to_reflector(x, j, L, scale, h.beta, lane, 32);
+    if (lane == 0) s_tau[j] = tau;
     __syncwarp();
   }
   // G(i, j) = v_i^T v_j for i < j, then T in its place.

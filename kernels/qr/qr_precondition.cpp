@@ -171,10 +171,10 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
     // allocation).
     const bool y2 = uv && twice;
     const at::Tensor work = at::empty({B * (q * q + 1 + (uv ? q : 0) + (y2 ? q * q + q : 0))}, A.options());
-    int64_t at_ = 0;
+    int64_t used = 0;
     auto take = [&](int64_t n) {
-      at_ += n;
-      return work.narrow(0, at_ - n, n);
+      used += n;
+      return work.narrow(0, used - n, n);
     };
     X = take(B * q * q).view({B, q, q});
     scale = take(B);

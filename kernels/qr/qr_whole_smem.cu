@@ -20,6 +20,7 @@
 #include <algorithm>
 
 #include "common/host_device.h"
+#include "common/jacobi_device.cuh"
 #include "qr/householder_device.cuh"
 
 namespace jsvd {
@@ -27,7 +28,6 @@ namespace cuda {
 namespace {
 
 constexpr int kMaxThreads = 1024, kApplyThreads = 256;
-constexpr size_t kDefaultSmem = 48 * 1024;  // dynamic shared memory a launch may take without opting in
 
 // Lanes a column: a power of two, at most 32, with at most 8 rows a lane where that allows.
 JSVD_HOST_DEVICE inline int lanes_for_rows(int rows) {
@@ -48,8 +48,9 @@ JSVD_HOST_DEVICE inline int qr_whole_threads(int p, int q) {
 // The per-column arrays (double) and the column map (int) before the matrices, 16-byte aligned.
 JSVD_HOST_DEVICE inline size_t qr_whole_head(int64_t q) { return static_cast<size_t>(4 * q) * sizeof(double) + (q + 3) / 4 * 16; }
 
-// Sum over the g lanes of a group (every lane of the warp calls it).
-__device__ __forceinline__ double group_sum(double v, int g) {
+// Sum over the g lanes of a group, g known at run time (jacobi_device.cuh's group_sum: at compile
+// time); every lane of the warp calls it.
+__device__ __forceinline__ double lanes_sum(double v, int g) {
   for (int o = g / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
@@ -70,19 +71,8 @@ __device__ void householder_in_smem(T* a, int ld, int L, int n, int g, double* s
   __syncthreads();
   for (int j = 0; j < n; ++j) {
     const T* x = a + j * ld;
-    const Reflector h = householder_reflector(double(x[j]), s_tail[j]);  // alike in every thread
+    const Reflector h = begin_block_step(x, a + (j > 0 ? j - 1 : 0) * ld, j, L, s_tail, s_tau, s_scale, s_beta, tid, nt);
     const double tau = h.tau, scale = h.scale;
-    if (tid == 0) {
-      s_tau[j] = tau;
-      s_scale[j] = scale;
-      s_beta[j] = h.beta;
-    }
-    if (j > 0) {
-      T* xp = a + (j - 1) * ld;
-      const double sp = s_scale[j - 1];
-      for (int i = j + tid; i < L; i += nt) xp[i] = T(double(xp[i]) * sp);
-      if (tid == 0) xp[j - 1] = T(s_beta[j - 1]);
-    }
     // y -= tau (y_j + scale x^T y) [1; scale x] for the columns right of j; every lane runs the same
     // trips (the group sums shuffle across the warp).
     for (int base = j + 1; base < n; base += G) {
@@ -93,7 +83,7 @@ __device__ void householder_in_smem(T* a, int ld, int L, int n, int g, double* s
       double sd = 0;
       if (on)
         for (int i = j + 1 + lg; i < L; i += g) sd += double(x[i]) * double(y[i]);
-      sd = group_sum(sd, g);
+      sd = lanes_sum(sd, g);
       const double wc = tau * (double(y[j]) + scale * sd), ws = wc * scale;
       __syncwarp();  // every lane has read y[j] before its group's lane 0 writes it
       if (on) {
@@ -104,14 +94,12 @@ __device__ void householder_in_smem(T* a, int ld, int L, int n, int g, double* s
       double t = 0;  // the next reflector's tail, from the rows this group wrote
       if (c == j + 1)
         for (int i = c + 1 + lg; i < L; i += g) t += double(y[i]) * double(y[i]);
-      t = group_sum(t, g);
+      t = lanes_sum(t, g);
       if (c == j + 1 && lg == 0) s_tail[c] = t;
     }
     __syncthreads();
   }
-  T* xl = a + (n - 1) * ld;
-  for (int i = n + tid; i < L; i += nt) xl[i] = T(double(xl[i]) * s_scale[n - 1]);
-  if (tid == 0) xl[n - 1] = T(s_beta[n - 1]);
+  scale_to_reflector(a + (n - 1) * ld, n - 1, L, s_scale[n - 1], s_beta[n - 1], tid, nt);
   __syncthreads();
 }
 
@@ -121,7 +109,7 @@ __global__ void __launch_bounds__(kMaxThreads)
                     T* __restrict__ tau1, T* __restrict__ Y2, T* __restrict__ tau2, int64_t* __restrict__ perm,
                     T* __restrict__ scale_out) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __shared__ T s_red[kMaxThreads / 32];
+  __shared__ T s_red[32];
   double* const d = reinterpret_cast<double*>(smem_raw);  // column norms, then the tails
   double* const s_tau = d + q;
   double* const s_scale = s_tau + q;
@@ -143,11 +131,7 @@ __global__ void __launch_bounds__(kMaxThreads)
       a[c * ld1 + i] = v;
       m = fmax(m, fabs(v));
     }
-  for (int o = 16; o > 0; o /= 2) m = fmax(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if (lane == 0) s_red[warp] = m;
-  __syncthreads();
-  m = 0;
-  for (int w = 0; w < nw; ++w) m = fmax(m, s_red[w]);
+  m = block_max(m, s_red);  // (its barriers also publish a)
   const T s = m > T(0) ? m : T(1);  // (a division below: 1 / max|a| overflows for subnormal max|a|)
   if (tid == 0) scale_out[k] = s;
   for (int c = warp; c < q; c += nw) {
@@ -244,7 +228,7 @@ __global__ void __launch_bounds__(kApplyThreads)
       cf[t] = i > h && i < L ? vh[i] : T(i == h ? 1 : 0);
       sd += double(cf[t]) * double(y[t]);
     }
-    const double w = th * group_sum(sd, g);
+    const double w = th * lanes_sum(sd, g);
 #pragma unroll
     for (int t = 0; t < R; ++t) y[t] = T(double(y[t]) - w * double(cf[t]));
   }
@@ -284,8 +268,7 @@ void launch_qr_whole(T* W, int64_t B, int p, int q, bool sort, bool twice, bool 
   TORCH_CHECK(p >= q && q >= 1 && p <= kQrWholeMaxRows && B <= INT32_MAX, "jsvd internal: launch_qr_whole shapes");
   const size_t smem = qr_whole_smem(p, q, sizeof(T));
   auto kernel = qr_whole_kernel<T>;
-  if (smem > kDefaultSmem)
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  allow_dynamic_smem(kernel, smem);
   kernel<<<static_cast<unsigned>(B), qr_whole_threads(p, q), smem, stream>>>(W, p, q, sort, twice, keep, X, tau1, Y2,
                                                                             tau2, perm, scale);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -302,8 +285,7 @@ void launch_apply_reflectors(const T* Y, int L, int r, const T* tau, const T* M,
   const size_t smem = apply_reflectors_smem(L, r, sizeof(T));
   const dim3 grid(static_cast<unsigned>(B), static_cast<unsigned>((nc + per_block - 1) / per_block));
   auto go = [&](auto kernel) {
-    if (smem > kDefaultSmem)
-      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    allow_dynamic_smem(kernel, smem);
     kernel<<<grid, threads, smem, stream>>>(Y, L, r, tau, M, mrows, mc, out, nc, perm, g);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
