@@ -25,6 +25,7 @@ struct Knobs {
   bool qr_sort = true;   // JSVD_QR_SORT=0: no sorting of the columns by norm before the QR
   int qr_twice = -1;     // JSVD_QR_TWICE=0|1: a second QR, of R^T, before the Jacobi (-1: float64 only)
   bool qr_whole = true;  // JSVD_QR_WHOLE=0: never the one-launch QR of a matrix in shared memory
+  int eigh = -1;         // JSVD_EIGH=0|1: never | always (uniform batches) the Gram eigenvectors as the start V
   // --- CUDA launchers and sweep loop ---
   bool cross_only = true;      // JSVD_CROSS_ONLY=0: every block-pair task redoes its blocks' inner pairs
   bool sweep_pipeline = true;  // JSVD_SWEEP_PIPELINE=0: read the convergence count without running ahead
@@ -67,6 +68,7 @@ inline Knobs read() {
   k.qr_sort = on("JSVD_QR_SORT", k.qr_sort);
   k.qr_twice = integer("JSVD_QR_TWICE", k.qr_twice);
   k.qr_whole = on("JSVD_QR_WHOLE", k.qr_whole);
+  k.eigh = integer("JSVD_EIGH", k.eigh);
   k.cross_only = on("JSVD_CROSS_ONLY", k.cross_only);
   k.sweep_pipeline = on("JSVD_SWEEP_PIPELINE", k.sweep_pipeline);
   k.pair_queue = on("JSVD_PAIR_QUEUE", k.pair_queue);

@@ -1,8 +1,9 @@
 """Time and accuracy of torch_jsvd.svd on seeded random CUDA batches, one line per case.
 
 Usage: python scripts/measure.py 100x512x512:float32 [10x1024x1024:float64 200x256x256:float32:values ...] [--reps 3] [--seed 0] [--json] [--profile]
-Per case: median ms of torch_jsvd.svd (CUDA events, after a warm-up call), then from svd_ex the max relative
-reconstruction error, ‖UᵀU − I‖_F and ‖VᵀV − I‖_F (max over the batch) and the sweeps. A case ending in
+Per case: median ms of torch_jsvd.svd (CUDA events, after a warm-up call), the max relative reconstruction
+error, ‖UᵀU − I‖_F and ‖VᵀV − I‖_F (max over the batch) of its result, and svd_ex's sweeps (svd_ex takes
+no Gram-eigenvector start: precondition/eigh_precondition.h). A case ending in
 ":values" times svdvals and reports the singular values' error against float64 torch.linalg.svdvals.
 --profile adds torch.profiler's per-kernel GPU times of one call and the device's largest idle gaps.
 ab_builds.sh, ab_knob.sh and knob_sweep.py time through this script.
@@ -38,7 +39,8 @@ def measure(case, reps=3, seed=0):
         torch.cuda.synchronize()
         times.append(ev0.elapsed_time(ev1))
     times = sorted(times[1:])
-    U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False, compute_uv=not values)
+    *_, info = torch_jsvd.svd_ex(A, full_matrices=False, compute_uv=not values)
+    U, S, Vh = (None, torch_jsvd.svdvals(A), None) if values else torch_jsvd.svd(A, full_matrices=False)
     Ad = A.double()
     plan = torch_jsvd.plan([(m, n)] * b, dtype=dtype, device="cuda", compute_uv=not values)["matrices"][0]["levels"]
     if values:

@@ -35,6 +35,7 @@
 #include "levels/gram/gram_evd_smem.h"
 #include "levels/blocked/pair_tasks.h"
 #include "planner/planner.h"
+#include "precondition/eigh_precondition.h"
 #include "qr/qr_precondition.h"
 #include "tuning_knobs.h"
 #include "levels/smem/svd_smem.h"
@@ -434,7 +435,8 @@ CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, co
   const CallPlan cp = plan_call(batch.rows.empty() ? 0 : batch.rows[0], batch.cols.empty() ? 0 : batch.cols[0],
                                 batch.size(), batch.uniform, input.element_size(), opt.compute_uv,
                                 input.dim() == 3 ? input.stride(2) : 0, input.numel(),
-                                device_limits(input.get_device()), input.get_device(), /*may_calibrate=*/true);
+                                device_limits(input.get_device()), input.get_device(), /*may_calibrate=*/true,
+                                opt.may_sync);
   at::Tensor A = input;
   if (A.dim() == 3 && !cp.read_in_place) A = packed_input(A);
   TORCH_CHECK(A.is_cuda() && (A.dim() == 3 || (A.dim() == 1 && A.is_contiguous())) && A.numel() == batch.a_numel,
@@ -456,13 +458,16 @@ CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, co
     return r;
   }
   AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "jacobi_svd_cuda", [&] {
-    if (cp.qr.on())
-      r = svd_qr_preconditioned(A, batch, opt, cp.qr,
-                                [&cp](const at::Tensor& X, const PackedBatch& xb, const SvdOptions& xo) {
-                                  return run<scalar_t>(X, xb, xo, cp.jacobi);
-                                });
+    // The Jacobi on the Gram eigenvectors' start, or on R^T after the QR, or on A, as planned.
+    const Engine jacobi = [&cp](const at::Tensor& X, const PackedBatch& xb, const SvdOptions& xo) {
+      return run<scalar_t>(X, xb, xo, cp.jacobi);
+    };
+    if (cp.eigh)
+      r = svd_eigh_preconditioned(A, batch, opt, jacobi);
+    else if (cp.qr.on())
+      r = svd_qr_preconditioned(A, batch, opt, cp.qr, jacobi);
     else
-      r = run<scalar_t>(A, batch, opt, cp.jacobi);
+      r = jacobi(A, batch, opt);
   });
   return r;
 }

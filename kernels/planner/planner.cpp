@@ -11,6 +11,7 @@
 
 #include "levels/gemm/gemm_level.h"
 #include "levels/gram/gram_evd_smem.h"
+#include "precondition/eigh_precondition.h"
 #include "qr/qr_precondition.h"
 #include "levels/smem/svd_smem.h"
 #include "levels/warp/svd_warp.h"
@@ -139,12 +140,16 @@ SmemLaunch plan_pair_launch(int64_t rows, int64_t cols, int64_t c, size_t elem, 
 }
 
 CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size_t elem, bool compute_uv,
-                   int64_t view_stride, int64_t numel, const DeviceLimits& lim, int device, bool may_calibrate) {
+                   int64_t view_stride, int64_t numel, const DeviceLimits& lim, int device, bool may_calibrate,
+                   bool may_sync) {
   CallPlan cp;
   // The auto-tuner timing a candidate: exactly that, on the Jacobi's shape.
   const TunedLevel* forced = tuner_override();
-  // Uniform batches of enough columns: the Jacobi on R^T (qr_precondition.h).
-  if (!forced) cp.qr = qr_choice(rows, cols, elem, uniform, lim);
+  // One large float32 matrix: the Jacobi on M V0 (eigh_precondition.h), no QR (H100, 1x4096² float32:
+  // 368 ms with the QR first, 270 without; 1x3072x768 25.9 against 13.9). Else uniform batches of
+  // enough columns: the Jacobi on R^T (qr_precondition.h).
+  if (!forced) cp.eigh = may_sync && eigh_precondition_on(batch, cols, elem, uniform);
+  if (!forced && !cp.eigh) cp.qr = qr_choice(rows, cols, elem, uniform, lim);
   const int64_t p = cp.qr.on() ? cols : rows;
   if (uniform) {
     TunedLevel tuned;
@@ -199,13 +204,17 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
     }
     // (As the engine plans it: the call's plan for a uniform batch, else this matrix's.)
     const CallPlan cp =
-        plan_call(p, q, static_cast<int64_t>(rows.size()), uniform, elem, compute_uv, 0, 0, lim, device, true);
+        plan_call(p, q, static_cast<int64_t>(rows.size()), uniform, elem, compute_uv, 0, 0, lim, device, true,
+                  /*may_sync (svd)=*/true);
     // QR preconditioning: the levels below are those of the Jacobi on R^T.
     if (cp.qr.on()) {
       os << ", \"precondition\": {\"kernel\": \"" << (cp.qr.whole ? "householder_qr_whole_smem" : "householder_qr")
          << "\", \"panel_width\": " << cp.qr.panel << ", \"jacobi_on\": [" << q << ", " << q << "]}";
       p = q;
     }
+    if (cp.eigh)
+      os << ", \"start_v\": {\"kernel\": \"gram_eigh\", \"solver\": \"torch.linalg.eigh\", \"calls\": "
+            "\"svd, svdvals (svd_ex, which never synchronises, plans without it)\"}";
     MatrixPlan mp = cp.jacobi;
     if (!uniform) {
       mp = plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim);

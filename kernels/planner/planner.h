@@ -58,6 +58,7 @@ struct QrChoice {
 // What one call runs, decided once, before anything is launched.
 struct CallPlan {
   QrChoice qr;            // QR preconditioning, if on()
+  bool eigh = false;      // else the Gram eigenvectors as the Jacobi's start V (precondition/eigh_precondition.h)
   bool read_in_place = false;  // the caller's 3-D tensor is read as is (no packing copy)
   MatrixPlan jacobi;      // uniform batches: every matrix's plan, on the shape the Jacobi sees
   std::string tuner;      // the auto-tuner's reason, where it decided (plan())
@@ -68,8 +69,10 @@ struct CallPlan {
 // 3-D tensor's last stride (0: the input is packed already) and `numel` its
 // elements. Non-uniform batches get their matrices' plans in the engine.
 // `device`: where the auto-tuner measures, if `may_calibrate` and the shape is new to it.
+// `may_sync`: the call may read on the host (svd, svdvals), which the Gram eigenvectors' start needs.
 CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size_t elem, bool compute_uv,
-                   int64_t view_stride, int64_t numel, const DeviceLimits& lim, int device, bool may_calibrate);
+                   int64_t view_stride, int64_t numel, const DeviceLimits& lim, int device, bool may_calibrate,
+                   bool may_sync);
 
 // The launch of matrices that share one (a whole-matrix group of a
 // non-uniform batch, sized for its largest; the block pairs of every blocked

@@ -134,13 +134,17 @@ __device__ inline void jacobi_evd(EvdSmem& s, int c, double negl, double apply, 
 // Steps 2 and 3 of both Gram routes, on the pair's Gram matrix s.B of a
 // p-row matrix (s.J = I, set by the caller): the relative tests of the
 // one-sided kernels (a pair above tol is not converged: *rotated = 1;
-// rotations are applied down to `apply`, for float32 with vectors its eps),
-// then the EVD if some pair is above `apply`. Returns whether it ran (J != I).
+// rotations are applied down to `apply`, for float32 with vectors its eps, or
+// eps / 8 where the data stay in float64 between steps (`f64_data`: the GEMM
+// level), so that U's and V's columns end orthogonal to below float32's
+// rounding: ||U^T U - I||_F adds up n^2 cosines), then the EVD if some pair
+// is above `apply`. Returns whether it ran (J != I).
 template <typename T>
-__device__ bool gram_pair_evd(EvdSmem& s, int c, int p, double tol_arg, bool with_vectors, int max_sweeps,
-                              int32_t* rotated) {
+__device__ bool gram_pair_evd(EvdSmem& s, int c, int p, double tol_arg, bool with_vectors, bool f64_data,
+                              int max_sweeps, int32_t* rotated) {
   const double tol = convergence_tol<T>(tol_arg, p);
-  const double apply = sizeof(T) == sizeof(float) && with_vectors ? fmin(tol, static_cast<double>(eps_of<T>())) : tol;
+  const double eps = static_cast<double>(eps_of<T>()) / (f64_data ? 8 : 1);
+  const double apply = sizeof(T) == sizeof(float) && with_vectors ? fmin(tol, eps) : tol;
   const double negl = negligible_norm2<T>(p);  // numerically zero columns take no part (jacobi_device.cuh)
   bool above;
   const bool off = gram_off_diagonal(s.B, c, negl, apply, tol, &above);

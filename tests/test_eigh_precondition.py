@@ -1,0 +1,132 @@
+"""The Gram eigenvectors as the Jacobi's starting V (kernels/precondition/eigh_precondition.h).
+
+svd and svdvals of one float32 matrix of >= 768 columns run the Jacobi on M V0, V0 the eigenvectors of
+M^T M from torch.linalg.eigh; svd_ex (which never synchronises) and batches do not. Checked: the plan,
+every output property on structured inputs (rank-deficient, graded, wide, full_matrices), agreement
+with float64 singular values, non-finite inputs, and the float64 / batched / no-QR paths forced on
+small shapes with JSVD_EIGH=1 in a child process (the engine reads its switches once per process).
+Skipped without a CUDA device.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import torch_jsvd
+from jsvd_testutils import assert_valid_svd, bound, random_rank
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _start_v(shapes, dtype=torch.float32):
+    return [m.get("start_v") for m in torch_jsvd.plan(shapes, dtype=dtype, device="cuda")["matrices"]]
+
+
+def test_plan_one_large_float32_matrix_only():
+    assert _start_v([(1024, 1024)])[0]["kernel"] == "gram_eigh"
+    assert _start_v([(768, 3072)])[0]["kernel"] == "gram_eigh"  # (wide: on its transpose)
+    assert _start_v([(1024, 767)]) == [None]  # too few columns
+    assert _start_v([(1024, 1024)] * 2) == [None, None]  # batched eigh loops over the matrices
+    assert _start_v([(1024, 1024)], torch.float64) == [None]  # float64 keeps Jacobi's relative accuracy
+
+
+def _check(A, full_matrices=False, factor=10.0):
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=full_matrices)
+    assert_valid_svd(A, U, S, Vh, full_matrices, factor=factor)
+    ref = torch.linalg.svdvals(A.double())
+    assert ((S.double() - ref).abs().max() / ref[..., 0]).item() <= bound(*A.shape[-2:], A.dtype)
+    assert ((torch_jsvd.svdvals(A).double() - ref).abs().max() / ref[..., 0]).item() <= bound(*A.shape[-2:], A.dtype)
+    return S
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "rank100", "wide", "tall_full", "graded", "zero_columns"])
+def test_outputs(kind):
+    g = torch.Generator().manual_seed(19)
+    if kind == "gaussian":
+        A = torch.randn(1, 1024, 1024, generator=g)
+    elif kind == "rank100":
+        A = random_rank((1, 900, 800), 100, dtype=torch.float32)
+    elif kind == "wide":
+        A = torch.randn(1, 800, 1700, generator=g)
+    elif kind == "tall_full":
+        A = torch.randn(1, 1300, 800, generator=g)
+    elif kind == "graded":  # columns scaled over three decades
+        A = torch.randn(1, 1024, 1024, generator=g, dtype=torch.float64)
+        A = (A * torch.logspace(0, -3, 1024, dtype=torch.float64)).float()
+    else:  # exact zero columns and a repeated one
+        A = torch.randn(1, 1000, 800, generator=g)
+        A[..., ::7] = 0
+        A[..., 1] = A[..., 3]
+    A = A.cuda()
+    assert _start_v([tuple(A.shape[-2:])])[0] is not None
+    S = _check(A, full_matrices=kind == "tall_full")
+    if kind == "graded":  # small singular values to a relative accuracy (not only eps sigma_1)
+        ref = torch.linalg.svdvals(A.double())
+        rel = ((S.double() - ref).abs() / ref).max().item()
+        assert rel <= 1e-4, rel  # (H100: 6.8e-6 on a matrix like it; the QR start, 2.7e-1: docs/robustness.md)
+
+
+@pytest.mark.parametrize("n", [4096])
+def test_issue_19_goal_at_4096(n):
+    # ||U^T U - I||_F <= 1e-4 and residual <= 1e-5 in float32, through svd (the eigh start)
+    g = torch.Generator().manual_seed(n)
+    A = torch.randn(1, n, n, generator=g).cuda()
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    Ud, Vd = U.double(), Vh.double().mT
+    eye = torch.eye(n, dtype=torch.float64, device="cuda")
+    assert torch.linalg.matrix_norm(Ud.mT @ Ud - eye).item() <= 1e-4
+    assert torch.linalg.matrix_norm(Vd.mT @ Vd - eye).item() <= 1e-4
+    R = A.double() - Ud @ torch.diag_embed(S.double()) @ Vh.double()
+    assert (torch.linalg.matrix_norm(R) / torch.linalg.matrix_norm(A.double())).item() <= 1e-5
+    ref = torch.linalg.svdvals(A.double())
+    assert ((S.double() - ref).abs().max() / ref[..., 0]).item() <= bound(n, n, torch.float32)
+
+
+def test_non_finite_input_is_reported():
+    A = torch.randn(1, 800, 800, device="cuda")
+    A[0, 5, 7] = float("nan")
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch_jsvd.svd(A)
+    *_, info = torch_jsvd.svd_ex(A)
+    assert int(info) == -2
+
+
+def _child(code, **env):
+    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]), **env)
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("env", [{"JSVD_EIGH": "1"}, {"JSVD_EIGH": "1", "JSVD_QR": "0"}], ids=str)
+def test_forced_on_small_float64_and_batches(env):
+    _child("""
+        import torch, torch_jsvd
+        from jsvd_testutils import assert_valid_svd, bound, random_rank
+        g = torch.Generator().manual_seed(3)
+        cases = [torch.randn(3, 120, 70, generator=g, dtype=torch.float64), torch.randn(2, 64, 64, generator=g),
+                 random_rank((2, 90, 90), 20), torch.randn(2, 40, 150, generator=g)]
+        for A in cases:
+            A = A.cuda()
+            assert torch_jsvd.plan([tuple(A.shape[-2:])] * A.shape[0], dtype=A.dtype)["matrices"][0]["start_v"]
+            for full in (False, True):
+                U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
+                assert_valid_svd(A, U, S, Vh, full)
+            ref = torch.linalg.svdvals(A.double())
+            assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(*A.shape[-2:], A.dtype)
+    """, **env)
+
+
+def test_switched_off():
+    _child("""
+        import torch, torch_jsvd
+        assert torch_jsvd.plan([(1024, 1024)], dtype=torch.float32)["matrices"][0].get("start_v") is None
+    """, JSVD_EIGH="0")
