@@ -141,7 +141,8 @@ def main():
         row["level"] = tune["levels"][-1]["kernel"] + (f" w{tune['levels'][0]['width']}" if "width" in tune["levels"][0] else "")
         row["tuner"] = tune.get("tuner", "")
         row["jacobi_gflops"] = jacobi_gflops(row)
-        if "start_v" in tune:  # (svd_ex, which gives the sweeps, never takes the eigh start: no GFLOP/s)
+        plan = torch_jsvd.plan([(m, n)] * b, dtype=dtype)["matrices"][0]
+        if "start_v" in plan:  # (svd_ex, which gives the sweeps, never takes the eigh start: no GFLOP/s)
             row["level"] = "eigh start + " + row["level"]
             row["jacobi_gflops"] = None
         rows.append(row)
