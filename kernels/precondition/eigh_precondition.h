@@ -4,12 +4,12 @@
 // about the eigen-solver's accuracy). M^T M = V0 L V0^T by cuSOLVER's syevd
 // (torch.linalg.eigh), the Jacobi on X = M V0 = U S V_x^T, so M = U S (V0 V_x)^T.
 //
-// H100, float32 (scripts' prototype, 644b815): 1x4096² 941 -> 387 ms (13 -> 3 sweeps), 1x3072x768
-// 54 -> 24 ms (10 -> 1), 1x1536² 61 -> 46 ms (11 -> 4); the eigh alone is 97 ms at 4096² and batched
-// eigh loops over the matrices (100x512²: 1.5 s), so one matrix a call only. Accuracy
-// (docs/robustness.md, "The Gram eigenvectors as a starting V"): X = fl(M V0) carries errors of eps
-// |M||V0|, so a singular value far below eps ||M|| loses the relative accuracy the Jacobi alone would
-// keep; in float32 with a float32 eigh the loss is a factor of about 1 + eps sigma_1 / sigma_j.
+// H100, float32, bench_large at acb6907 against 6eca140's QR path: 1x4096² 947 -> 275 ms,
+// 1x3072x768 42.5 -> 14.4, 1x1536² 61 -> 30 (a prototype counted 13 -> 3 and 10 -> 1 sweeps). The eigh
+// alone is 97 ms at 4096², and batched eigh loops over the matrices (100x512²: 1.5 s), so one matrix a
+// call only. Accuracy (docs/robustness.md, "The Gram eigenvectors' start"): X = fl(M V0) carries
+// errors of eps |M||V0|, so a singular value far below eps ||M|| can lose the relative accuracy the
+// Jacobi alone would keep: float64 never takes the start.
 #pragma once
 
 #include "core.h"
