@@ -1,5 +1,10 @@
 """Checks shared by the tests: the accuracy bounds of issue 2 (10 * max(m, n) * eps), and parameters for
-tests whose cases differ by device."""
+tests whose cases differ by device, and a child process for the engine's switches."""
+
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -108,3 +113,14 @@ def random_rank(shape, rank, dtype=torch.float64, device="cpu"):
     *batch, m, n = shape
     return (torch.randn(*batch, m, rank, dtype=dtype, device=device)
             @ torch.randn(*batch, rank, n, dtype=dtype, device=device))
+
+
+def run_child(code, timeout=600, **env):
+    """Runs `code` in a fresh Python with the engine's switches in `env` (the engine reads them once per
+    process), these helpers importable; asserts it succeeded and returns its stdout."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]), **env)
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True, text=True,
+                       timeout=timeout)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+    return p.stdout

@@ -7,23 +7,18 @@ the tuner's cache when absent, stale or corrupt. Skipped without a CUDA device.
 """
 
 import json
-import os
 import re
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound
+from jsvd_testutils import assert_valid_svd, bound, run_child
 
 pytestmark = [
     pytest.mark.cuda,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.mark.parametrize("n,dtype", [(2048, torch.float32), (2048, torch.float64), (4096, torch.float32)],
@@ -60,22 +55,13 @@ def test_list_mixing_gemm_level_and_small_matrices():
         assert ((s.double() - ref).abs().max() / ref[0]).item() <= bound(*A.shape, A.dtype)
 
 
-def _child(code, **env):
-    """Runs `code` in a fresh Python with the engine's switches in `env`; returns its stdout."""
-    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]), **env)
-    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True, text=True,
-                       timeout=600)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
-    return p.stdout
-
-
 def test_gemm_level_forced_on_every_shape_class():
     # Columns not a multiple of the block width (padding), batch 1 and > 1, float32 and float64,
     # square (QR preconditioned), tall and wide, full_matrices, singular values only, a rank-deficient
     # batch, and a list down to 1 x n, all at the GEMM level (JSVD_LEVEL=gemm sends every matrix there).
-    out = _child("""
+    out = run_child("""
         import torch, torch_jsvd
-        from jsvd_testutils import assert_valid_svd, bound, random_rank
+        from jsvd_testutils import assert_valid_svd, bound, run_child, random_rank
         torch.manual_seed(0)
         def ok(A, full):
             U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
@@ -117,7 +103,7 @@ TUNE = """
 
 
 def _tune(cache, **env):
-    return json.loads(_child(TUNE, JSVD_CACHE_DIR=str(cache), **env).strip().splitlines()[-1])
+    return json.loads(run_child(TUNE, JSVD_CACHE_DIR=str(cache), **env).strip().splitlines()[-1])
 
 
 def test_tuner_cache_absent_then_used(tmp_path):

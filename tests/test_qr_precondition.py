@@ -7,15 +7,11 @@ against float64 references on shapes that take the one-launch QR and 32-, 16- an
 8-column panels, a block or a warp a panel, square, tall and wide, with full U.
 Skipped without a CUDA device."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, orthogonality_error, rel_reconstruction_error
+from jsvd_testutils import assert_valid_svd, bound, orthogonality_error, rel_reconstruction_error, run_child
 
 pytestmark = [
     pytest.mark.cuda,
@@ -129,10 +125,8 @@ def test_whole_matrix_qr_float32_and_once():
         "            U, S, Vh = torch_jsvd.svd(A, full_matrices=full)\n"
         "            t.assert_valid_svd(A, U, S, Vh, full)\n"
         "print('ok')\n")
-    env = dict(os.environ, JSVD_QR_MIN_COLS="16", JSVD_QR_TWICE="0")
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(__file__), env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+    out = run_child(code, timeout=300, JSVD_QR_MIN_COLS="16", JSVD_QR_TWICE="0")
+    assert out.strip().endswith("ok"), out[-2000:]
 
 
 def test_rank_deficient_and_zero():
