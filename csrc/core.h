@@ -61,19 +61,48 @@ inline int64_t resolve_max_sweeps(const SvdOptions& o) {
 //   S: q_k values, descending and non-negative, at s_off[k]
 //   V: q_k x q_k column-major at v_off[k] (so the stored array, read row-major, is V^T)
 struct PackedBatch {
+  // Per matrix for a list; a uniform batch (uniform()) keeps one entry of each
+  // and its count, so that a million 3 x 3 matrices cost the host no
+  // per-matrix work: read them through the accessors below.
   std::vector<int64_t> rows, cols, ucols;
   std::vector<int64_t> a_off, u_off, s_off, v_off;
   int64_t a_numel = 0, u_numel = 0, s_numel = 0, v_numel = 0;
   bool uniform = true;  // every matrix has the same shape
+  int64_t count = 0;
 
-  int64_t size() const { return static_cast<int64_t>(rows.size()); }
+  int64_t size() const { return count; }
+  int64_t p(int64_t k) const { return rows[uniform ? 0 : k]; }
+  int64_t q(int64_t k) const { return cols[uniform ? 0 : k]; }
+  int64_t uc(int64_t k) const { return ucols[uniform ? 0 : k]; }
+  int64_t a_at(int64_t k) const { return uniform ? k * rows[0] * cols[0] : a_off[k]; }
+  int64_t u_at(int64_t k) const { return uniform ? k * rows[0] * ucols[0] : u_off[k]; }
+  int64_t s_at(int64_t k) const { return uniform ? k * cols[0] : s_off[k]; }
+  int64_t v_at(int64_t k) const { return uniform ? k * cols[0] * cols[0] : v_off[k]; }
 
+  // `count` matrices of one shape, p >= q >= 1.
+  static PackedBatch uniform_of(int64_t count, int64_t p, int64_t q, bool full_matrices) {
+    TORCH_CHECK(p >= q && q >= 1 && count >= 0, "jsvd internal: PackedBatch needs rows >= cols >= 1");
+    PackedBatch b;
+    b.count = count;
+    b.rows = {p};
+    b.cols = {q};
+    b.ucols = {full_matrices ? p : q};
+    b.a_off = b.u_off = b.s_off = b.v_off = {0};
+    b.a_numel = count * p * q;
+    b.u_numel = count * p * b.ucols[0];
+    b.s_numel = count * q;
+    b.v_numel = count * q * q;
+    return b;
+  }
+
+  // A list (uniform() when every shape is the same, its vectors still full).
   static PackedBatch make(const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
                           bool full_matrices) {
     PackedBatch b;
     b.rows = rows;
     b.cols = cols;
     const size_t n = rows.size();
+    b.count = static_cast<int64_t>(n);
     b.ucols.resize(n);
     b.a_off.resize(n);
     b.u_off.resize(n);

@@ -144,7 +144,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
     input = input.view({-1});
   }
 
-  const PackedBatch pb = PackedBatch::make(std::vector<int64_t>(B, p), std::vector<int64_t>(B, q), full_matrices);
+  const PackedBatch pb = PackedBatch::uniform_of(B, p, q, full_matrices);
   const CoreResult r = engine(input, pb, opt);
 
   Tensor S = r.S.view(with_tail(batch, {k}));

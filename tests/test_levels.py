@@ -39,9 +39,9 @@ def test_plan_picks_each_level_by_shape():
     assert p32["smem_per_block"] > 48 * 1024
 
 
-# Every register shape of the warp level (lanes per matrix x rows per lane),
-# with batches that leave warps partly empty.
-WARP_SHAPES = [(3, 4, 3), (5, 8, 4), (2, 16, 4), (9, 8, 8), (3, 16, 8), (5, 32, 8), (7, 16, 16),
+# Every register shape of the warp level (lanes per matrix x rows per lane, or a thread per matrix of at
+# most 4 rows), with batches that leave warps (or the thread kernel's 128-thread blocks) partly empty.
+WARP_SHAPES = [(3, 4, 3), (130, 3, 3), (5, 2, 2), (4, 1, 1), (3, 4, 4), (6, 4, 2), (2, 3, 1), (5, 8, 4), (2, 16, 4), (9, 8, 8), (3, 16, 8), (5, 32, 8), (7, 16, 16),
                (3, 32, 16), (3, 64, 16), (33, 32, 32), (3, 64, 32), (3, 20, 17)]
 
 
@@ -56,6 +56,8 @@ def test_warp_level_every_register_shape(batch, m, n, dtype):
     # and a lane holds at most 64 (float32) or 32 (float64) values of A
     lanes = max(4, 1 << (n - 1).bit_length())
     rows = next((r for r in (1, 2, 4) if mj <= r * lanes), 8)
+    if mj <= 4:  # a thread per matrix, its rows in registers (svd_thread.cuh)
+        lanes, rows = 1, mj
     fits = rows * lanes <= (64 if dtype == torch.float32 else 32)
     assert lv["kernel"] == ("whole_svd_warp" if fits else "whole_svd_smem"), lv
     if fits:
@@ -66,7 +68,7 @@ def test_warp_level_every_register_shape(batch, m, n, dtype):
     check_svd(A.mT, full_matrices=True)
     S = torch_jsvd.svdvals(A)
     ref = torch.linalg.svdvals(A.double())
-    err = ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max().item()
+    err = ((S.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max().item()  # (n = 1: a zero matrix)
     assert err <= bound(m, n, dtype), f"svdvals error {err:.3g} > {bound(m, n, dtype):.3g}"
 
 
@@ -219,3 +221,35 @@ def test_uniform_batch_plan_reused_across_calls_and_streams():
             torch.testing.assert_close(x, y, rtol=0, atol=1e-5)
     assert_valid_svd(As[1], *full, True)
 
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_million_small_matrices_with_rank_deficient_ones_far_in(dtype):
+    # A uniform batch is planned and packed without per-matrix host work (PackedBatch::uniform_of), the
+    # warp level checks its own results for finiteness, and the completion of U's columns strides over
+    # the matrices with a bounded grid: rank-deficient matrices far beyond the first blocks, a zero
+    # matrix, and a non-finite one must all come out right.
+    B = 300_000 if dtype == torch.float64 else 1_000_000
+    g = torch.Generator(device="cuda").manual_seed(20)
+    A = torch.randn(B, 3, 3, dtype=dtype, device="cuda", generator=g)
+    x = torch.randn(3, 1, dtype=dtype, device="cuda", generator=g)
+    for k in (0, 5000, 123_457, B - 1):
+        A[k] = x @ x.mT  # rank one
+    A[B // 2] = 0
+    A[B // 3, 1, 2] = float("nan")
+    assert torch_jsvd.plan([(3, 3)] * 2, dtype=dtype, device="cuda")["matrices"][0]["levels"][0]["kernel"] == "whole_svd_warp"
+    U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=True)
+    bad = torch.zeros(B, dtype=torch.bool, device="cuda")
+    bad[B // 3] = True
+    assert info[B // 3].item() == torch_jsvd.INFO_NON_FINITE and torch.isnan(S[B // 3]).all()
+    assert (info[~bad] > 0).all()
+    keep = (~bad).nonzero().squeeze(1)
+    picks = torch.cat([torch.tensor([0, 5000, 123_457, B - 1, B // 2], device="cuda"), keep[::97]])
+    assert_valid_svd(A[picks], U[picks], S[picks], Vh[picks], True)
+    # every matrix's U and V orthogonal, not only the sample
+    eye = torch.eye(3, dtype=dtype, device="cuda")
+    tol = bound(3, 3, dtype)
+    assert ((U[keep].mT @ U[keep] - eye).norm(dim=(-2, -1)).max()).item() <= tol
+    assert ((Vh[keep] @ Vh[keep].mT - eye).norm(dim=(-2, -1)).max()).item() <= tol
+    ref = torch.linalg.svdvals(A[keep].double())
+    assert ((S[keep].double() - ref).abs().amax(-1) / ref[:, :1].clamp_min(1e-300).squeeze(-1)).max().item() <= tol

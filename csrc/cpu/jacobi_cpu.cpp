@@ -217,9 +217,9 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
   const int64_t nb = batch.size();
   const bool parallel_pairs = nb < at::get_num_threads();
   auto one = [&](int64_t k) {
-    const double tol = resolve_tol(opt, batch.rows[k], A.scalar_type());
-    info[k] = svd_one<T>(a + batch.a_off[k], u ? u + batch.u_off[k] : nullptr, s + batch.s_off[k],
-                         v ? v + batch.v_off[k] : nullptr, batch.rows[k], batch.cols[k], batch.ucols[k], tol,
+    const double tol = resolve_tol(opt, batch.p(k), A.scalar_type());
+    info[k] = svd_one<T>(a + batch.a_at(k), u ? u + batch.u_at(k) : nullptr, s + batch.s_at(k),
+                         v ? v + batch.v_at(k) : nullptr, batch.p(k), batch.q(k), batch.uc(k), tol,
                          max_sweeps, parallel_pairs);
   };
   if (parallel_pairs) {

@@ -126,12 +126,12 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
   // pairs inside the blocks in every task.
   const bool cross_only = knobs().cross_only;
   for (int64_t k = 0; k < N; ++k) {
-    const int64_t p = b.rows[k], q = b.cols[k];
+    const int64_t p = b.p(k), q = b.q(k);
     if (!uni)
-      desc[k] = MatrixDesc{b.a_off[k], b.u_off[k], b.s_off[k], b.v_off[k], static_cast<int32_t>(p),
-                           static_cast<int32_t>(q), static_cast<int32_t>(b.ucols[k]), 0};
+      desc[k] = MatrixDesc{b.a_at(k), b.u_at(k), b.s_at(k), b.v_at(k), static_cast<int32_t>(p),
+                           static_cast<int32_t>(q), static_cast<int32_t>(b.uc(k)), 0};
     max_p = std::max(max_p, p);
-    max_cols = std::max(max_cols, opt.full_matrices ? b.ucols[k] : q);
+    max_cols = std::max(max_cols, opt.full_matrices ? b.uc(k) : q);
     const MatrixPlan mp = uni ? *uplan : plan_matrix(p, q, es, uv, N, lim);
     // At the whole-matrix levels a uniform batch is one group of every
     // matrix, known from its first: the loop stops there.
@@ -423,7 +423,9 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
   }
 
   if (uv) launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, opt.full_matrices, stream);
-  launch_flag_non_finite(args.S, args.U, args.V, args.info, args.desc, args.uni, static_cast<int>(N), stream);
+  // (the warp level checks its own results as it writes them)
+  if (!whole.empty() || !blocked.mats.empty())
+    launch_flag_non_finite(args.S, args.U, args.V, args.info, args.desc, args.uni, static_cast<int>(N), stream);
   return r;
 }
 
@@ -432,7 +434,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
 CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {
   const c10::cuda::CUDAGuard guard(input.device());
   // Everything the call runs is planned here, once (planner.h).
-  const CallPlan cp = plan_call(batch.rows.empty() ? 0 : batch.rows[0], batch.cols.empty() ? 0 : batch.cols[0],
+  const CallPlan cp = plan_call(batch.size() == 0 ? 0 : batch.p(0), batch.size() == 0 ? 0 : batch.q(0),
                                 batch.size(), batch.uniform, input.element_size(), opt.compute_uv,
                                 input.dim() == 3 ? input.stride(2) : 0, input.numel(),
                                 device_limits(input.get_device()), input.get_device(), /*may_calibrate=*/true,

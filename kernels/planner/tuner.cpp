@@ -125,7 +125,7 @@ void save(const DeviceCache& dc, int device) {
 // the warm-up alone exceeds `bound` (the candidate cannot win).
 double predict(const TunedLevel& cand, const at::Tensor& A, int64_t nb, int64_t p, int64_t q, bool uv,
                double scale, double bound) {
-  const PackedBatch b = PackedBatch::make(std::vector<int64_t>(nb, p), std::vector<int64_t>(nb, q), false);
+  const PackedBatch b = PackedBatch::uniform_of(nb, p, q, false);
   SvdOptions o;
   o.compute_uv = uv;
   struct Override {  // the candidate, for the engine's planner, while this runs

@@ -187,11 +187,9 @@ __global__ void __launch_bounds__(kPassThreads)
 // kept in smem), then is orthogonalised twice ("twice is enough") and normalised.
 // Dynamic smem: p doubles (projector diagonal) + p T (the new column) + ncols T.
 template <typename T>
-__global__ void complete_kernel(EngineArgs<T> args, const int32_t* mats, int full) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+__device__ void complete_matrix(const EngineArgs<T>& args, int k, int full, unsigned char* smem_raw) {
   __shared__ double red[32];
   __shared__ int red_i[32];
-  const int k = list_at(mats, blockIdx.x);
   const MatrixDesc md = matrix_desc(args, k);
   const int p = md.p;
   const int ncols = full ? md.ucols : md.q;
@@ -260,6 +258,32 @@ __global__ void complete_kernel(EngineArgs<T> args, const int32_t* mats, int ful
   }
 }
 
+// A block per `tile` matrices: each of `tile` threads reads one matrix's rank,
+// and the block completes only those that lack columns. Small matrices (most
+// of full rank, each completed in microseconds) come 256 a block: a block per
+// matrix cost 0.97 ms at a million 3 x 3 matrices (H100). Larger ones keep a
+// block each, so that many rank-deficient ones complete in parallel.
+constexpr int kCompleteThreads = 256;
+
+template <typename T>
+__global__ void __launch_bounds__(kCompleteThreads)
+    complete_kernel(EngineArgs<T> args, const int32_t* mats, int n, int tile, int full) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ int todo[kCompleteThreads];
+  __shared__ int ntodo;
+  if (threadIdx.x == 0) ntodo = 0;
+  __syncthreads();
+  const int b = blockIdx.x * tile + threadIdx.x;
+  if (threadIdx.x < tile && b < n) {
+    const int k = list_at(mats, b);
+    const MatrixDesc md = matrix_desc(args, k);
+    if (args.rank[k] < (full ? md.ucols : md.q)) todo[atomicAdd(&ntodo, 1)] = k;
+  }
+  __syncthreads();
+  const int count = ntodo;
+  for (int t = 0; t < count; ++t) complete_matrix(args, todo[t], full, smem_raw);
+}
+
 }  // namespace
 
 template <typename T>
@@ -303,7 +327,8 @@ void launch_complete(const EngineArgs<T>& args, const int32_t* mats, int n, int6
   const size_t smem = static_cast<size_t>(max_p) * (sizeof(double) + sizeof(T)) + static_cast<size_t>(max_cols) * sizeof(T);
   auto kernel = complete_kernel<T>;
   allow_dynamic_smem(kernel, smem);
-  kernel<<<n, 256, smem, stream>>>(args, mats, full ? 1 : 0);
+  const int tile = max_p <= 32 ? kCompleteThreads : 1;
+  kernel<<<(n + tile - 1) / tile, kCompleteThreads, smem, stream>>>(args, mats, n, tile, full ? 1 : 0);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -13,7 +13,7 @@ namespace jsvd {
 namespace cuda {
 
 struct WarpLaunch {
-  int lanes = 0;  // lanes per matrix = padded column count (4, 8, 16 or 32); 0: does not fit
+  int lanes = 0;  // lanes per matrix = padded column count (4, 8, 16 or 32), 1 (a thread, p <= 4); 0: does not fit
   int rows = 0;   // rows of A per lane
 };
 
