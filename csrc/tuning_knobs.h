@@ -23,6 +23,7 @@ struct Knobs {
   bool qr = true;        // JSVD_QR=0: no QR preconditioning
   int qr_min_cols = 0;   // JSVD_QR_MIN_COLS: QR-precondition uniform batches from this many columns (0: the planner's)
   bool qr_sort = true;   // JSVD_QR_SORT=0: no sorting of the columns by norm before the QR
+  int qr_row_sort = -1;  // JSVD_QR_ROW_SORT=0|1: sorting the rows by max|a_ij| before the QR (-1: float64 only)
   int qr_twice = -1;     // JSVD_QR_TWICE=0|1: a second QR, of R^T, before the Jacobi (-1: float64 only)
   bool qr_whole = true;  // JSVD_QR_WHOLE=0: never the one-launch QR of a matrix in shared memory
   int eigh = -1;         // JSVD_EIGH=0|1: never | always (uniform batches) the Gram eigenvectors as the start V
@@ -66,6 +67,7 @@ inline Knobs read() {
   k.qr = on("JSVD_QR", k.qr);
   k.qr_min_cols = integer("JSVD_QR_MIN_COLS", k.qr_min_cols);
   k.qr_sort = on("JSVD_QR_SORT", k.qr_sort);
+  k.qr_row_sort = integer("JSVD_QR_ROW_SORT", k.qr_row_sort);
   k.qr_twice = integer("JSVD_QR_TWICE", k.qr_twice);
   k.qr_whole = on("JSVD_QR_WHOLE", k.qr_whole);
   k.eigh = integer("JSVD_EIGH", k.eigh);

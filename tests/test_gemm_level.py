@@ -58,7 +58,8 @@ def test_list_mixing_gemm_level_and_small_matrices():
 def test_gemm_level_forced_on_every_shape_class():
     # Columns not a multiple of the block width (padding), batch 1 and > 1, float32 and float64,
     # square (QR preconditioned), tall and wide, full_matrices, singular values only, a rank-deficient
-    # batch, and a list down to 1 x n, all at the GEMM level (JSVD_LEVEL=gemm sends every matrix there).
+    # batch, column-graded float64, and a list down to 1 x n, all at the GEMM level (JSVD_LEVEL=gemm sends
+    # every matrix there).
     out = run_child("""
         import torch, torch_jsvd
         from jsvd_testutils import assert_valid_svd, bound, run_child, random_rank
@@ -82,6 +83,18 @@ def test_gemm_level_forced_on_every_shape_class():
                 if shape[1] < 1000:
                     ok(A, True)
             ok(random_rank((2, 260, 250), 40, dtype=dtype, device="cuda"), False)
+        # float64 column-graded to kappa 1e12: the small singular values keep their relative accuracy
+        # (the CPU engine's, held to mpmath in test_graded.py), through the QR and the GEMM level
+        g = torch.Generator().manual_seed(19)
+        for wide in (False, True):
+            m, n = 300, 260
+            B = torch.randn(2, m, n, dtype=torch.float64, generator=g)
+            d = torch.logspace(0, -12, n, dtype=torch.float64)[torch.randperm(n, generator=g)]
+            A = (B * d).mT.contiguous() if wide else B * d  # (wide: graded rows, columns in the engine's orientation)
+            ref = torch_jsvd.svdvals(A)
+            for s in (torch_jsvd.svdvals(A.cuda()), torch_jsvd.svd(A.cuda())[1]):
+                rel = ((s.cpu() - ref).abs() / ref).max().item()
+                assert rel <= 100 * m * torch.finfo(torch.float64).eps, (wide, rel)
         As = [torch.randn(m, n, device="cuda") for m, n in [(700, 650), (40, 30), (5, 3), (1, 9), (2, 2)]]
         U, S, Vh = torch_jsvd.svd_varlen(As)
         for A, u, s, vh in zip(As, U, S, Vh):

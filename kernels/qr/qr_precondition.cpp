@@ -20,6 +20,7 @@
 #include "engine/finite_check.h"
 #include "qr/householder_panel.h"
 #include "qr/qr_whole_smem.h"
+#include "qr/row_sort.h"
 #include "tuning_knobs.h"
 
 namespace jsvd {
@@ -157,7 +158,7 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   // The GEMMs stay in full precision whatever torch.backends.cuda.matmul.allow_tf32 says.
   const at::NoTF32Guard no_tf32;
-  const at::Tensor W = A.view({B, q, p});
+  at::Tensor W = A.view({B, q, p});
   // Both paths: W divided by max|a_ij| first, as the engine's prologue does (jacobi_device.cuh): the
   // reflectors' norms of unscaled columns overflow (entries of 1e300) or underflow (subnormal
   // entries) in float64, where the Jacobi alone would not; NaN or Inf stays non-finite (info -2 from
@@ -166,6 +167,16 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   // (docs/robustness.md, "Sweeps"); V's rows are put back at the end (V_W = P right).
   at::Tensor X, scale, perm, tau1, Y2, tau2;
   Reflectors f, f2;
+  // And first, in float64, its rows by decreasing max|a_ij| (P_r W; xGEJSV's row pivoting, Cox &
+  // Higham's row sorting): Householder QR is backward stable column by column, not row by row, so
+  // without it a matrix with graded rows (a wide matrix with graded columns) lost the relative accuracy
+  // of its small singular values (140 x 130 graded to 1e-12: 1.6e-5 against 7e-15 on the CPU engine,
+  // H100; docs/robustness.md). U's rows are put back at the end (U_W = P_r^T U'). Float32 makes no
+  // such promise on its QR path (docs/robustness.md), and keeps its rows.
+  at::Tensor row_perm;
+  if (knobs().qr_row_sort > 0 || (knobs().qr_row_sort < 0 && A.scalar_type() == at::kDouble)) {
+    W = sort_rows(W, row_perm);  // (a new buffer, the QR's to overwrite)
+  }
   if (qc.whole) {
     // One buffer for X, the scales, tau1, Y2 and tau2, one after the other (small batches feel every
     // allocation).
@@ -206,11 +217,10 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
       X = leading_block_transpose(X, q);
     }
   }
-  const std::vector<int64_t> n(static_cast<size_t>(B), q);
   SvdOptions xo = opt;
   xo.full_matrices = false;
   xo.tol = resolve_tol(opt, p, A.scalar_type());  // W's own threshold
-  CoreResult rx = engine(X.view({-1}), PackedBatch::make(n, n, false), xo);
+  CoreResult rx = engine(X.view({-1}), PackedBatch::uniform_of(B, q, q, false), xo);
   CoreResult r;
   r.S = rx.S.view({B, q}).mul_(scale.view({B, 1})).view({-1});
   r.info = rx.info;
@@ -252,6 +262,9 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
       apply_q_(f, Mt);
       r.U = Mt.view({-1});
     }
+  }
+  if (uv && row_perm.defined()) {  // row perm[i] of U_W is row i of U'
+    r.U = unsort_rows(r.U.view({B, uc, p}), row_perm).view({-1});
   }
   // The engine checked its own S and V_W (its U_x); S times the scale and U = Q U_R are new: finite
   // or flagged (finite_check.h).
