@@ -32,12 +32,22 @@ BIG_SQUARES = [(200, 64), (200, 100), (200, 128), (200, 256), (100, 512), (10, 1
 F32, F64 = torch.float32, torch.float64
 CASES = ([(b, m, n, F32) for b in (100, 500, 10000) for m, n in SMALL_SHAPES]
          + [(b, n, n, F32) for b, n in BIG_SQUARES] + [(100, 512, 64, F32), (1000, 128, 32, F32)]
-         + [(10000, 32, 32, F64), (200, 128, 128, F64), (100, 512, 512, F64), (10, 1024, 1024, F64)])
+         + [(10000, 32, 32, F64), (200, 128, 128, F64), (100, 512, 512, F64), (10, 1024, 1024, F64)]
+         # issue 20: rotation fits, tall-skinny, float64
+         + [(1000000, 3, 3, F32), (100000, 3, 3, F32), (300, 900, 100, F32), (1000, 1024, 16, F32),
+            (37, 300, 77, F32), (64, 200, 200, F64), (1000, 1024, 16, F64), (100, 512, 64, F64),
+            (1000, 128, 32, F64)])
 QUICK = {"10000x32x32 float32", "500x16x16 float32", "200x128x128 float32", "200x256x256 float32",
          "100x512x512 float32", "200x128x128 float64"}
 # issue 3 "Goals": minimum speed-up vs torch default (float32, same run)
 GOALS = {"10000x32x32 float32": 5, "500x16x16 float32": 3, "200x128x128 float32": 100,
          "200x256x256 float32": 50, "100x512x512 float32": 30}
+# issue 20 "Goals": ms of ours at most (H100, same run)
+GOALS_MS = {"1000000x3x3 float32": 0.5, "100000x3x3 float32": 0.08, "300x900x100 float32": 4.0,
+            "100x512x64 float32": 0.5, "1000x1024x16 float32": 0.45, "1000x128x32 float32": 0.5,
+            "37x300x77 float32": 0.6, "10000x32x32 float32": 0.8, "500x16x16 float32": 0.08,
+            "200x128x128 float64": 2.5, "64x200x200 float64": 7.0, "1000x1024x16 float64": 0.6,
+            "100x512x64 float64": 0.7, "1000x128x32 float64": 0.8, "10000x32x32 float64": 2.0}
 TORCH_METHODS = ["torch", "gesvdj", "gesvd", "gesvda"]
 SLOW_MS = 5000.0  # torch driver warm-up above this: no repeats
 
@@ -165,6 +175,10 @@ def goal_lines(rows):
         got = by.get(case, {}).get("speedup")
         out.append(f"{case}: speed-up >= {need}x: {fmt(got, '.2f')}x "
                    f"{'(not run)' if got is None else 'MET' if got >= need else 'MISSED'}")
+    for case, need in GOALS_MS.items():
+        got = by.get(case, {}).get("methods", {}).get("ours", {}).get("ms")
+        out.append(f"{case}: ours <= {need} ms (issue 20): {fmt(got, '.3f')} ms "
+                   f"{'(not run)' if got is None else 'MET' if got <= need else 'MISSED'}")
     slower = [r["case"] for r in rows if r.get("speedup") is not None and r["speedup"] < 1]
     out.append("never slower than torch default: " + ("MET" if not slower else "MISSED on " + ", ".join(slower)))
     o = by.get("100x512x512 float32", {}).get("methods", {}).get("ours", {})
@@ -194,7 +208,7 @@ def markdown(doc, plots=()):
     if doc.get("skipped"):
         lines.append(f"- not run (time budget spent): {', '.join(doc['skipped'])}")
     lines += ["", table(doc["rows"], md=True)]
-    lines += ["", "Goals (issue 3):", ""] + [f"- {g}" for g in doc.get("goals", [])]
+    lines += ["", "Goals (issues 3 and 20):", ""] + [f"- {g}" for g in doc.get("goals", [])]
     if plots:
         alt = {"small": "speed-up, small matrices (float32)", "big": "speed-up, large squares"}
         lines += [""] + [f"![{alt['small' if 'small' in p else 'big']}](results/{p})" for p in plots]

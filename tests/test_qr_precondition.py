@@ -48,6 +48,12 @@ def test_plan_reports_the_qr():
     assert _precondition([(3000, 20)], torch.float64)[0]["panel_width"] == 8
     assert _precondition([(64, 15)], torch.float64) == [None]
     assert _precondition([(512, 20)], torch.float32) == [None]
+    # float32 tall: from 32 columns where rows >= 3 columns
+    assert _precondition([(900, 100)] * 2, torch.float32)[0] == {"kernel": "householder_qr", "panel_width": 32,
+                                                                "jacobi_on": [100, 100]}
+    assert _precondition([(128, 32)] * 2, torch.float32)[0] == dict(whole, jacobi_on=[32, 32])
+    assert _precondition([(299, 100)] * 2, torch.float32) == [None, None]
+    assert _precondition([(1024, 16)] * 2, torch.float32) == [None, None]
 
 
 def _check(A, full_matrices):
@@ -61,7 +67,8 @@ def _check(A, full_matrices):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("shape", [(3, 256, 256), (2, 512, 512), (2, 600, 300), (2, 300, 600), (2, 1100, 260),
-                                   (1, 1600, 256), (1, 3000, 256)], ids=str)
+                                   (1, 1600, 256), (1, 3000, 256), (2, 900, 100), (3, 100, 900), (5, 128, 32)],
+                         ids=str)
 @pytest.mark.parametrize("full_matrices", [False, True])
 def test_preconditioned_shapes(shape, dtype, full_matrices):
     A = torch.randn(*shape, dtype=dtype, device="cuda")

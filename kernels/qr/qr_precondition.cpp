@@ -125,14 +125,18 @@ QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, const 
   QrChoice c;
   if (!knobs().qr || !uniform || rows < cols) return c;
   const bool whole = knobs().qr_whole && qr_whole_fits(rows, cols, elem, lim.smem_per_block);
-  // Float32 from 256 columns; float64 from 32 where the matrix fits the one-launch QR, else from 128,
-  // and from 16 where rows >= max(512, 8 cols): so that the sweeps on structured matrices stay within
-  // 2x a Gaussian's, at a price in time on small Gaussian batches (H100, docs/robustness.md, "Sweeps").
+  // Float32 from 256 columns, and from 32 where rows >= 3 cols (the Jacobi on the q x q R instead of
+  // the tall matrix: 300 x 900x100 22.1 -> 8.6 ms, 1000 x 128x32 1.22 -> 0.82, 100 x 512x64 1.73 ->
+  // 1.30; not at 16 columns: 1000 x 1024x16 1.12 -> 1.52; H100, docs/experiments.md); float64 from 32
+  // where the matrix fits the one-launch QR, else from 128, and from 16 where rows >= max(512, 8 cols):
+  // so that the sweeps on structured matrices stay within 2x a Gaussian's, at a price in time on small
+  // Gaussian batches (H100, docs/robustness.md, "Sweeps").
   const int64_t forced = knobs().qr_min_cols;
   const bool wide_enough = forced > 0 ? cols >= forced : cols >= (elem == 8 ? 128 : 256);
   const bool f64_whole = forced == 0 && elem == 8 && cols >= 32 && whole;
   const bool f64_tall = forced == 0 && elem == 8 && cols >= 16 && rows >= std::max<int64_t>(512, 8 * cols);
-  if (!wide_enough && !f64_whole && !f64_tall) return c;
+  const bool f32_tall = forced == 0 && elem == 4 && cols >= 32 && rows >= 3 * cols;
+  if (!wide_enough && !f64_whole && !f64_tall && !f32_tall) return c;
   if (whole) {
     c.whole = true;
     return c;
