@@ -87,7 +87,7 @@ def test_whole_level_blocks_of_partial_warps(m, n, dtype):
 
 
 @pytest.mark.parametrize("m,n,dtype", [(128, 128, torch.float32), (130, 70, torch.float32), (64, 64, torch.float64),
-                                       (119, 40, torch.float32)])  # (tall enough for registers, not for the QR)
+                                       (150, 60, torch.float32)])  # (tall, a warp a rotation, not tall enough for the QR)
 def test_whole_level_register_steps(m, n, dtype):
     """Whole matrices whose lane groups keep one column of each pair in
     registers (the recursive-halving order, kernels/levels/smem/halving_order.h): the plan
