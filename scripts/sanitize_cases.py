@@ -54,6 +54,13 @@ cases = [
     # numerically zero columns (rank deficient), subnormal entries, and S beyond the dtype's range (info -3,
     # the finite check writing it)
     ("warp f32 rank-deficient", torch.randn(3, 24, 4, device=dev) @ torch.randn(3, 4, 24, device=dev)),
+    # a thread per matrix of at most 4 rows (svd_thread.cuh), rank-deficient, and a wide one read in place;
+    # U's completion taking the deficient ones of 256 matrices a block
+    ("thread f32 rank-deficient", torch.randn(300, 3, 1, device=dev) @ torch.randn(300, 1, 3, device=dev)),
+    ("thread f64 wide in place", torch.randn(130, 4, 2, dtype=torch.float64, device=dev).mT),
+    # float64 QR with its rows sorted first (row_sort.cu), graded rows
+    ("qr f64 graded rows", torch.logspace(0, -12, 140, dtype=torch.float64, device=dev)[:, None]
+     * torch.randn(3, 140, 130, dtype=torch.float64, device=dev)),
     ("warp f32 subnormal", torch.randn(3, 16, 16, device=dev) * 1e-40),
     ("whole f64 rank-deficient", torch.randn(2, 48, 6, dtype=torch.float64, device=dev)
      @ torch.randn(2, 6, 40, dtype=torch.float64, device=dev)),
