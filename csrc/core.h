@@ -61,7 +61,7 @@ inline int64_t resolve_max_sweeps(const SvdOptions& o) {
 //   S: q_k values, descending and non-negative, at s_off[k]
 //   V: q_k x q_k column-major at v_off[k] (so the stored array, read row-major, is V^T)
 struct PackedBatch {
-  // Per matrix for a list; a uniform batch (uniform()) keeps one entry of each
+  // Per matrix for a list; a batch made by uniform_of keeps one entry of each
   // and its count, so that a million 3 x 3 matrices cost the host no
   // per-matrix work: read them through the accessors below.
   std::vector<int64_t> rows, cols, ucols;
@@ -95,7 +95,7 @@ struct PackedBatch {
     return b;
   }
 
-  // A list (uniform() when every shape is the same, its vectors still full).
+  // A list (`uniform` when every shape is the same, its vectors still full).
   static PackedBatch make(const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
                           bool full_matrices) {
     PackedBatch b;
