@@ -165,9 +165,10 @@ int main() {
   }
 
   std::printf("register (warp) level shapes\n");
-  // The rule: lanes = columns rounded up to a power of two (at least 4), rows
-  // per lane the least of 1, 2, 4 that covers the rows, and at most 64 (float32)
-  // or 32 (float64) values of A per lane; otherwise not this level.
+  // The rule: a thread (lanes = 1, rows = p) for at most 4 rows; else lanes =
+  // columns rounded up to a power of two (at least 4), rows per lane the least
+  // of 1, 2, 4 that covers the rows, and at most 64 (float32) or 32 (float64)
+  // values of A per lane; otherwise not this level.
   bool shapes_ok = true;
   for (size_t elem : {sizeof(float), sizeof(double)}) {
     for (int64_t q = 1; q <= 40; ++q) {
@@ -178,6 +179,10 @@ int main() {
         for (int r : {1, 2, 4})
           if (rows == 0 && p <= r * lanes && r * lanes <= (elem == 4 ? 64 : 32)) rows = r;
         if (q > 32 || rows == 0) lanes = rows = 0;
+        if (p <= 4) {
+          lanes = 1;
+          rows = static_cast<int>(p);
+        }
         const WarpLaunch w = svd_warp_config(p, q, elem);
         shapes_ok &= w.lanes == lanes && w.rows == rows;
       }

@@ -424,7 +424,11 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
     launch_finalize(args, bl, nbl, blocked_q, norms.data_ptr<double>(), order.data_ptr<int32_t>(), stream);
   }
 
-  if (uv) launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, opt.full_matrices, stream);
+  // (the thread level completes its own U: a batch of it alone needs no launch)
+  bool all_thread = whole.empty() && blocked.mats.empty();
+  for (const auto& kv : warp) all_thread = all_thread && kv.first.first == 1;
+  if (uv && !all_thread)
+    launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, opt.full_matrices, stream);
   // (the warp level checks its own results as it writes them)
   if (!whole.empty() || !blocked.mats.empty())
     launch_flag_non_finite(args.S, args.U, args.V, args.info, args.desc, args.uni, static_cast<int>(N), stream);

@@ -139,8 +139,52 @@ __global__ void __launch_bounds__(kThreadBlock) svd_thread_kernel(EngineArgs<T> 
       }
     }
   }
+  // U's columns from the rank on carry no direction (zero columns, and the
+  // extra ones of full_matrices): completed here, in the thread that wrote U,
+  // as complete_kernel does for the other levels (blocked_steps.cu): the unit
+  // vector with the largest component outside the span so far, orthogonalised
+  // twice and normalised. The engine launches no completion for this level.
+  if (Ug) {
+    for (int col = nonzero; col < md.ucols; ++col) {
+      double best = -1.0;
+      int bt = 0;
+#pragma unroll
+      for (int t = 0; t < M; ++t) {
+        if (t >= p) continue;
+        double s = 0;
+        for (int j = 0; j < col; ++j) {
+          const double u = Ug[j * p + t];
+          s += u * u;
+        }
+        if (1.0 - s > best) {
+          best = 1.0 - s;
+          bt = t;
+        }
+      }
+      T x[M];
+#pragma unroll
+      for (int t = 0; t < M; ++t) x[t] = t == bt ? T(1) : T(0);
+      for (int pass = 0; pass < 2; ++pass)
+        for (int j = 0; j < col; ++j) {
+          T coef = 0;
+#pragma unroll
+          for (int t = 0; t < M; ++t)
+            if (t < p) coef += Ug[j * p + t] * x[t];
+#pragma unroll
+          for (int t = 0; t < M; ++t)
+            if (t < p) x[t] -= coef * Ug[j * p + t];
+        }
+      T ss = 0;
+#pragma unroll
+      for (int t = 0; t < M; ++t) ss += x[t] * x[t];
+      const T nx = sqrt(ss);
+#pragma unroll
+      for (int t = 0; t < M; ++t)
+        if (t < p) Ug[col * p + t] = x[t] / nx;
+    }
+  }
   args.info[kmat] = !converged ? -1 : nonfinite ? -3 : sweeps;
-  args.rank[kmat] = nonzero;
+  args.rank[kmat] = Ug ? md.ucols : nonzero;  // (completed)
 }
 
 }  // namespace cuda
