@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kThreadBlock) svd_thread_kernel(EngineArgs<T> 
     nonfinite |= !isfinite(sv);
     args.S[md.s_off + rank] = sv;
     if (!Ug) continue;
-    const T inv = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // zero columns are completed later
+    const T inv = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // zero columns are completed below
 #pragma unroll
     for (int r = 0; r < M; ++r) {
       if (r >= p) continue;
