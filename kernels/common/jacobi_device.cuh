@@ -223,6 +223,42 @@ __device__ __forceinline__ T quiet_nan() {
   return static_cast<T>(__longlong_as_double(0x7ff8000000000000ULL));
 }
 
+// The register levels' load (svd_warp.cu, svd_thread.cuh): rows row0,
+// row0 + row_step, ... (R of them) of matrix md into a[r][c], zeros outside
+// its p x q, from the packed batch or the caller's tensor read in place
+// (args.a_cs > 0); accumulates whether any entry is non-finite, and max|a|.
+template <typename T, int R, int C>
+__device__ __forceinline__ void load_register_rows(const EngineArgs<T>& args, const MatrixDesc& md, int row0,
+                                                   int row_step, T (&a)[R][C], bool& bad, T& amax) {
+  const T* Ag = args.A + md.a_off;
+  const int64_t rs = args.a_cs > 0 ? args.a_rs : 1, cs = args.a_cs > 0 ? args.a_cs : md.p;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int row = row0 + r * row_step;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      const T x = (row < md.p && c < md.q) ? Ag[c * cs + row * rs] : T(0);
+      bad |= !isfinite(x);
+      amax = fmax(amax, fabs(x));
+      a[r][c] = x;
+    }
+  }
+}
+
+// Divides a register-held matrix by max|a| so that squared norms neither
+// overflow nor underflow (a division: 1 / max|a| overflows for subnormal
+// max|a|). Returns the scale to multiply S by: max|a|, or 1 for a zero matrix.
+template <typename T, int R, int C>
+__device__ __forceinline__ double scale_register_rows(T (&a)[R][C], T amax) {
+  if (!(amax > T(0))) return 1.0;
+  const double scale = static_cast<double>(amax);
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int c = 0; c < C; ++c) a[r][c] /= amax;
+  return scale;
+}
+
 // The outputs of matrix k when its input holds NaN or Inf: NaN S, U and V,
 // info = -2 and rank = ucols (nothing for the completion kernel to fill).
 // Written by `stride` threads, this one being number `first`.

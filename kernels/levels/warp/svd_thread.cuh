@@ -29,18 +29,7 @@ __global__ void __launch_bounds__(kThreadBlock) svd_thread_kernel(EngineArgs<T> 
   T v[kWithV ? M : 1][kWithV ? M : 1];
   bool bad = false;
   T amax = 0;
-  const T* Ag = args.A + md.a_off;
-  // packed (column-major) or the caller's tensor read in place (a_cs > 0)
-  const int64_t rs = args.a_cs > 0 ? args.a_rs : 1, cs = args.a_cs > 0 ? args.a_cs : p;
-#pragma unroll
-  for (int r = 0; r < M; ++r)
-#pragma unroll
-    for (int c = 0; c < M; ++c) {
-      const T x = (r < p && c < q) ? Ag[c * cs + r * rs] : T(0);
-      bad |= !isfinite(x);
-      amax = fmax(amax, fabs(x));
-      a[r][c] = x;
-    }
+  load_register_rows(args, md, 0, 1, a, bad, amax);
   if (bad) {
     write_non_finite(args, md, kmat, 0, 1);
     return;
@@ -51,14 +40,7 @@ __global__ void __launch_bounds__(kThreadBlock) svd_thread_kernel(EngineArgs<T> 
 #pragma unroll
       for (int c = 0; c < M; ++c) v[r][c] = r == c ? T(1) : T(0);
   }
-  double scale = 1.0;  // max|a| = 1: squared norms neither overflow nor underflow
-  if (amax > T(0)) {
-    scale = static_cast<double>(amax);
-#pragma unroll
-    for (int r = 0; r < M; ++r)
-#pragma unroll
-      for (int c = 0; c < M; ++c) a[r][c] /= amax;
-  }
+  const double scale = scale_register_rows(a, amax);
   const StepTolerances tols = step_tolerances<T>(args.tol, p);
   const double tiny2 = negligible_norm2<T>(p);
   double d[M];

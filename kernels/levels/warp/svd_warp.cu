@@ -108,20 +108,7 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
   T v[kWithV ? NC : 1];
   bool bad = false;
   T amax = 0;
-  const T* Ag = args.A + md.a_off;
-  // packed (column-major) or the caller's tensor read in place (a_cs > 0)
-  const int64_t rs = args.a_cs > 0 ? args.a_rs : 1, cs = args.a_cs > 0 ? args.a_cs : p;
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const int row = r * NC + li;
-#pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      const T x = (row < p && c < q) ? Ag[c * cs + row * rs] : T(0);
-      bad |= !isfinite(x);
-      amax = fmax(amax, fabs(x));
-      a[r][c] = x;
-    }
-  }
+  load_register_rows(args, md, li, NC, a, bad, amax);  // a lane's rows: li, li + NC, ...
   if constexpr (kWithV) {
 #pragma unroll
     for (int c = 0; c < NC; ++c) v[c] = (c == li && li < q) ? T(1) : T(0);
@@ -133,16 +120,7 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
   if (live && bad) write_non_finite(args, md, kmat, li, NC);
   bool done = !live || bad;
 
-  // Divide by max|a| so that squared norms neither overflow nor underflow
-  // (a division: 1 / max|a| overflows for subnormal max|a|).
-  double scale = 1.0;
-  if (amax > T(0)) {
-    scale = static_cast<double>(amax);
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int c = 0; c < NC; ++c) a[r][c] /= amax;
-  }
+  const double scale = scale_register_rows(a, amax);
 
   // Convergence at tol, rotations applied down to eps where the inner
   // products are exact (float32 data, double sums): jacobi_device.cuh.
