@@ -180,9 +180,9 @@ __global__ void __launch_bounds__(kPassThreads)
   });
 }
 
-// One block per matrix: fill U's columns rank .. ncols-1 (which carry no
-// direction) with an orthonormal basis of the complement of the first rank
-// columns. Greedy: the next column starts from the unit vector e_t whose
+// The block, for a matrix whose rank < ncols (complete_kernel sends no other):
+// fill U's columns rank .. ncols-1 (which carry no direction) with an
+// orthonormal basis of the complement of the first rank columns. Greedy: the next column starts from the unit vector e_t whose
 // component outside the current span is largest (diag of the projector,
 // kept in smem), then is orthogonalised twice ("twice is enough") and normalised.
 // Dynamic smem: p doubles (projector diagonal) + p T (the new column) + ncols T.
@@ -194,7 +194,6 @@ __device__ void complete_matrix(const EngineArgs<T>& args, int k, int full, unsi
   const int p = md.p;
   const int ncols = full ? md.ucols : md.q;
   const int r0 = args.rank[k];
-  if (r0 >= ncols) return;
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
   double* pdiag = reinterpret_cast<double*>(smem_raw);
   T* x = reinterpret_cast<T*>(pdiag + p);
