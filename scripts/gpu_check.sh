@@ -72,12 +72,12 @@ for s in $stages; do
         echo "racecheck (gram_evd_kernel) rc=$?"; } >"$OUT/sanitizer.log" 2>&1
       grep -E "rc=|ERROR SUMMARY|RACECHECK SUMMARY|hazard" "$OUT/sanitizer.log" | head -20 ;;
     race-qr)
-      for k in householder_panel transpose_kernel qr_whole_kernel apply_reflectors_kernel; do
+      for k in householder_panel transpose_kernel qr_whole_kernel apply_reflectors_kernel apply_wy_kernel sort_rows_kernel; do
         JSVD_SANITIZE_ONLY=qr JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
           --kernel-name kns=$k --error-exitcode 9 $PY scripts/sanitize_cases.py
         echo "racecheck ($k) rc=$?"
       done >"$OUT/racecheck_qr.log" 2>&1
-      grep -E "rc=|RACECHECK SUMMARY|hazard" "$OUT/racecheck_qr.log" | head -8 ;;
+      grep -E "rc=|RACECHECK SUMMARY|hazard" "$OUT/racecheck_qr.log" | head -12 ;;
     race-delta)
       JSVD_SANITIZE_ONLY=delta JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
         --kernel-name kns=svd_smem_kernel --error-exitcode 9 $PY scripts/sanitize_cases.py >"$OUT/racecheck_delta.log" 2>&1

@@ -51,6 +51,11 @@ cases = [
     # the one-launch QR of matrices in shared memory (float64 from 16 columns), tall and square
     ("qr f64 whole", torch.randn(7, 100, 40, dtype=torch.float64, device=dev)),
     ("qr f64 whole square", torch.randn(5, 64, 64, dtype=torch.float64, device=dev)),
+    # ... tall, its rows sorted in the launch, graded, with zero columns (identity reflectors), Q applied to U
+    # in the UT form (apply_wy.cu); and float32 tall (no row order)
+    ("qr f64 whole tall graded", torch.logspace(0, -12, 1024, dtype=torch.float64, device=dev)[:, None]
+     * torch.randn(3, 1024, 16, dtype=torch.float64, device=dev) * (torch.arange(16, device=dev) < 12)),
+    ("qr f32 whole tall", torch.randn(4, 200, 40, device=dev)),
     # numerically zero columns (rank deficient), subnormal entries, and S beyond the dtype's range (info -3,
     # the finite check writing it)
     ("warp f32 rank-deficient", torch.randn(3, 24, 4, device=dev) @ torch.randn(3, 4, 24, device=dev)),

@@ -132,8 +132,31 @@ def test_whole_matrix_qr_float32_and_once():
         "            U, S, Vh = torch_jsvd.svd(A, full_matrices=full)\n"
         "            t.assert_valid_svd(A, U, S, Vh, full)\n"
         "print('ok')\n")
-    out = run_child(code, timeout=300, JSVD_QR_MIN_COLS="16", JSVD_QR_TWICE="0")
+    # (and float32 rows sorted as float64's are)
+    out = run_child(code, timeout=300, JSVD_QR_MIN_COLS="16", JSVD_QR_TWICE="0", JSVD_QR_ROW_SORT="1")
     assert out.strip().endswith("ok"), out[-2000:]
+
+
+@pytest.mark.parametrize("dtype,shape", [(torch.float32, (6, 200, 32)), (torch.float64, (6, 600, 16)),
+                                         (torch.float64, (5, 1024, 24))], ids=str)
+def test_whole_matrix_qr_identity_reflectors_and_row_order(dtype, shape):
+    """U = P_r^T Q [U_R 0; 0 I] from Q's UT form (apply_wy.cu), with reflectors that are the identity
+    (exactly zero columns: zero columns of Y), rank one, graded rows in shuffled order (float64 sorts
+    them), and full U's completion by Q's trailing columns."""
+    g = torch.Generator(device="cuda").manual_seed(23)
+    A = torch.randn(*shape, dtype=dtype, device="cuda", generator=g)
+    m, n = shape[-2:]
+    assert _precondition([(m, n)], dtype)[0]["kernel"] == "householder_qr_whole_smem"
+    A[0, :, n // 2:] = 0
+    A[1, :, ::2] = 0
+    A[2] = A[2, :, :1] * A[2, :1, :]
+    grading = torch.logspace(0, -8, m, dtype=dtype, device="cuda")[torch.randperm(m, device="cuda", generator=g)]
+    A[3] = A[3] * grading[:, None]
+    A[4, 7:] = 0  # (rows beyond the rank)
+    for full in (False, True):
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
+        assert_valid_svd(A, U, S, Vh, full)
+    assert (S[0, n // 2:] == 0).all() and (S[1, n // 2:] == 0).all() and (S[4, 7:] <= 1e-5 * S[4, 0]).all()
 
 
 def test_rank_deficient_and_zero():

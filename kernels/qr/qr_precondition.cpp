@@ -169,7 +169,7 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   // the engine). Then its columns by decreasing norm (W P = Q R): a cheap stand-in for xGEJSV's
   // column pivoting, so that R's rows, the Jacobi's columns, come graded where A's columns are
   // (docs/robustness.md, "Sweeps"); V's rows are put back at the end (V_W = P right).
-  at::Tensor X, scale, perm, tau1, Y2, tau2;
+  at::Tensor X, scale, perm, Sf, Y2, tau2;
   Reflectors f, f2;
   // And first, in float64, its rows by decreasing max|a_ij| (P_r W; xGEJSV's row pivoting, Cox &
   // Higham's row sorting): Householder QR is backward stable column by column, not row by row, so
@@ -177,15 +177,13 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   // of its small singular values (140 x 130 graded to 1e-12: 1.6e-5 against 7e-15 on the CPU engine,
   // H100; docs/robustness.md). U's rows are put back at the end (U_W = P_r^T U'). Float32 makes no
   // such promise on its QR path (docs/robustness.md), and keeps its rows.
+  const bool row_sort = knobs().qr_row_sort > 0 || (knobs().qr_row_sort < 0 && A.scalar_type() == at::kDouble);
   at::Tensor row_perm;
-  if (knobs().qr_row_sort > 0 || (knobs().qr_row_sort < 0 && A.scalar_type() == at::kDouble)) {
-    W = sort_rows(W, row_perm);  // (a new buffer, the QR's to overwrite)
-  }
   if (qc.whole) {
-    // One buffer for X, the scales, tau1, Y2 and tau2, one after the other (small batches feel every
-    // allocation).
+    // (The one-launch QR sorts its rows itself.) One buffer for X, the scales, S, Y2 and tau2, one
+    // after the other (small batches feel every allocation).
     const bool y2 = uv && twice;
-    const at::Tensor work = at::empty({B * (q * q + 1 + (uv ? q : 0) + (y2 ? q * q + q : 0))}, A.options());
+    const at::Tensor work = at::empty({B * (q * q + 1 + (uv ? q * q : 0) + (y2 ? q * q + q : 0))}, A.options());
     int64_t used = 0;
     auto take = [&](int64_t n) {
       used += n;
@@ -193,19 +191,22 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
     };
     X = take(B * q * q).view({B, q, q});
     scale = take(B);
-    if (uv) tau1 = take(B * q);
+    if (uv) Sf = take(B * q * q);
     if (y2) {
       Y2 = take(B * q * q);
       tau2 = take(B * q);
     }
     perm = at::empty({B, q}, A.options().dtype(at::kLong));
+    if (uv && row_sort) row_perm = at::empty({B, p}, A.options().dtype(at::kInt));
     AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "qr_whole", [&] {
       auto ptr = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<scalar_t>() : nullptr; };
       launch_qr_whole<scalar_t>(W.data_ptr<scalar_t>(), B, static_cast<int>(p), static_cast<int>(q), knobs().qr_sort,
-                                twice, uv, X.data_ptr<scalar_t>(), ptr(tau1), ptr(Y2), ptr(tau2),
-                                perm.data_ptr<int64_t>(), scale.data_ptr<scalar_t>(), stream);
+                                row_sort, twice, uv, X.data_ptr<scalar_t>(), ptr(Sf), ptr(Y2), ptr(tau2),
+                                perm.data_ptr<int64_t>(), row_perm.defined() ? row_perm.data_ptr<int32_t>() : nullptr,
+                                scale.data_ptr<scalar_t>(), stream);
     });
   } else {
+    if (row_sort) W = sort_rows(W, row_perm);  // (a new buffer, the QR's to overwrite)
     const at::Tensor amax = W.abs().amax({1, 2}, /*keepdim=*/true);
     scale = at::where(amax > 0, amax, at::ones_like(amax));
     W.div_(scale);
@@ -235,7 +236,8 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
     const at::Tensor left = twice ? rx.U : rx.V;
     at::Tensor right = twice ? rx.V : rx.U;
     if (qc.whole) {
-      // V_W = P Q2 right and U_W = Q [left 0; 0 I] (I: the extra columns of full_matrices), a launch each.
+      // V_W = P Q2 right and U_W = P_r^T Q [left 0; 0 I] (I: the extra columns of full_matrices), a
+      // launch each.
       r.V = at::empty({B * q * q}, A.options());
       r.U = at::empty({B * uc * p}, A.options());
       AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "apply_reflectors", [&] {
@@ -243,9 +245,10 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
         launch_apply_reflectors<scalar_t>(twice ? Y2.data_ptr<scalar_t>() : nullptr, qi, twice ? qi : 0,
                                           twice ? tau2.data_ptr<scalar_t>() : nullptr, right.data_ptr<scalar_t>(), qi,
                                           qi, r.V.data_ptr<scalar_t>(), qi, perm.data_ptr<int64_t>(), B, stream);
-        launch_apply_reflectors<scalar_t>(W.data_ptr<scalar_t>(), static_cast<int>(p), qi, tau1.data_ptr<scalar_t>(),
-                                          left.data_ptr<scalar_t>(), qi, qi, r.U.data_ptr<scalar_t>(),
-                                          static_cast<int>(uc), nullptr, B, stream);
+        launch_apply_wy<scalar_t>(W.data_ptr<scalar_t>(), Sf.data_ptr<scalar_t>(),
+                                  row_perm.defined() ? row_perm.data_ptr<int32_t>() : nullptr,
+                                  left.data_ptr<scalar_t>(), r.U.data_ptr<scalar_t>(), static_cast<int>(p), qi,
+                                  static_cast<int>(uc), B, stream);
       });
     } else {
       if (twice) apply_q_(f2, right.view({B, q, q}));
@@ -267,7 +270,7 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
       r.U = Mt.view({-1});
     }
   }
-  if (uv && row_perm.defined()) {  // row perm[i] of U_W is row i of U'
+  if (uv && !qc.whole && row_perm.defined()) {  // row perm[i] of U_W is row i of U'
     r.U = unsort_rows(r.U.view({B, uc, p}), row_perm).view({-1});
   }
   // The engine checked its own S and V_W (its U_x); S times the scale and U = Q U_R are new: finite

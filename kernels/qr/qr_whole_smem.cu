@@ -2,11 +2,13 @@
 // qr_precondition.h describes it), and the application of its reflectors to the Jacobi's vectors.
 //
 // qr_whole_kernel: the matrix is read into shared memory; its scaling by max|a|, the order of its
-// columns by norm, the Householder QR (xGEQR2), R^T and, for float64, the second QR of R^T all
-// happen there, and only X = R^T (or R2^T) and the reflectors go back. One barrier a column.
+// rows (float64, row_order.cuh) and columns, the Householder QR (xGEQR2), R^T and, for float64, the
+// second QR of R^T all happen there, and only X = R^T (or R2^T) and the reflectors go back: Q's in
+// the UT form that apply_wy.cu applies to U, Q2's as they are. One barrier a column.
 //
-// apply_reflectors_kernel: an output column in registers, across a group of lanes, takes the
-// reflectors (in shared memory, shared by the block) last to first: y -= tau v (v^T y).
+// apply_reflectors_kernel (V: Q2 and the column order): an output column in registers, across a
+// group of lanes, takes the reflectors (in shared memory, shared by the block) last to first:
+// y -= tau v (v^T y).
 //
 // Both give a column a group of g lanes (a power of two, about 8 rows a lane), not a warp: the
 // first version's warp-wide sums of one row a lane made these kernels instruction-bound at small
@@ -22,6 +24,7 @@
 #include "common/host_device.h"
 #include "common/jacobi_device.cuh"
 #include "qr/householder_device.cuh"
+#include "qr/row_order.cuh"
 
 namespace jsvd {
 namespace cuda {
@@ -45,8 +48,12 @@ JSVD_HOST_DEVICE inline int qr_whole_threads(int p, int q) {
   return t >= kMaxThreads ? kMaxThreads : (t + 31) / 32 * 32;
 }
 
-// The per-column arrays (double) and the column map (int) before the matrices, 16-byte aligned.
+// The per-column arrays (double) and the column map (int) first, then the rows' keys and positions
+// (row_order.cuh), before the matrices, 16-byte aligned.
 JSVD_HOST_DEVICE inline size_t qr_whole_head(int64_t q) { return static_cast<size_t>(4 * q) * sizeof(double) + (q + 3) / 4 * 16; }
+JSVD_HOST_DEVICE inline size_t row_keys_smem(int p) {
+  return (static_cast<size_t>(row_sort_length(p)) * (sizeof(double) + sizeof(int)) + 15) / 16 * 16;
+}
 
 // Sum over the g lanes of a group, g known at run time (jacobi_device.cuh's group_sum: at compile
 // time); every lane of the warp calls it.
@@ -103,11 +110,41 @@ __device__ void householder_in_smem(T* a, int ld, int L, int n, int g, double* s
   __syncthreads();
 }
 
+// Copies the p x q matrix src (column-major, consecutive) into a (column stride ld), element (i, c)
+// from src[from(c, i)] divided by div, kUnroll loads in flight a thread: one block fills an SM at these
+// sizes, so the loads' latency, not the bandwidth, was the copy's time. A thread's elements are
+// tid + n nt in column-major order, their (c, i) stepped without a division each.
+constexpr int kUnroll = 8;
+template <typename T, typename From>
+__device__ __forceinline__ void load_matrix(T* a, int ld, const T* src, int p, int q, T div, From from) {
+  const int nt = blockDim.x, dq = nt / p, dr = nt - dq * p;
+  int c = threadIdx.x / p, i = threadIdx.x - c * p;
+  while (c < q) {
+    T v[kUnroll];
+    int cu[kUnroll], iu[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      cu[u] = c;
+      iu[u] = i;
+      v[u] = c < q ? src[from(c, i)] : T(0);
+      c += dq;
+      i += dr;
+      if (i >= p) {
+        i -= p;
+        ++c;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (cu[u] < q) a[cu[u] * ld + iu[u]] = div == T(1) ? v[u] : v[u] / div;  // (1 / div overflows for subnormal div)
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kMaxThreads)
-    qr_whole_kernel(T* __restrict__ W, int p, int q, bool sort, bool twice, bool keep, T* __restrict__ X,
-                    T* __restrict__ tau1, T* __restrict__ Y2, T* __restrict__ tau2, int64_t* __restrict__ perm,
-                    T* __restrict__ scale_out) {
+    qr_whole_kernel(T* __restrict__ W, int p, int q, bool sort, bool row_sort, bool twice, bool keep,
+                    T* __restrict__ X, T* __restrict__ S, T* __restrict__ Y2, T* __restrict__ tau2,
+                    int64_t* __restrict__ perm, int32_t* __restrict__ rowperm, T* __restrict__ scale_out) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ T s_red[32];
   double* const d = reinterpret_cast<double*>(smem_raw);  // column norms, then the tails
@@ -115,23 +152,34 @@ __global__ void __launch_bounds__(kMaxThreads)
   double* const s_scale = s_tau + q;
   double* const s_beta = s_scale + q;
   int* const col = reinterpret_cast<int*>(s_beta + q);
+  double* const key = reinterpret_cast<double*>(smem_raw + qr_whole_head(q));  // the rows' keys, then their positions
+  int* const ridx = reinterpret_cast<int*>(key + row_sort_length(p));            // the row at each position
   const int g1 = lanes_for_rows(p), g2 = lanes_for_rows(q), ld1 = qr_ld(p, g1), ld2 = qr_ld(q, g2);
-  T* const a = reinterpret_cast<T*>(smem_raw + qr_whole_head(q));  // p x q, column stride ld1
-  T* const x = a + static_cast<size_t>(ld1) * q;                     // q x q, column stride ld2
+  T* const a = reinterpret_cast<T*>(smem_raw + qr_whole_head(q) + row_keys_smem(p));  // p x q, column stride ld1
+  T* const x = a + static_cast<size_t>(ld1) * q;                                        // q x q, column stride ld2
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
+  const int lg = tid & (g1 - 1), grp = tid / g1, G = nt / g1;
   const int64_t k = blockIdx.x;
   const T* const Wk = W + k * p * q;
   const int64_t qq = static_cast<int64_t>(q) * q;
 
-  // max|a| (NaN passes through fmax: a matrix with NaN stays non-finite and the engine flags it).
+  load_matrix(a, ld1, Wk, p, q, T(1), [p](int c, int i) { return static_cast<int64_t>(c) * p + i; });
+  __syncthreads();
+  // max|a| (NaN passes through fmax: a matrix with NaN stays non-finite and the engine flags it), and
+  // each row's max|a_ij|, its key.
   T m = 0;
-  for (int c = warp; c < q; c += nw)
-    for (int i = lane; i < p; i += 32) {
-      const T v = Wk[c * p + i];
-      a[c * ld1 + i] = v;
-      m = fmax(m, fabs(v));
+  for (int i = tid; i < p; i += nt) {
+    T r = 0;
+    bool nan = false;
+    for (int c = 0; c < q; ++c) {
+      const T v = fabs(a[c * ld1 + i]);
+      nan |= isnan(v);
+      r = fmax(r, v);
     }
-  m = block_max(m, s_red);  // (its barriers also publish a)
+    m = fmax(m, r);
+    if (row_sort) key[i] = row_key(double(r), nan);
+  }
+  m = block_max(m, s_red);  // (its barriers also publish the keys)
   const T s = m > T(0) ? m : T(1);  // (a division below: 1 / max|a| overflows for subnormal max|a|)
   if (tid == 0) scale_out[k] = s;
   for (int c = warp; c < q; c += nw) {
@@ -158,18 +206,55 @@ __global__ void __launch_bounds__(kMaxThreads)
     col[rank] = l;
     perm[k * q + rank] = l;
   }
+  if (row_sort) {
+    sort_rows_by_key(key, ridx, p);  // (its barriers also publish col)
+    if (keep)
+      for (int r = tid; r < p; r += nt) rowperm[k * p + r] = ridx[r];
+  }
   __syncthreads();
-  // The columns in that order, scaled (read again: from L2).
-  for (int c = warp; c < q; c += nw)
-    for (int i = lane; i < p; i += 32) a[c * ld1 + i] = Wk[col[c] * p + i] / s;
+  // The rows and columns in their order, scaled (read again: from L2).
+  load_matrix(a, ld1, Wk, p, q, s,
+              [=](int c, int i) { return static_cast<int64_t>(col[c]) * p + (row_sort ? ridx[i] : i); });
   __syncthreads();
 
   householder_in_smem(a, ld1, p, q, g1, d, s_tau, s_scale, s_beta);
   if (keep) {
-    T* const Wo = W + k * p * q;
-    for (int j = warp; j < q; j += nw)
-      for (int i = j + 1 + lane; i < p; i += 32) Wo[static_cast<int64_t>(j) * p + i] = a[j * ld1 + i];
-    for (int j = tid; j < q; j += nt) tau1[k * q + j] = T(s_tau[j]);
+    // Q = H_0 ... H_{q-1} = I - Y S^{-1} Y^T (the UT transform: S = T^{-1}, strictly upper Y^T Y with
+    // 1 / tau_j on the diagonal; Joffrain et al., "Accumulating Householder transformations,
+    // revisited", 2006), for apply_wy.cu. Y goes out explicit and in A's row order: zeros above the
+    // diagonal, ones on it, and a zero column for a reflector that is the identity (tau_j = 0, where
+    // S_jj = 1 keeps S invertible).
+    int* const pos = reinterpret_cast<int*>(key);  // pos[i]: the position of row i
+    if (row_sort)
+      for (int r = tid; r < p; r += nt) pos[ridx[r]] = r;
+    __syncthreads();
+    T* const Yk = W + k * p * q;
+    for (int c = warp; c < q; c += nw) {
+      const bool id = s_tau[c] == 0.0;
+      for (int i = lane; i < p; i += 32) {
+        const int r = row_sort ? pos[i] : i;
+        Yk[static_cast<int64_t>(c) * p + i] = id || r < c ? T(0) : r == c ? T(1) : a[c * ld1 + r];
+      }
+    }
+    // S's strictly upper part: y_i^T y_j over rows >= j (y_j's 1 at row j), a group of g1 lanes a pair.
+    const int npairs = q * (q - 1) / 2;
+    for (int base = 0; base < npairs; base += G) {
+      const int t = base + grp;
+      int j = static_cast<int>((1.0 + sqrt(1.0 + 8.0 * t)) / 2.0);
+      while (j * (j - 1) / 2 > t) --j;
+      while ((j + 1) * j / 2 <= t) ++j;
+      const int i = t - j * (j - 1) / 2;  // 0 <= i < j
+      const bool on = t < npairs && s_tau[min(i, q - 1)] != 0.0 && s_tau[min(j, q - 1)] != 0.0;
+      double sd = 0;
+      if (on)
+        for (int r = j + 1 + lg; r < p; r += g1) sd += double(a[i * ld1 + r]) * double(a[j * ld1 + r]);
+      sd = lanes_sum(sd, g1);
+      if (t < npairs && lg == 0) S[k * qq + j * q + i] = on ? T(double(a[i * ld1 + j]) + sd) : T(0);
+    }
+    for (int j = tid; j < q; j += nt) {
+      S[k * qq + j * q + j] = s_tau[j] != 0.0 ? T(1.0 / s_tau[j]) : T(1);
+      for (int i = j + 1; i < q; ++i) S[k * qq + j * q + i] = T(0);
+    }
   }
   // x = R^T: column i of x is row i of R.
   for (int t = tid; t < q * q; t += nt) {
@@ -249,7 +334,7 @@ int apply_rows_per_lane(int L) { return L <= 256 ? 8 : L <= 512 ? 16 : 32; }
 size_t qr_whole_smem(int64_t p, int64_t q, size_t elem) {
   const int ld1 = qr_ld(static_cast<int>(p), lanes_for_rows(static_cast<int>(p)));
   const int ld2 = qr_ld(static_cast<int>(q), lanes_for_rows(static_cast<int>(q)));
-  return qr_whole_head(q) + static_cast<size_t>(ld1 * q + ld2 * q) * elem;
+  return qr_whole_head(q) + row_keys_smem(static_cast<int>(p)) + static_cast<size_t>(ld1 * q + ld2 * q) * elem;
 }
 
 size_t apply_reflectors_smem(int64_t L, int64_t r, size_t elem) {
@@ -258,19 +343,19 @@ size_t apply_reflectors_smem(int64_t L, int64_t r, size_t elem) {
 
 bool qr_whole_fits(int64_t p, int64_t q, size_t elem, size_t smem_per_block) {
   return p <= kQrWholeMaxRows && qr_whole_smem(p, q, elem) <= smem_per_block &&
-         apply_reflectors_smem(p, q, elem) <= smem_per_block;
+         apply_reflectors_smem(q, q, elem) <= smem_per_block && apply_wy_smem(p, q, elem) <= smem_per_block;
 }
 
 template <typename T>
-void launch_qr_whole(T* W, int64_t B, int p, int q, bool sort, bool twice, bool keep, T* X, T* tau1, T* Y2, T* tau2,
-                     int64_t* perm, T* scale, cudaStream_t stream) {
+void launch_qr_whole(T* W, int64_t B, int p, int q, bool sort, bool row_sort, bool twice, bool keep, T* X, T* S,
+                     T* Y2, T* tau2, int64_t* perm, int32_t* rowperm, T* scale, cudaStream_t stream) {
   if (B == 0) return;
   TORCH_CHECK(p >= q && q >= 1 && p <= kQrWholeMaxRows && B <= INT32_MAX, "jsvd internal: launch_qr_whole shapes");
   const size_t smem = qr_whole_smem(p, q, sizeof(T));
   auto kernel = qr_whole_kernel<T>;
   allow_dynamic_smem(kernel, smem);
-  kernel<<<static_cast<unsigned>(B), qr_whole_threads(p, q), smem, stream>>>(W, p, q, sort, twice, keep, X, tau1, Y2,
-                                                                            tau2, perm, scale);
+  kernel<<<static_cast<unsigned>(B), qr_whole_threads(p, q), smem, stream>>>(W, p, q, sort, row_sort, twice, keep, X,
+                                                                            S, Y2, tau2, perm, rowperm, scale);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -296,10 +381,10 @@ void launch_apply_reflectors(const T* Y, int L, int r, const T* tau, const T* M,
   }
 }
 
-template void launch_qr_whole<float>(float*, int64_t, int, int, bool, bool, bool, float*, float*, float*, float*,
-                                     int64_t*, float*, cudaStream_t);
-template void launch_qr_whole<double>(double*, int64_t, int, int, bool, bool, bool, double*, double*, double*, double*,
-                                      int64_t*, double*, cudaStream_t);
+template void launch_qr_whole<float>(float*, int64_t, int, int, bool, bool, bool, bool, float*, float*, float*, float*,
+                                     int64_t*, int32_t*, float*, cudaStream_t);
+template void launch_qr_whole<double>(double*, int64_t, int, int, bool, bool, bool, bool, double*, double*, double*,
+                                      double*, int64_t*, int32_t*, double*, cudaStream_t);
 template void launch_apply_reflectors<float>(const float*, int, int, const float*, const float*, int, int, float*, int,
                                              const int64_t*, int64_t, cudaStream_t);
 template void launch_apply_reflectors<double>(const double*, int, int, const double*, const double*, int, int, double*,

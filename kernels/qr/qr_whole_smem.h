@@ -14,22 +14,32 @@ namespace cuda {
 // Rows the application keeps in registers: at most 32 a lane.
 constexpr int64_t kQrWholeMaxRows = 1024;
 
-// Shared memory of the factorisation kernel for p x q matrices (p >= q), and of the kernel that
-// applies the reflectors of an L-row factor of r columns.
+// Shared memory of the factorisation kernel for p x q matrices (p >= q), of the kernel that applies
+// the reflectors of an L-row factor of r columns, and of the application of Q to U (apply_wy.cu).
 size_t qr_whole_smem(int64_t p, int64_t q, size_t elem);
 size_t apply_reflectors_smem(int64_t L, int64_t r, size_t elem);
-// Whether the path takes p x q matrices: both kernels' shared memory, and p <= kQrWholeMaxRows.
+size_t apply_wy_smem(int64_t p, int64_t q, size_t elem);
+// Whether the path takes p x q matrices: the kernels' shared memory, and p <= kQrWholeMaxRows.
 bool qr_whole_fits(int64_t p, int64_t q, size_t elem, size_t smem_per_block);
 
 // For each of the B matrices of W (p x q, column-major, consecutive): divides it by max|a| (scale[k];
-// 1 for a zero matrix), orders its columns by decreasing norm (perm[k][i]: the column at position i;
-// the identity unless `sort`), W P = Q R by Householder reflectors (xGEQR2), and, if `twice`, R^T =
-// Q2 R2. X (B, q x q, column-major) receives R^T, or R2^T if twice. Where `keep`: Q's reflectors in
-// W (v_j below the diagonal of column j, v_j(j) = 1 implied) with tau1 (B, q), and Q2's in Y2
-// (B, q x q) with tau2.
+// 1 for a zero matrix), orders its rows by decreasing max|a_ij| if `row_sort` (P_r; rowperm[k][r]:
+// the row at position r, written where `keep`) and its columns by decreasing norm (perm[k][i]: the
+// column at position i; the identity unless `sort`), P_r W P = Q R by Householder reflectors
+// (xGEQR2), and, if `twice`, R^T = Q2 R2. X (B, q x q, column-major) receives R^T, or R2^T if twice.
+// Where `keep`: Q = I - Y S^{-1} Y^T with Y (p x q, explicit, in W's row order: P_r^T Y) in W and S
+// (B, q x q, column-major, upper triangular) in S; Q2's reflectors in Y2 (B, q x q; v_j below the
+// diagonal of column j, v_j(j) = 1 implied) with tau2.
 template <typename T>
-void launch_qr_whole(T* W, int64_t B, int p, int q, bool sort, bool twice, bool keep, T* X, T* tau1, T* Y2, T* tau2,
-                     int64_t* perm, T* scale, cudaStream_t stream);
+void launch_qr_whole(T* W, int64_t B, int p, int q, bool sort, bool row_sort, bool twice, bool keep, T* X, T* S,
+                     T* Y2, T* tau2, int64_t* perm, int32_t* rowperm, T* scale, cudaStream_t stream);
+
+// out[k] (p x nc, column-major) = P_r^T Q [M_k 0; 0 I] (the first nc columns), Q = I - P_r Y S^{-1}
+// Y^T P_r^T from launch_qr_whole (Y in W's row order, rowperm: P_r, null for none), M (q x q,
+// column-major, consecutive).
+template <typename T>
+void launch_apply_wy(const T* Y, const T* S, const int32_t* rowperm, const T* M, T* out, int p, int q, int nc,
+                     int64_t B, cudaStream_t stream);
 
 // out[k] (L x nc, column-major) = H_0 ... H_{r-1} M_k, where M_k's column j is [M[k] column j; 0]
 // (M: mrows x mc, column-major, mrows <= L) for j < mc and e_j beyond (full_matrices' completion),

@@ -1,8 +1,8 @@
-// Row sorting for the QR preconditioning (row_sort.h). A block per matrix:
-// each row's max|a_ij| into shared memory, each row's rank by counting the
-// rows ahead of it (ties by index), and the row copied to its rank, in one
-// launch. Counting costs p^2 comparisons a matrix, which for tall matrices
-// beyond kMaxRows is left to torch's sort.
+// Row sorting for the blocked QR preconditioning (row_sort.h; the one-launch QR sorts its rows
+// itself). A block per matrix: each row's max|a_ij| into shared memory, a bitonic sort of the keys
+// (row_order.cuh), and the rows gathered in that order, in one launch; beyond kMaxRows rows (the
+// keys' shared memory) torch's sort. (The first version ranked rows by counting, p^2 comparisons a
+// matrix: 1000 x 1024x16 float64 took 0.99 ms, H100.)
 #include "qr/row_sort.h"
 
 #include <ATen/cuda/CUDAContext.h>
@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "common/jacobi_device.cuh"
+#include "qr/row_order.cuh"
 
 namespace jsvd {
 namespace cuda {
@@ -21,29 +22,26 @@ constexpr int kThreads = 256;
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) sort_rows_kernel(const T* W, T* out, int64_t* perm, int q, int p) {
-  extern __shared__ double key[];
+  extern __shared__ double key[];  // row_sort_length(p) keys, then as many indices
+  int* const idx = reinterpret_cast<int*>(key + row_sort_length(p));
   const int64_t base = static_cast<int64_t>(blockIdx.x) * q * p;
   const T* w = W + base;
   T* o = out + base;
   for (int i = threadIdx.x; i < p; i += blockDim.x) {
     double m = 0;
+    bool nan = false;
     for (int j = 0; j < q; ++j) {
       const double x = fabs(static_cast<double>(w[static_cast<int64_t>(j) * p + i]));
-      m = isnan(x) ? INFINITY : fmax(m, x);  // (non-finite rows first: any order is a valid one)
+      nan |= isnan(x);
+      m = fmax(m, x);
     }
-    key[i] = m;
+    key[i] = row_key(m, nan);
   }
-  __syncthreads();
-  for (int i = threadIdx.x; i < p; i += blockDim.x) {
-    const double ki = key[i];
-    int r = 0;
-    for (int l = 0; l < p; ++l) {
-      const double kl = key[l];
-      r += kl > ki || (kl == ki && l < i);
-    }
-    perm[static_cast<int64_t>(blockIdx.x) * p + r] = i;
-    for (int j = 0; j < q; ++j) o[static_cast<int64_t>(j) * p + r] = w[static_cast<int64_t>(j) * p + i];
-  }
+  sort_rows_by_key(key, idx, p);
+  for (int r = threadIdx.x; r < p; r += blockDim.x) perm[static_cast<int64_t>(blockIdx.x) * p + r] = idx[r];
+  for (int j = 0; j < q; ++j)  // (coalesced writes, rows gathered)
+    for (int r = threadIdx.x; r < p; r += blockDim.x)
+      o[static_cast<int64_t>(j) * p + r] = w[static_cast<int64_t>(j) * p + idx[r]];
 }
 
 template <typename T>
@@ -69,7 +67,7 @@ at::Tensor sort_rows(const at::Tensor& W, at::Tensor& perm) {
   at::Tensor out = at::empty_like(W);
   perm = at::empty({B, p}, W.options().dtype(at::kLong));
   if (B == 0) return out;
-  const size_t smem = static_cast<size_t>(p) * sizeof(double);
+  const size_t smem = static_cast<size_t>(row_sort_length(static_cast<int>(p))) * (sizeof(double) + sizeof(int));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES(W.scalar_type(), "sort_rows", [&] {
     auto kernel = sort_rows_kernel<scalar_t>;

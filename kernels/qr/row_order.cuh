@@ -1,0 +1,55 @@
+// The row order of the float64 QR (xGEJSV's row pivoting, Cox & Higham's row sorting): rows by
+// decreasing max|a_ij|, ties by index, by a block's bitonic sort in shared memory. Shared by
+// qr_whole_smem.cu (inside the factorisation's launch) and row_sort.cu (before the blocked QR).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+namespace jsvd {
+namespace cuda {
+namespace {
+
+// The sort's length: p rounded up to a power of two (the padding sorts last).
+__host__ __device__ inline int row_sort_length(int p) {
+  int n = 1;
+  while (n < p) n *= 2;
+  return n;
+}
+
+// A row's key from its max|a_ij| and whether it holds a NaN: non-finite rows first (any order of
+// them is a valid one), so that every row has a key and the order is always a permutation.
+__device__ __forceinline__ double row_key(double max_abs, bool nan) { return nan ? INFINITY : max_abs; }
+
+// Sorts key[0, p) decreasing (ties: smaller idx first) by the whole block, with idx[] the rows'
+// indices; key and idx have row_sort_length(p) entries (the padding is filled here). Ends with a
+// barrier: idx[r] is then the row at position r.
+__device__ void sort_rows_by_key(double* key, int* idx, int p) {
+  const int n = row_sort_length(p), tid = threadIdx.x, nt = blockDim.x;
+  for (int i = tid; i < n; i += nt) {
+    idx[i] = i;
+    if (i >= p) key[i] = -1.0;  // (keys are >= 0)
+  }
+  __syncthreads();
+  auto before = [&](int a, int b) { return key[a] > key[b] || (key[a] == key[b] && idx[a] < idx[b]); };
+  for (int k = 2; k <= n; k *= 2)
+    for (int j = k / 2; j > 0; j /= 2) {
+      for (int i = tid; i < n; i += nt) {
+        const int l = i ^ j;
+        if (l > i && ((i & k) == 0 ? before(l, i) : before(i, l))) {
+          const double tk = key[i];
+          key[i] = key[l];
+          key[l] = tk;
+          const int ti = idx[i];
+          idx[i] = idx[l];
+          idx[l] = ti;
+        }
+      }
+      __syncthreads();
+    }
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace jsvd
