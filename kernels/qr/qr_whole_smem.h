@@ -34,9 +34,9 @@ template <typename T>
 void launch_qr_whole(T* W, int64_t B, int p, int q, bool sort, bool row_sort, bool twice, bool keep, T* X, T* S,
                      T* Y2, T* tau2, int64_t* perm, int32_t* rowperm, T* scale, cudaStream_t stream);
 
-// out[k] (p x nc, column-major) = P_r^T Q [M_k 0; 0 I] (the first nc columns), Q = I - P_r Y S^{-1}
-// Y^T P_r^T from launch_qr_whole (Y in W's row order, rowperm: P_r, null for none), M (q x q,
-// column-major, consecutive).
+// out[k] (p x nc, column-major) = P_r^T Q [M_k 0; 0 I] (its first nc columns), Q = I - Y_s S^{-1} Y_s^T
+// with Y_s = P_r Y, Y and S from launch_qr_whole (rowperm: P_r, null for none); M (q x q, column-major,
+// consecutive). apply_wy.cu.
 template <typename T>
 void launch_apply_wy(const T* Y, const T* S, const int32_t* rowperm, const T* M, T* out, int p, int q, int nc,
                      int64_t B, cudaStream_t stream);
