@@ -24,34 +24,17 @@ constexpr int kWyThreads = 256;
 constexpr int kWyColumns = 16;
 constexpr int kWyRows = 4;
 
-// store(t, load(t)) for t < n by the block, kLoads loads in flight a thread: these blocks are small and
-// many, and their loads' latency, not the bandwidth, was their time (10000 32x32 float64: 0.57 ms).
-template <typename Load, typename Store>
-__device__ __forceinline__ void block_copy(int n, Load load, Store store) {
-  constexpr int kLoads = 8;
-  for (int t0 = threadIdx.x; t0 < n; t0 += kLoads * blockDim.x) {
-    decltype(load(0)) v[kLoads];
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int t = t0 + u * blockDim.x;
-      if (t < n) v[u] = load(t);
-    }
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int t = t0 + u * blockDim.x;
-      if (t < n) store(t, v[u]);
-    }
-  }
-}
+// W's rows, q padded to whole loads of kWyRows (the padding rows are zero).
+__host__ __device__ inline int padded_rows(int q) { return (q + kWyRows - 1) / kWyRows * kWyRows; }
 
 template <typename T, int CB>
 __global__ void __launch_bounds__(kWyThreads, 2)
     apply_wy_kernel(const T* __restrict__ Y, const T* __restrict__ S, const int32_t* __restrict__ rowperm,
                     const T* __restrict__ M, T* __restrict__ out, int p, int q, int nc) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int qr = (q + kWyRows - 1) / kWyRows * kWyRows;
-  double* const w = reinterpret_cast<double*>(smem_raw);  // qr x CB, row j at j * CB: W, then Z (zero below q)
-  T* const sm = reinterpret_cast<T*>(w + qr * CB);         // q x q: Y_1, then S
+  const int qp = padded_rows(q);
+  double* const w = reinterpret_cast<double*>(smem_raw);  // qp x CB, row j at j * CB: W, then Z (zero below q)
+  T* const sm = reinterpret_cast<T*>(w + qp * CB);         // q x q: Y_1, then S
   T* const mc = sm + q * q;                                // q x CB, row r at r * CB: the block's columns of M
   int* const pos = reinterpret_cast<int*>(mc + q * CB);    // pos[i]: the position of row i (rowperm)
   const int tid = threadIdx.x, nt = blockDim.x;
@@ -62,16 +45,18 @@ __global__ void __launch_bounds__(kWyThreads, 2)
   const int32_t* const rp = rowperm ? rowperm + k * p : nullptr;
   auto row = [&](int r) { return rp ? rp[r] : r; };  // the row at position r
 
-  if (rp) block_copy(p, [&](int r) { return rp[r]; }, [&](int r, int i) { pos[i] = r; });
-  // Y_1, column-major: sm[j * q + r] = Y_s(r, j); the block's columns of M
-  block_copy(q * q, [&](int t) { return Yk[static_cast<int64_t>(t / q) * p + row(t % q)]; },
-             [&](int t, T v) { sm[t] = v; });
-  block_copy(q * CB, [&](int t) {
-        const int r = t / CB, c = c0 + t - r * CB;
-        return c < q && c < c0 + cn ? Mk[c * q + r] : T(0);
-      }, [&](int t, T v) { mc[t] = v; });
+  if (rp)
+    for (int r = tid; r < p; r += nt) pos[rp[r]] = r;
+  for (int t = tid; t < q * q; t += nt) {  // Y_1, column-major: sm[j * q + r] = Y_s(r, j)
+    const int j = t / q, r = t - j * q;
+    sm[t] = Yk[static_cast<int64_t>(j) * p + row(r)];
+  }
+  for (int t = tid; t < q * CB; t += nt) {  // the block's columns of M
+    const int r = t / CB, c = c0 + t - r * CB;
+    mc[t] = c < q && c < c0 + cn ? Mk[c * q + r] : T(0);
+  }
   __syncthreads();
-  for (int t = tid; t < qr * CB; t += nt) {
+  for (int t = tid; t < qp * CB; t += nt) {
     const int j = t / CB, cl = t - j * CB, c = c0 + cl;
     double v = 0;
     if (cl < cn && j < q) {
@@ -91,7 +76,7 @@ __global__ void __launch_bounds__(kWyThreads, 2)
     w[t] = v;
   }
   __syncthreads();
-  block_copy(q * q, [&](int t) { return S[k * qq + t]; }, [&](int t, T v) { sm[t] = v; });
+  for (int t = tid; t < q * q; t += nt) sm[t] = S[k * qq + t];
   __syncthreads();
   // Z = S^{-1} W by back substitution, a thread a column (S upper triangular, column-major).
   if (tid < cn)
@@ -126,12 +111,10 @@ __global__ void __launch_bounds__(kWyThreads, 2)
   }
 }
 
-
 }  // namespace
 
 size_t apply_wy_smem(int64_t p, int64_t q, size_t elem) {
-  const int64_t qr = (q + kWyRows - 1) / kWyRows * kWyRows;
-  return static_cast<size_t>(qr * kWyColumns) * sizeof(double) + static_cast<size_t>(q * kWyColumns + q * q) * elem +
+  return static_cast<size_t>(padded_rows(static_cast<int>(q)) * kWyColumns) * sizeof(double) + static_cast<size_t>(q * kWyColumns + q * q) * elem +
          static_cast<size_t>(p) * sizeof(int);
 }
 

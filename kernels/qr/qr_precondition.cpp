@@ -243,8 +243,8 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
       AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "apply_reflectors", [&] {
         const int qi = static_cast<int>(q);
         launch_apply_reflectors<scalar_t>(twice ? Y2.data_ptr<scalar_t>() : nullptr, qi, twice ? qi : 0,
-                                          twice ? tau2.data_ptr<scalar_t>() : nullptr, right.data_ptr<scalar_t>(), qi,
-                                          qi, r.V.data_ptr<scalar_t>(), qi, perm.data_ptr<int64_t>(), B, stream);
+                                          twice ? tau2.data_ptr<scalar_t>() : nullptr, right.data_ptr<scalar_t>(),
+                                          r.V.data_ptr<scalar_t>(), perm.data_ptr<int64_t>(), B, stream);
         launch_apply_wy<scalar_t>(W.data_ptr<scalar_t>(), Sf.data_ptr<scalar_t>(),
                                   row_perm.defined() ? row_perm.data_ptr<int32_t>() : nullptr,
                                   left.data_ptr<scalar_t>(), r.U.data_ptr<scalar_t>(), static_cast<int>(p), qi,

@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 template <typename T, int R>
 __global__ void __launch_bounds__(kApplyThreads)
     apply_reflectors_kernel(const T* __restrict__ Y, int L, int r, const T* __restrict__ tau, const T* __restrict__ M,
-                            int mrows, int mc, T* __restrict__ out, int nc, const int64_t* __restrict__ perm, int g) {
+                            T* __restrict__ out, const int64_t* __restrict__ perm, int g) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   double* const s_tau = reinterpret_cast<double*>(smem_raw);
   T* const v = reinterpret_cast<T*>(smem_raw + (r + 1) / 2 * 16);  // L x r, column stride L
@@ -293,13 +293,13 @@ __global__ void __launch_bounds__(kApplyThreads)
   for (int h = tid; h < r; h += nt) s_tau[h] = double(tau[k * r + h]);
   __syncthreads();
   const int j = blockIdx.y * G + grp;
-  const bool on = j < nc;
-  if (blockIdx.y * G + (tid & ~31) / g >= nc) return;  // a warp without a column (after the block's barrier)
+  const bool on = j < L;
+  if (blockIdx.y * G + (tid & ~31) / g >= L) return;  // a warp without a column (after the block's barrier)
   T y[R];
 #pragma unroll
   for (int t = 0; t < R; ++t) {
     const int i = lg + g * t;
-    y[t] = !on || i >= L ? T(0) : j < mc ? (i < mrows ? M[(k * mc + j) * mrows + i] : T(0)) : T(i == j ? 1 : 0);
+    y[t] = !on || i >= L ? T(0) : M[(k * L + j) * L + i];
   }
   for (int h = r - 1; h >= 0; --h) {
     const double th = s_tau[h];
@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(kApplyThreads)
     for (int t = 0; t < R; ++t) y[t] = T(double(y[t]) - w * double(cf[t]));
   }
   if (!on) return;
-  T* const oj = out + (k * nc + j) * L;
+  T* const oj = out + (k * L + j) * L;
 #pragma unroll
   for (int t = 0; t < R; ++t) {
     const int i = lg + g * t;
@@ -360,18 +360,17 @@ void launch_qr_whole(T* W, int64_t B, int p, int q, bool sort, bool row_sort, bo
 }
 
 template <typename T>
-void launch_apply_reflectors(const T* Y, int L, int r, const T* tau, const T* M, int mrows, int mc, T* out, int nc,
-                             const int64_t* perm, int64_t B, cudaStream_t stream) {
-  if (B == 0 || nc == 0) return;
-  TORCH_CHECK(mrows <= L && mc <= nc && r <= L && L <= kQrWholeMaxRows && B <= INT32_MAX,
-              "jsvd internal: launch_apply_reflectors shapes");
+void launch_apply_reflectors(const T* Y, int L, int r, const T* tau, const T* M, T* out, const int64_t* perm, int64_t B,
+                             cudaStream_t stream) {
+  if (B == 0 || L == 0) return;
+  TORCH_CHECK(r <= L && L <= kQrWholeMaxRows && B <= INT32_MAX, "jsvd internal: launch_apply_reflectors shapes");
   // Blocks of at most kApplyThreads, no more lanes than the columns take (idle groups still run the loop).
-  const int g = lanes_for_rows(L), threads = std::min(kApplyThreads, (g * nc + 31) / 32 * 32), per_block = threads / g;
+  const int g = lanes_for_rows(L), threads = std::min(kApplyThreads, (g * L + 31) / 32 * 32), per_block = threads / g;
   const size_t smem = apply_reflectors_smem(L, r, sizeof(T));
-  const dim3 grid(static_cast<unsigned>(B), static_cast<unsigned>((nc + per_block - 1) / per_block));
+  const dim3 grid(static_cast<unsigned>(B), static_cast<unsigned>((L + per_block - 1) / per_block));
   auto go = [&](auto kernel) {
     allow_dynamic_smem(kernel, smem);
-    kernel<<<grid, threads, smem, stream>>>(Y, L, r, tau, M, mrows, mc, out, nc, perm, g);
+    kernel<<<grid, threads, smem, stream>>>(Y, L, r, tau, M, out, perm, g);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   switch (apply_rows_per_lane(L)) {
@@ -385,10 +384,10 @@ template void launch_qr_whole<float>(float*, int64_t, int, int, bool, bool, bool
                                      int64_t*, int32_t*, float*, cudaStream_t);
 template void launch_qr_whole<double>(double*, int64_t, int, int, bool, bool, bool, bool, double*, double*, double*,
                                       double*, int64_t*, int32_t*, double*, cudaStream_t);
-template void launch_apply_reflectors<float>(const float*, int, int, const float*, const float*, int, int, float*, int,
-                                             const int64_t*, int64_t, cudaStream_t);
-template void launch_apply_reflectors<double>(const double*, int, int, const double*, const double*, int, int, double*,
-                                              int, const int64_t*, int64_t, cudaStream_t);
+template void launch_apply_reflectors<float>(const float*, int, int, const float*, const float*, float*, const int64_t*,
+                                             int64_t, cudaStream_t);
+template void launch_apply_reflectors<double>(const double*, int, int, const double*, const double*, double*,
+                                              const int64_t*, int64_t, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace jsvd

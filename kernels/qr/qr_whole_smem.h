@@ -41,13 +41,13 @@ template <typename T>
 void launch_apply_wy(const T* Y, const T* S, const int32_t* rowperm, const T* M, T* out, int p, int q, int nc,
                      int64_t B, cudaStream_t stream);
 
-// out[k] (L x nc, column-major) = H_0 ... H_{r-1} M_k, where M_k's column j is [M[k] column j; 0]
-// (M: mrows x mc, column-major, mrows <= L) for j < mc and e_j beyond (full_matrices' completion),
-// H_h = I - tau[k][h] v v^T with v = [0; 1; Y[k] column h below row h] (Y: L x r, consecutive). Row
-// i of the product goes to row perm[k][i] of out where perm is given. r = 0: a copy (with perm).
+// out[k] (L x L, column-major) = H_0 ... H_{r-1} M_k (M: L x L, column-major, consecutive), H_h = I -
+// tau[k][h] v v^T with v = [0; 1; Y[k] column h below row h] (Y: L x r, consecutive): V's Q2 of the
+// second QR. Row i of the product goes to row perm[k][i] of out where perm is given. r = 0: a copy
+// (with perm).
 template <typename T>
-void launch_apply_reflectors(const T* Y, int L, int r, const T* tau, const T* M, int mrows, int mc, T* out, int nc,
-                             const int64_t* perm, int64_t B, cudaStream_t stream);
+void launch_apply_reflectors(const T* Y, int L, int r, const T* tau, const T* M, T* out, const int64_t* perm, int64_t B,
+                             cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace jsvd
