@@ -72,7 +72,7 @@ for s in $stages; do
         echo "racecheck (gram_evd_kernel) rc=$?"; } >"$OUT/sanitizer.log" 2>&1
       grep -E "rc=|ERROR SUMMARY|RACECHECK SUMMARY|hazard" "$OUT/sanitizer.log" | head -20 ;;
     race-qr)
-      for k in householder_panel transpose_kernel qr_whole_kernel apply_reflectors_kernel apply_wy_kernel sort_rows_kernel; do
+      for k in householder_panel transpose_kernel qr_whole_kernel qr_regs_kernel apply_reflectors_kernel apply_wy_kernel sort_rows_kernel; do
         JSVD_SANITIZE_ONLY=qr JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
           --kernel-name kns=$k --error-exitcode 9 $PY scripts/sanitize_cases.py
         echo "racecheck ($k) rc=$?"

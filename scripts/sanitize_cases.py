@@ -56,6 +56,10 @@ cases = [
     ("qr f64 whole tall graded", torch.logspace(0, -12, 1024, dtype=torch.float64, device=dev)[:, None]
      * torch.randn(3, 1024, 16, dtype=torch.float64, device=dev) * (torch.arange(16, device=dev) < 12)),
     ("qr f32 whole tall", torch.randn(4, 200, 40, device=dev)),
+    # the register QR (qr_whole_regs.cu; the graded case above takes it too): 32 columns a row a thread
+    # (float64), two (float32), and 5 columns padded to 8
+    ("qr f64 regs 32", torch.randn(5, 200, 32, dtype=torch.float64, device=dev)),
+    ("qr f32 regs 32", torch.randn(4, 300, 32, device=dev)),
     # numerically zero columns (rank deficient), subnormal entries, and S beyond the dtype's range (info -3,
     # the finite check writing it)
     ("warp f32 rank-deficient", torch.randn(3, 24, 4, device=dev) @ torch.randn(3, 4, 24, device=dev)),

@@ -36,10 +36,15 @@ def test_plan_reports_the_qr():
     assert _precondition([(512, 512), (512, 500)], torch.float32) == [None, None]
     # float64: from 32 columns in one launch where the matrix fits in shared memory, else blocked from
     # 128 columns; and from 16 where rows >= max(512, 8 columns)
+    # (in registers up to 32 columns where the rows fit 256 threads, 512 up to 16 columns, else in
+    # shared memory)
     whole = {"kernel": "householder_qr_whole_smem", "panel_width": 0}
-    assert _precondition([(64, 32)] * 3, torch.float64) == [dict(whole, jacobi_on=[32, 32])] * 3
-    assert _precondition([(32, 32)], torch.float64) == [dict(whole, jacobi_on=[32, 32])]
+    regs = {"kernel": "householder_qr_whole_regs", "panel_width": 0}
+    assert _precondition([(64, 32)] * 3, torch.float64) == [dict(regs, jacobi_on=[32, 32])] * 3
+    assert _precondition([(32, 32)], torch.float64) == [dict(regs, jacobi_on=[32, 32])]
     assert _precondition([(20, 512)], torch.float64) == [dict(whole, jacobi_on=[20, 20])]
+    assert _precondition([(1024, 16)], torch.float64) == [dict(regs, jacobi_on=[16, 16])]
+    assert _precondition([(40, 40)], torch.float64) == [dict(whole, jacobi_on=[40, 40])]
     assert _precondition([(31, 31)], torch.float64) == [None]
     assert _precondition([(20, 511)], torch.float64) == [None]
     assert _precondition([(128, 128)], torch.float64)[0] == {"kernel": "householder_qr", "panel_width": 32,
@@ -51,7 +56,8 @@ def test_plan_reports_the_qr():
     # float32 tall: from 32 columns where rows >= 3 columns
     assert _precondition([(900, 100)] * 2, torch.float32)[0] == {"kernel": "householder_qr", "panel_width": 32,
                                                                 "jacobi_on": [100, 100]}
-    assert _precondition([(128, 32)] * 2, torch.float32)[0] == dict(whole, jacobi_on=[32, 32])
+    assert _precondition([(128, 32)] * 2, torch.float32)[0] == dict(regs, jacobi_on=[32, 32])
+    assert _precondition([(600, 32)] * 2, torch.float32)[0] == dict(whole, jacobi_on=[32, 32])
     assert _precondition([(299, 100)] * 2, torch.float32) == [None, None]
     assert _precondition([(1024, 16)] * 2, torch.float32) == [None, None]
 
@@ -127,7 +133,8 @@ def test_whole_matrix_qr_float32_and_once():
         "    for shape in ((200, 32, 32), (3, 96, 40), (2, 24, 70)):\n"
         "        A = torch.randn(*shape, dtype=dt, device='cuda', generator=g)\n"
         "        pre = torch_jsvd.plan([shape[1:]], dtype=dt, device='cuda')['matrices'][0]['precondition']\n"
-        "        assert pre['kernel'] == 'householder_qr_whole_smem', pre\n"
+        "        assert pre['kernel'] == ('householder_qr_whole_regs' if shape[-1] <= 32 and shape[-2] <= 32\n"
+        "                                 else 'householder_qr_whole_smem'), pre\n"
         "        for full in (False, True):\n"
         "            U, S, Vh = torch_jsvd.svd(A, full_matrices=full)\n"
         "            t.assert_valid_svd(A, U, S, Vh, full)\n"
@@ -137,26 +144,63 @@ def test_whole_matrix_qr_float32_and_once():
     assert out.strip().endswith("ok"), out[-2000:]
 
 
-@pytest.mark.parametrize("dtype,shape", [(torch.float32, (6, 200, 32)), (torch.float64, (6, 600, 16)),
-                                         (torch.float64, (5, 1024, 24))], ids=str)
-def test_whole_matrix_qr_identity_reflectors_and_row_order(dtype, shape):
-    """U = P_r^T Q [U_R 0; 0 I] from Q's UT form (apply_wy.cu), with reflectors that are the identity
-    (exactly zero columns: zero columns of Y), rank one, graded rows in shuffled order (float64 sorts
-    them), and full U's completion by Q's trailing columns."""
-    g = torch.Generator(device="cuda").manual_seed(23)
+def _identity_reflector_batch(dtype, shape, seed=23):
+    """Reflectors that are the identity (exactly zero columns: zero columns of Y), rank one, graded rows
+    in shuffled order (float64 sorts them), rows beyond the rank."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
     A = torch.randn(*shape, dtype=dtype, device="cuda", generator=g)
     m, n = shape[-2:]
-    assert _precondition([(m, n)], dtype)[0]["kernel"] == "householder_qr_whole_smem"
     A[0, :, n // 2:] = 0
     A[1, :, ::2] = 0
     A[2] = A[2, :, :1] * A[2, :1, :]
     grading = torch.logspace(0, -8, m, dtype=dtype, device="cuda")[torch.randperm(m, device="cuda", generator=g)]
     A[3] = A[3] * grading[:, None]
-    A[4, 7:] = 0  # (rows beyond the rank)
+    A[4, 7:] = 0
+    return A
+
+
+def _check_identity_reflectors(A):
+    n = A.shape[-1]
     for full in (False, True):
         U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
         assert_valid_svd(A, U, S, Vh, full)
     assert (S[0, n // 2:] == 0).all() and (S[1, n // 2:] == 0).all() and (S[4, 7:] <= 1e-5 * S[4, 0]).all()
+    ref = torch.linalg.svdvals(A.double())
+    err = ((S.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(torch.finfo(torch.float64).tiny)).max()
+    assert err <= bound(*A.shape[-2:], A.dtype), err
+
+
+@pytest.mark.parametrize("dtype,shape,kernel", [
+    (torch.float32, (6, 200, 32), "regs"), (torch.float32, (6, 600, 32), "smem"),
+    (torch.float64, (6, 600, 16), "regs"), (torch.float64, (6, 1024, 16), "regs"),
+    (torch.float64, (6, 256, 32), "regs"), (torch.float64, (6, 257, 32), "smem"),
+    (torch.float64, (5, 1024, 24), "smem"), (torch.float64, (6, 33, 32), "regs")], ids=str)
+def test_whole_matrix_qr_identity_reflectors_and_row_order(dtype, shape, kernel):
+    """U = P_r^T Q [U_R 0; 0 I] from Q's UT form (apply_wy.cu) after either one-launch QR (registers,
+    qr_whole_regs.cu, or shared memory), and full U's completion by Q's trailing columns."""
+    assert _precondition([shape[-2:]], dtype)[0]["kernel"] == "householder_qr_whole_" + kernel
+    _check_identity_reflectors(_identity_reflector_batch(dtype, shape))
+
+
+def test_register_qr_every_width_and_against_shared_memory():
+    """The register QR at every column count 1..32 (its instantiations of 8, 16 and 32 columns, one or
+    two rows a thread), float32 and float64, rows sorted or not; and the shared-memory kernel on the
+    shapes the register one now takes (JSVD_QR_REGS=0): both give valid factors and float64-accurate
+    singular values. Forced in fresh processes (the knobs are read once)."""
+    code = (
+        "import torch, torch_jsvd, test_qr_precondition as t\n"
+        "import os\n"
+        "want = 'householder_qr_whole_' + os.environ['WANT']\n"
+        "for dt in (torch.float32, torch.float64):\n"
+        "    for m, n in ((9, 1), (40, 5), (64, 8), (300, 9), (1000, 13), (33, 16), (700, 17), (64, 31), (250, 32)):\n"
+        "        pre = t._precondition([(m, n)], dt)[0]\n"
+        "        assert pre['kernel'] == want, (m, n, pre)\n"
+        "        t._check_identity_reflectors(t._identity_reflector_batch(dt, (6, m, max(n, 1)), seed=m + n))\n"
+        "print('ok')\n")
+    for want, env in (("regs", {}), ("regs", {"JSVD_QR_ROW_SORT": "1", "JSVD_QR_TWICE": "1"}),
+                      ("smem", {"JSVD_QR_REGS": "0"})):
+        out = run_child(code, timeout=600, JSVD_QR_MIN_COLS="1", WANT=want, **env)
+        assert out.strip().endswith("ok"), out[-2000:]
 
 
 def test_rank_deficient_and_zero():

@@ -52,6 +52,7 @@ void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv);
 struct QrChoice {
   int64_t panel = 0;   // > 0: the blocked QR, panels of this width
   bool whole = false;  // one launch, a whole matrix in shared memory (qr_whole_smem.h)
+  bool regs = false;   // with whole: the matrix in registers instead (qr_whole_regs.h)
   bool on() const { return whole || panel > 0; }
 };
 

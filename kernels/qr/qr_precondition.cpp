@@ -19,6 +19,7 @@
 #include "qr/batched_transpose.h"
 #include "engine/finite_check.h"
 #include "qr/householder_panel.h"
+#include "qr/qr_whole_regs.h"
 #include "qr/qr_whole_smem.h"
 #include "qr/row_sort.h"
 #include "tuning_knobs.h"
@@ -139,6 +140,7 @@ QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, const 
   if (!wide_enough && !f64_whole && !f64_tall && !f32_tall) return c;
   if (whole) {
     c.whole = true;
+    c.regs = knobs().qr_regs && qr_regs_fits(rows, cols, elem);
     return c;
   }
   for (int64_t w = kMaxPanelWidth; w >= 8; w /= 2)
@@ -200,10 +202,10 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
     if (uv && row_sort) row_perm = at::empty({B, p}, A.options().dtype(at::kInt));
     AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "qr_whole", [&] {
       auto ptr = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<scalar_t>() : nullptr; };
-      launch_qr_whole<scalar_t>(W.data_ptr<scalar_t>(), B, static_cast<int>(p), static_cast<int>(q), knobs().qr_sort,
-                                row_sort, twice, uv, X.data_ptr<scalar_t>(), ptr(Sf), ptr(Y2), ptr(tau2),
-                                perm.data_ptr<int64_t>(), row_perm.defined() ? row_perm.data_ptr<int32_t>() : nullptr,
-                                scale.data_ptr<scalar_t>(), stream);
+      (qc.regs ? launch_qr_regs<scalar_t> : launch_qr_whole<scalar_t>)(
+          W.data_ptr<scalar_t>(), B, static_cast<int>(p), static_cast<int>(q), knobs().qr_sort, row_sort, twice, uv,
+          X.data_ptr<scalar_t>(), ptr(Sf), ptr(Y2), ptr(tau2), perm.data_ptr<int64_t>(),
+          row_perm.defined() ? row_perm.data_ptr<int32_t>() : nullptr, scale.data_ptr<scalar_t>(), stream);
     });
   } else {
     if (row_sort) W = sort_rows(W, row_perm);  // (a new buffer, the QR's to overwrite)

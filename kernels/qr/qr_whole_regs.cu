@@ -1,0 +1,349 @@
+// The one-launch QR of a matrix of at most 32 columns held in registers (the register level of
+// batched-qr-svd-hmatrix-compression.txt): a thread block per matrix, each thread a few whole rows.
+//
+// Step k of the Householder QR needs, over the rows below k, x_m^T x_k for every column m: for m > k
+// what the reflector does to column m, for m = k the tail's squared norm, for m < k (reflectors by
+// then) the entries of S = T^{-1} = Y^T Y (the UT form that apply_wy.cu applies). So a step is a
+// thread's rows times its row vector, one block-wide sum of those q values (shuffles that halve the
+// values a lane holds at each stage, then a partial sum per warp through shared memory: one barrier),
+// and the update of the thread's own rows. Row k reaches everyone through shared memory with the sums.
+// The shared-memory kernel (qr_whole_smem.cu) spent ~370k instructions a 1024 x 16 float64 matrix on
+// its column-per-group loops (ncu, H100), ten times its arithmetic.
+//
+// The results are launch_qr_whole's (qr_whole_smem.h): the same scaling, row order (row_order.cuh),
+// column order, Y, S, R^T, and the second QR of R^T, which one warp does the same way.
+#include "qr/qr_whole_regs.h"
+
+#include <c10/cuda/CUDAException.h>
+#include <c10/util/Exception.h>
+
+#include "common/jacobi_device.cuh"
+#include "qr/householder_device.cuh"
+#include "qr/qr_whole_smem.h"
+#include "qr/row_order.cuh"
+
+namespace jsvd {
+namespace cuda {
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+
+// Block size of an instantiation: 32 columns of sums in double take 64 registers more.
+template <int N>
+constexpr int regs_threads() {
+  return N > 16 ? 256 : 512;
+}
+// Rows a thread may hold: 64 registers of the matrix, at most 2 rows (kQrWholeMaxRows over 512
+// threads; 4 float32 rows of 16 columns spilled 2 KB a thread).
+constexpr int max_rows_per_thread(int n, size_t elem) {
+  return static_cast<int>(256 / (n * elem)) > 2 ? 2 : static_cast<int>(256 / (n * elem));
+}
+// Columns of the instantiation for q, and its rows a thread for p (0: none fits).
+int columns_for(int64_t q) { return q <= 8 ? 8 : q <= 16 ? 16 : 32; }
+int rows_per_thread(int64_t p, int n, size_t elem) {
+  const int threads = n > 16 ? 256 : 512;
+  for (int r = 1; r <= max_rows_per_thread(n, elem); r *= 2)
+    if ((p + r - 1) / r <= threads) return r;
+  return 0;
+}
+
+template <typename T>
+struct QrArgs {
+  T* W;
+  int p, q;
+  bool sort, row_sort, twice, keep;
+  T *X, *S, *Y2, *tau2;
+  int64_t* perm;
+  int32_t* rowperm;
+  T* scale;
+};
+
+// c ? a : b on values (a select in PTX): written as ?: on array elements, the compiler may choose
+// between their addresses and move the array to local memory.
+__device__ __forceinline__ double pick(bool c, double a, double b) {
+  double r;
+  asm("{ .reg .pred p; setp.ne.s32 p, %3, 0; selp.f64 %0, %1, %2, p; }" : "=d"(r) : "d"(a), "d"(b), "r"(int(c)));
+  return r;
+}
+
+// One halving stage of transpose_sum, and the next (a template, so that every index is a constant:
+// a loop over o was not unrolled, and its run-time indices put v in local memory).
+template <int O, int N>
+__device__ __forceinline__ void halve(double (&v)[N], int lane) {
+  if constexpr (O > 0) {
+    const bool up = (lane & O) != 0;
+#pragma unroll
+    for (int i = 0; i < O; ++i) {
+      const double give = pick(up, v[i], v[i + O]), keep = pick(up, v[i + O], v[i]);
+      v[i] = keep + __shfl_xor_sync(kFull, give, O);
+    }
+    halve<O / 2>(v, lane);
+  }
+}
+
+// v[0, N) summed over the warp (N <= 32, a power of two): each halving stage trades half of a lane's
+// values with its partner (N - 1 shuffles in all, against 5 N for a sum per value), then the groups of
+// N lanes are added. Lane l gets the total of v[l & (N - 1)].
+template <int N>
+__device__ __forceinline__ double transpose_sum(double (&v)[N]) {
+  halve<N / 2>(v, threadIdx.x & 31);
+  double s = v[0];
+#pragma unroll
+  for (int o = N; o < 32; o *= 2) s += __shfl_xor_sync(kFull, s, o);
+  return s;
+}
+
+// v <- its sum over the block (kBlock; red: a slot per warp and value) or over the warp, the same
+// in every thread (every warp adds the same partial sums in the same order).
+template <int N, bool kBlock>
+__device__ __forceinline__ void sum_all(double (&v)[N], double* red) {
+  double t = transpose_sum<N>(v);
+  if constexpr (kBlock) {
+    const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    if (lane < N) red[(threadIdx.x >> 5) * N + lane] = t;
+    __syncthreads();
+    t = 0;
+    for (int w = 0; w < nw; ++w) t += red[w * N + (lane & (N - 1))];
+  }
+#pragma unroll
+  for (int m = 0; m < N; ++m) v[m] = __shfl_sync(kFull, t, m);
+}
+
+// xGEQR2 of the rows in x (a thread's rows tid + i nt; rows >= p are zero) in place: column k
+// becomes [R(k, k); v_k] (v_k(k) = 1 implied), rows k of the columns right of it R(k, :); tau_k in
+// s_tau[k] (thread 0). kBlock false: one warp's rows (nt = 32), no barrier. Where S is given, its
+// column k (q x q, column-major): v_m^T v_k above the diagonal, 1 / tau_k on it (0 and 1 for the
+// identity, tau = 0, as qr_whole_kernel writes them). rowk, red: two buffers each (a step's parity),
+// so that one barrier a step separates a buffer's reads from its next writes.
+template <typename T, int N, int RPT, bool kBlock>
+__device__ __forceinline__ void householder_steps(T (&x)[RPT][N], int q, double* red, double* rowk, double* s_tau,
+                                                  T* S) {
+  const int tid = threadIdx.x, nt = kBlock ? blockDim.x : 32, nw = blockDim.x >> 5;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    if (k >= q) break;
+    double* const rk = rowk + (k & 1) * N;
+    if (tid == k) {
+#pragma unroll
+      for (int m = 0; m < N; ++m) rk[m] = double(x[0][m]);
+    }
+    double g[N];
+#pragma unroll
+    for (int m = 0; m < N; ++m) g[m] = 0;
+#pragma unroll
+    for (int i = 0; i < RPT; ++i)
+      if (tid + i * nt > k) {
+        const double xk = double(x[i][k]);
+#pragma unroll
+        for (int m = 0; m < N; ++m) g[m] += double(x[i][m]) * xk;
+      }
+    sum_all<N, kBlock>(g, red + (k & 1) * nw * N);
+    if constexpr (!kBlock) __syncwarp();  // (rk)
+    const Reflector h = householder_reflector(rk[k], g[k]);
+    if (h.tau != 0.0) {
+      const double sc = h.scale;
+#pragma unroll
+      for (int j = k + 1; j < N; ++j) {
+        const double w = h.tau * (rk[j] + sc * g[j]), ws = w * sc;  // tau v^T a_j, v = [1; sc a_k]
+#pragma unroll
+        for (int i = 0; i < RPT; ++i)
+          if (tid + i * nt > k) x[i][j] = T(double(x[i][j]) - ws * double(x[i][k]));
+        if (tid == k) x[0][j] = T(rk[j] - w);
+      }
+#pragma unroll
+      for (int i = 0; i < RPT; ++i)
+        if (tid + i * nt > k) x[i][k] = T(double(x[i][k]) * sc);
+    }
+    if (tid == k) x[0][k] = T(h.beta);
+    if (tid == 0) {
+      s_tau[k] = h.tau;
+      if (S) {
+        T* const Sk = S + static_cast<int64_t>(k) * q;
+#pragma unroll
+        for (int m = 0; m < N; ++m) {
+          if (m >= q) break;
+          const bool on = h.tau != 0.0 && (m >= k || s_tau[m] != 0.0);
+          Sk[m] = m < k ? (on ? T(rk[m] + h.scale * g[m]) : T(0)) : m == k ? T(on ? 1.0 / h.tau : 1.0) : T(0);
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int N, int RPT>
+__global__ void __launch_bounds__(regs_threads<N>()) qr_regs_kernel(QrArgs<T> a) {
+  constexpr int kWarps = regs_threads<N>() / 32;
+  extern __shared__ __align__(16) unsigned char smem_raw[];  // row_sort: the rows' keys, then their positions
+  __shared__ double red[2 * kWarps * N];
+  __shared__ double rowk[2 * N];
+  __shared__ double s_tau[N];
+  __shared__ double d[N];
+  __shared__ int col[N];
+  __shared__ T s_red[32];
+  __shared__ T tile[N][N + 1];  // R, for the second QR
+  double* const key = reinterpret_cast<double*>(smem_raw);
+  int* const ridx = reinterpret_cast<int*>(key + row_sort_length(a.p));
+  const int tid = threadIdx.x, nt = blockDim.x, p = a.p, q = a.q;
+  const int64_t mat = blockIdx.x, qq = static_cast<int64_t>(q) * q;
+  T* const Wk = a.W + mat * p * q;
+
+  // The rows as they are, for max|a|, the rows' keys and the columns' norms.
+  T x[RPT][N];
+  T mx = 0;
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    const int r = tid + i * nt;
+    T rmax = 0;
+    bool nan = false;
+#pragma unroll
+    for (int c = 0; c < N; ++c) {
+      x[i][c] = r < p && c < q ? Wk[static_cast<int64_t>(c) * p + r] : T(0);
+      const T v = fabs(x[i][c]);
+      nan |= isnan(v);
+      rmax = fmax(rmax, v);  // (NaN passes: the matrix stays non-finite and the engine flags it)
+    }
+    if (a.row_sort && r < p) key[r] = row_key(double(rmax), nan);
+    mx = fmax(mx, rmax);
+  }
+  mx = block_max(mx, s_red);  // (its barriers also publish the keys)
+  const T s = mx > T(0) ? mx : T(1);  // (divisions below: 1 / max|a| overflows for subnormal max|a|)
+  if (tid == 0) a.scale[mat] = s;
+  if (a.sort) {
+    double g[N];
+#pragma unroll
+    for (int c = 0; c < N; ++c) g[c] = 0;
+#pragma unroll
+    for (int i = 0; i < RPT; ++i)
+#pragma unroll
+      for (int c = 0; c < N; ++c) {
+        const double v = double(x[i][c] / s);
+        g[c] += v * v;
+      }
+    sum_all<N, true>(g, red);
+    if (tid == 0)
+#pragma unroll
+      for (int c = 0; c < N; ++c) d[c] = g[c];
+    __syncthreads();
+  }
+  // Position of column l: decreasing norm, ties (and NaN, last) by index, as qr_whole_kernel.
+  for (int l = tid; l < q; l += nt) {
+    int rank = l;
+    if (a.sort) {
+      const double dl = isnan(d[l]) ? -1.0 : d[l];
+      rank = 0;
+      for (int c = 0; c < q; ++c) {
+        const double dc = isnan(d[c]) ? -1.0 : d[c];
+        rank += dc > dl || (dc == dl && c < l);
+      }
+    }
+    col[rank] = l;
+    a.perm[mat * q + rank] = l;
+  }
+  if (a.row_sort) {
+    sort_rows_by_key(key, ridx, p);  // (its barriers also publish col)
+    if (a.keep)
+      for (int r = tid; r < p; r += nt) a.rowperm[mat * p + r] = ridx[r];
+  }
+  __syncthreads();
+  // The rows and columns in their order, scaled (read again, from L2, where either is sorted).
+  int orig[RPT];
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    const int r = tid + i * nt;
+    orig[i] = a.row_sort && r < p ? ridx[r] : r;
+#pragma unroll
+    for (int c = 0; c < N; ++c) {
+      if (a.sort || a.row_sort)
+        x[i][c] = r < p && c < q ? Wk[static_cast<int64_t>(col[c]) * p + orig[i]] : T(0);
+      x[i][c] = x[i][c] / s;
+    }
+  }
+
+  householder_steps<T, N, RPT, true>(x, q, red, rowk, s_tau, a.keep ? a.S + mat * qq : nullptr);
+  __syncthreads();  // (s_tau)
+  if (a.keep) {
+    // Y explicit, in W's row order (as qr_whole_kernel: zero above the diagonal, one on it, a zero
+    // column for tau = 0).
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) {
+      const int r = tid + i * nt;
+      if (r >= p) continue;
+#pragma unroll
+      for (int c = 0; c < N; ++c)
+        if (c < q)
+          Wk[static_cast<int64_t>(c) * p + orig[i]] = s_tau[c] == 0.0 || r < c ? T(0) : r == c ? T(1) : x[i][c];
+    }
+  }
+  T* const Xk = a.X + mat * qq;
+  if (!a.twice) {  // X = R^T: column i of X is row i of R, held by thread i
+    if (tid < q)
+#pragma unroll
+      for (int m = 0; m < N; ++m)
+        if (m < q) Xk[static_cast<int64_t>(tid) * q + m] = m >= tid ? x[0][m] : T(0);
+    return;
+  }
+  // R^T = Q2 R2 by warp 0: lane r takes row r of R^T (column r of R, through tile).
+  if (tid < N)
+#pragma unroll
+    for (int c = 0; c < N; ++c) tile[tid][c] = tid < q && c >= tid ? x[0][c] : T(0);
+  __syncthreads();
+  if (tid >= 32) return;
+  T y[1][N];
+#pragma unroll
+  for (int m = 0; m < N; ++m) y[0][m] = tid < N ? tile[m][tid] : T(0);
+  householder_steps<T, N, 1, false>(y, q, nullptr, rowk, s_tau, nullptr);
+  __syncwarp();  // (s_tau)
+  if (tid >= q) return;
+#pragma unroll
+  for (int m = 0; m < N; ++m) {
+    if (m >= q) break;
+    if (a.keep) a.Y2[mat * qq + static_cast<int64_t>(m) * q + tid] = y[0][m];
+    Xk[static_cast<int64_t>(tid) * q + m] = m >= tid ? y[0][m] : T(0);  // R2^T
+  }
+  if (a.keep) a.tau2[mat * q + tid] = T(s_tau[tid]);
+}
+
+template <typename T, int N, int RPT>
+void launch_one(const QrArgs<T>& a, int64_t B, cudaStream_t stream) {
+  const int threads = std::max(32, ((a.p + RPT - 1) / RPT + 31) / 32 * 32);
+  const size_t smem = a.row_sort ? (static_cast<size_t>(row_sort_length(a.p)) * (sizeof(double) + sizeof(int)) + 15) / 16 * 16 : 0;
+  auto kernel = qr_regs_kernel<T, N, RPT>;
+  allow_dynamic_smem(kernel, smem);
+  kernel<<<static_cast<unsigned>(B), threads, smem, stream>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T, int N>
+void launch_columns(int rpt, const QrArgs<T>& a, int64_t B, cudaStream_t stream) {
+  constexpr int kMax = max_rows_per_thread(N, sizeof(T));
+  if (rpt == 1) return launch_one<T, N, 1>(a, B, stream);
+  if constexpr (kMax >= 2)
+    if (rpt == 2) return launch_one<T, N, 2>(a, B, stream);
+  TORCH_CHECK(false, "jsvd internal: launch_qr_regs rows a thread");
+}
+
+}  // namespace
+
+bool qr_regs_fits(int64_t p, int64_t q, size_t elem) {
+  return q >= 1 && q <= 32 && p >= q && p <= kQrWholeMaxRows && rows_per_thread(p, columns_for(q), elem) > 0;
+}
+
+template <typename T>
+void launch_qr_regs(T* W, int64_t B, int p, int q, bool sort, bool row_sort, bool twice, bool keep, T* X, T* S,
+                    T* Y2, T* tau2, int64_t* perm, int32_t* rowperm, T* scale, cudaStream_t stream) {
+  if (B == 0) return;
+  TORCH_CHECK(qr_regs_fits(p, q, sizeof(T)) && B <= INT32_MAX, "jsvd internal: launch_qr_regs shapes");
+  const QrArgs<T> a{W, p, q, sort, row_sort, twice, keep, X, S, Y2, tau2, perm, rowperm, scale};
+  const int n = columns_for(q), rpt = rows_per_thread(p, n, sizeof(T));
+  if (n == 8) return launch_columns<T, 8>(rpt, a, B, stream);
+  if (n == 16) return launch_columns<T, 16>(rpt, a, B, stream);
+  return launch_columns<T, 32>(rpt, a, B, stream);
+}
+
+template void launch_qr_regs<float>(float*, int64_t, int, int, bool, bool, bool, bool, float*, float*, float*, float*,
+                                    int64_t*, int32_t*, float*, cudaStream_t);
+template void launch_qr_regs<double>(double*, int64_t, int, int, bool, bool, bool, bool, double*, double*, double*,
+                                     double*, int64_t*, int32_t*, double*, cudaStream_t);
+
+}  // namespace cuda
+}  // namespace jsvd
