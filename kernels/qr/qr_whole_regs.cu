@@ -94,9 +94,10 @@ __device__ __forceinline__ double transpose_sum(double (&v)[N]) {
 }
 
 // v <- its sum over the block (kBlock; red: a slot per warp and value) or over the warp, the same
-// in every thread (every warp adds the same partial sums in the same order).
+// in every thread (every warp adds the same partial sums in the same order). Returns the total of
+// v[lane & (N - 1)].
 template <int N, bool kBlock>
-__device__ __forceinline__ void sum_all(double (&v)[N], double* red) {
+__device__ __forceinline__ double sum_all(double (&v)[N], double* red) {
   double t = transpose_sum<N>(v);
   if constexpr (kBlock) {
     const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
@@ -107,65 +108,76 @@ __device__ __forceinline__ void sum_all(double (&v)[N], double* red) {
   }
 #pragma unroll
   for (int m = 0; m < N; ++m) v[m] = __shfl_sync(kFull, t, m);
+  return t;
 }
 
-// xGEQR2 of the rows in x (a thread's rows tid + i nt; rows >= p are zero) in place: column k
-// becomes [R(k, k); v_k] (v_k(k) = 1 implied), rows k of the columns right of it R(k, :); tau_k in
-// s_tau[k] (thread 0). kBlock false: one warp's rows (nt = 32), no barrier. Where S is given, its
-// column k (q x q, column-major): v_m^T v_k above the diagonal, 1 / tau_k on it (0 and 1 for the
-// identity, tau = 0, as qr_whole_kernel writes them). rowk, red: two buffers each (a step's parity),
-// so that one barrier a step separates a buffer's reads from its next writes.
+// xGEQR2 of the rows in x (a thread's rows tid + i nt; rows >= p are zero) in place, tau_k in
+// s_tau[k]. kBlock false: one warp's rows (nt = 32), no barrier.
+//
+// The columns rotate: at step k, register column 0 holds column k, 1 .. N - k - 1 the columns right
+// of it, N - k .. N - 1 the reflectors v_0 .. v_{k-1}; each step ends by moving column 0 to the end.
+// So every step is the same code with constant register indices, and the loop is not unrolled: the
+// unrolled steps (N copies of the body) ran from the instruction cache's misses, 3x slower than the
+// shared-memory kernel at 32 columns (H100). On return column m < q is in register column
+// N - q + m: [R(m, m) on row m; v_m below] and R(m, :) on row m.
+//
+// Where S is given, its column k (q x q, column-major): v_m^T v_k above the diagonal, 1 / tau_k on it
+// (0 and 1 for the identity, tau = 0, as qr_whole_kernel writes them), a lane an entry. rowk, red:
+// two buffers each (a step's parity), so that one barrier a step separates a buffer's reads from its
+// next writes.
 template <typename T, int N, int RPT, bool kBlock>
 __device__ __forceinline__ void householder_steps(T (&x)[RPT][N], int q, double* red, double* rowk, double* s_tau,
                                                   T* S) {
   const int tid = threadIdx.x, nt = kBlock ? blockDim.x : 32, nw = blockDim.x >> 5;
-#pragma unroll
-  for (int k = 0; k < N; ++k) {
-    if (k >= q) break;
+#pragma unroll 1
+  for (int k = 0; k < q; ++k) {
     double* const rk = rowk + (k & 1) * N;
     if (tid == k) {
 #pragma unroll
-      for (int m = 0; m < N; ++m) rk[m] = double(x[0][m]);
+      for (int j = 0; j < N; ++j) rk[j] = double(x[0][j]);
     }
     double g[N];
 #pragma unroll
-    for (int m = 0; m < N; ++m) g[m] = 0;
+    for (int j = 0; j < N; ++j) g[j] = 0;
 #pragma unroll
     for (int i = 0; i < RPT; ++i)
       if (tid + i * nt > k) {
-        const double xk = double(x[i][k]);
+        const double xk = double(x[i][0]);
 #pragma unroll
-        for (int m = 0; m < N; ++m) g[m] += double(x[i][m]) * xk;
+        for (int j = 0; j < N; ++j) g[j] += double(x[i][j]) * xk;
       }
-    sum_all<N, kBlock>(g, red + (k & 1) * nw * N);
+    const double own = sum_all<N, kBlock>(g, red + (k & 1) * nw * N);
     if constexpr (!kBlock) __syncwarp();  // (rk)
-    const Reflector h = householder_reflector(rk[k], g[k]);
+    const Reflector h = householder_reflector(rk[0], g[0]);
+    const int live = N - k;  // register columns [1, live): the columns right of k
     if (h.tau != 0.0) {
       const double sc = h.scale;
 #pragma unroll
-      for (int j = k + 1; j < N; ++j) {
-        const double w = h.tau * (rk[j] + sc * g[j]), ws = w * sc;  // tau v^T a_j, v = [1; sc a_k]
+      for (int j = 1; j < N; ++j) {
+        const double w = j < live ? h.tau * (rk[j] + sc * g[j]) : 0.0, ws = w * sc;  // tau v^T a_j, v = [1; sc a_k]
 #pragma unroll
         for (int i = 0; i < RPT; ++i)
-          if (tid + i * nt > k) x[i][j] = T(double(x[i][j]) - ws * double(x[i][k]));
+          if (tid + i * nt > k) x[i][j] = T(double(x[i][j]) - ws * double(x[i][0]));
         if (tid == k) x[0][j] = T(rk[j] - w);
       }
 #pragma unroll
       for (int i = 0; i < RPT; ++i)
-        if (tid + i * nt > k) x[i][k] = T(double(x[i][k]) * sc);
+        if (tid + i * nt > k) x[i][0] = T(double(x[i][0]) * sc);
     }
-    if (tid == k) x[0][k] = T(h.beta);
-    if (tid == 0) {
-      s_tau[k] = h.tau;
-      if (S) {
-        T* const Sk = S + static_cast<int64_t>(k) * q;
+    if (tid == k) x[0][0] = T(h.beta);
+    if (S && tid < N) {  // lane j: the entry of the column in register column j
+      const int j = tid, m = j == 0 ? k : j < live ? k + j : j - live;
+      const bool on = h.tau != 0.0 && (m >= k || s_tau[m] != 0.0);
+      if (m < q) S[static_cast<int64_t>(k) * q + m] = m < k ? (on ? T(rk[j] + h.scale * own) : T(0))
+                                                     : m == k ? T(on ? 1.0 / h.tau : 1.0) : T(0);
+    }
+    if (tid == 0) s_tau[k] = h.tau;  // (read by warp 0 after the next step's barrier)
 #pragma unroll
-        for (int m = 0; m < N; ++m) {
-          if (m >= q) break;
-          const bool on = h.tau != 0.0 && (m >= k || s_tau[m] != 0.0);
-          Sk[m] = m < k ? (on ? T(rk[m] + h.scale * g[m]) : T(0)) : m == k ? T(on ? 1.0 / h.tau : 1.0) : T(0);
-        }
-      }
+    for (int i = 0; i < RPT; ++i) {
+      const T first = x[i][0];
+#pragma unroll
+      for (int j = 0; j + 1 < N; ++j) x[i][j] = x[i][j + 1];
+      x[i][N - 1] = first;
     }
   }
 }
@@ -261,6 +273,7 @@ __global__ void __launch_bounds__(regs_threads<N>()) qr_regs_kernel(QrArgs<T> a)
 
   householder_steps<T, N, RPT, true>(x, q, red, rowk, s_tau, a.keep ? a.S + mat * qq : nullptr);
   __syncthreads();  // (s_tau)
+  // Below, register column j holds column m = j - (N - q), none where m < 0.
   if (a.keep) {
     // Y explicit, in W's row order (as qr_whole_kernel: zero above the diagonal, one on it, a zero
     // column for tau = 0).
@@ -269,23 +282,33 @@ __global__ void __launch_bounds__(regs_threads<N>()) qr_regs_kernel(QrArgs<T> a)
       const int r = tid + i * nt;
       if (r >= p) continue;
 #pragma unroll
-      for (int c = 0; c < N; ++c)
-        if (c < q)
-          Wk[static_cast<int64_t>(c) * p + orig[i]] = s_tau[c] == 0.0 || r < c ? T(0) : r == c ? T(1) : x[i][c];
+      for (int j = 0; j < N; ++j) {
+        const int m = j - (N - q);
+        if (m >= 0)
+          Wk[static_cast<int64_t>(m) * p + orig[i]] = s_tau[m] == 0.0 || r < m ? T(0) : r == m ? T(1) : x[i][j];
+      }
     }
   }
   T* const Xk = a.X + mat * qq;
   if (!a.twice) {  // X = R^T: column i of X is row i of R, held by thread i
     if (tid < q)
 #pragma unroll
-      for (int m = 0; m < N; ++m)
-        if (m < q) Xk[static_cast<int64_t>(tid) * q + m] = m >= tid ? x[0][m] : T(0);
+      for (int j = 0; j < N; ++j) {
+        const int m = j - (N - q);
+        if (m >= 0) Xk[static_cast<int64_t>(tid) * q + m] = m >= tid ? x[0][j] : T(0);
+      }
     return;
   }
   // R^T = Q2 R2 by warp 0: lane r takes row r of R^T (column r of R, through tile).
-  if (tid < N)
+  if (tid < N) {
 #pragma unroll
-    for (int c = 0; c < N; ++c) tile[tid][c] = tid < q && c >= tid ? x[0][c] : T(0);
+    for (int c = 0; c < N; ++c) tile[tid][c] = T(0);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const int m = j - (N - q);
+      if (m >= tid && tid < q) tile[tid][m] = x[0][j];
+    }
+  }
   __syncthreads();
   if (tid >= 32) return;
   T y[1][N];
@@ -295,10 +318,11 @@ __global__ void __launch_bounds__(regs_threads<N>()) qr_regs_kernel(QrArgs<T> a)
   __syncwarp();  // (s_tau)
   if (tid >= q) return;
 #pragma unroll
-  for (int m = 0; m < N; ++m) {
-    if (m >= q) break;
-    if (a.keep) a.Y2[mat * qq + static_cast<int64_t>(m) * q + tid] = y[0][m];
-    Xk[static_cast<int64_t>(tid) * q + m] = m >= tid ? y[0][m] : T(0);  // R2^T
+  for (int j = 0; j < N; ++j) {
+    const int m = j - (N - q);
+    if (m < 0) continue;
+    if (a.keep) a.Y2[mat * qq + static_cast<int64_t>(m) * q + tid] = y[0][j];
+    Xk[static_cast<int64_t>(tid) * q + m] = m >= tid ? y[0][j] : T(0);  // R2^T
   }
   if (a.keep) a.tau2[mat * q + tid] = T(s_tau[tid]);
 }
