@@ -58,14 +58,6 @@ struct QrArgs {
   T* scale;
 };
 
-// c ? a : b on values (a select in PTX): written as ?: on array elements, the compiler may choose
-// between their addresses and move the array to local memory.
-__device__ __forceinline__ double pick(bool c, double a, double b) {
-  double r;
-  asm("{ .reg .pred p; setp.ne.s32 p, %3, 0; selp.f64 %0, %1, %2, p; }" : "=d"(r) : "d"(a), "d"(b), "r"(int(c)));
-  return r;
-}
-
 // One halving stage of transpose_sum, and the next (a template, so that every index is a constant:
 // a loop over o was not unrolled, and its run-time indices put v in local memory).
 template <int O, int N>
@@ -74,7 +66,8 @@ __device__ __forceinline__ void halve(double (&v)[N], int lane) {
     const bool up = (lane & O) != 0;
 #pragma unroll
     for (int i = 0; i < O; ++i) {
-      const double give = pick(up, v[i], v[i + O]), keep = pick(up, v[i + O], v[i]);
+      const double lo = v[i], hi = v[i + O];
+      const double give = up ? lo : hi, keep = up ? hi : lo;
       v[i] = keep + __shfl_xor_sync(kFull, give, O);
     }
     halve<O / 2>(v, lane);
