@@ -27,6 +27,7 @@ struct Knobs {
   int qr_twice = -1;     // JSVD_QR_TWICE=0|1: a second QR, of R^T, before the Jacobi (-1: float64 only)
   bool qr_whole = true;  // JSVD_QR_WHOLE=0: never the one-launch QR of a matrix in shared memory
   bool qr_regs = true;   // JSVD_QR_REGS=0: the one-launch QR in shared memory also where it fits in registers
+  bool qr_in_place = true;  // JSVD_QR_IN_PLACE=0: the one-launch QRs read a packed copy, not the caller's tensor
   int eigh = -1;         // JSVD_EIGH=0|1: never | always (uniform batches) the Gram eigenvectors as the start V
   // --- CUDA launchers and sweep loop ---
   bool cross_only = true;      // JSVD_CROSS_ONLY=0: every block-pair task redoes its blocks' inner pairs
@@ -72,6 +73,7 @@ inline Knobs read() {
   k.qr_twice = integer("JSVD_QR_TWICE", k.qr_twice);
   k.qr_whole = on("JSVD_QR_WHOLE", k.qr_whole);
   k.qr_regs = on("JSVD_QR_REGS", k.qr_regs);
+  k.qr_in_place = on("JSVD_QR_IN_PLACE", k.qr_in_place);
   k.eigh = integer("JSVD_EIGH", k.eigh);
   k.cross_only = on("JSVD_CROSS_ONLY", k.cross_only);
   k.sweep_pipeline = on("JSVD_SWEEP_PIPELINE", k.sweep_pipeline);

@@ -182,6 +182,28 @@ def test_whole_matrix_qr_identity_reflectors_and_row_order(dtype, shape, kernel)
     _check_identity_reflectors(_identity_reflector_batch(dtype, shape))
 
 
+@pytest.mark.parametrize("dtype,shape", [(torch.float64, (5, 600, 16)), (torch.float64, (4, 100, 40)),
+                                         (torch.float32, (5, 200, 32)), (torch.float64, (4, 20, 520))], ids=str)
+def test_whole_qr_reads_the_callers_tensor(dtype, shape):
+    """The one-launch QRs read the caller's tensor in place, whatever its strides (row-major, column-major,
+    a slice of a larger one, a wide matrix read as its transpose), leave it untouched, and agree with the
+    packed path's results to rounding (JSVD_QR_IN_PLACE=0 packs first)."""
+    g = torch.Generator(device="cuda").manual_seed(31)
+    m, n = shape[-2:]
+    big = torch.randn(shape[0], m + 3, 2 * n, dtype=dtype, device="cuda", generator=g)
+    views = {"row-major": big[:, :m, :n].contiguous(), "column-major": big[:, :m, :n].mT.contiguous().mT,
+             "slice": big[:, 1:m + 1, ::2]}
+    ref = None
+    for name, A in views.items():
+        before = A.clone()
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+        assert torch.equal(A, before), name
+        assert_valid_svd(A, U, S, Vh, False)
+        if ref is None:
+            ref = S
+        torch.testing.assert_close(S, ref, rtol=0, atol=bound(m, n, dtype) * ref.max().item(), msg=name)
+
+
 def test_register_qr_every_width_and_against_shared_memory():
     """The register QR at every column count 1..32 (its instantiations of 8, 16 and 32 columns, one or
     two rows a thread), float32 and float64, rows sorted or not; and the shared-memory kernel on the

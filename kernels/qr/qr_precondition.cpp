@@ -154,7 +154,10 @@ QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, const 
 CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
                                  const QrChoice& qc, const Engine& engine) {
   const int64_t B = b.size(), p = b.rows[0], q = b.cols[0];
-  TORCH_CHECK(b.uniform && A.dim() == 1 && A.numel() == B * p * q, "jsvd internal: QR preconditioning needs a uniform packed batch");
+  // A: the packed batch, or (the planner's read_in_place, one-launch QRs only) the caller's (B, q, p) view.
+  const bool in_place = A.dim() == 3;
+  TORCH_CHECK(b.uniform && (A.dim() == 1 || qc.whole) && A.numel() == B * p * q,
+              "jsvd internal: QR preconditioning needs a uniform packed batch");
   const bool uv = opt.compute_uv;
   // xGEJSV's second, unpivoted QR (float64): X = R^T = Q2 R2, and the Jacobi runs on R2^T. Each
   // QR of the transpose is a step of the QR iteration on W^T W, so R2^T's columns start nearer to
@@ -164,14 +167,14 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   // The GEMMs stay in full precision whatever torch.backends.cuda.matmul.allow_tf32 says.
   const at::NoTF32Guard no_tf32;
-  at::Tensor W = A.view({B, q, p});
+  at::Tensor W = in_place ? A : A.view({B, q, p});
   // Both paths: W divided by max|a_ij| first, as the engine's prologue does (jacobi_device.cuh): the
   // reflectors' norms of unscaled columns overflow (entries of 1e300) or underflow (subnormal
   // entries) in float64, where the Jacobi alone would not; NaN or Inf stays non-finite (info -2 from
   // the engine). Then its columns by decreasing norm (W P = Q R): a cheap stand-in for xGEJSV's
   // column pivoting, so that R's rows, the Jacobi's columns, come graded where A's columns are
   // (docs/robustness.md, "Sweeps"); V's rows are put back at the end (V_W = P right).
-  at::Tensor X, scale, perm, Sf, Y2, tau2;
+  at::Tensor X, scale, perm, Sf, Y2, tau2, Yq;
   Reflectors f, f2;
   // And first, in float64, its rows by decreasing max|a_ij| (P_r W; xGEJSV's row pivoting, Cox &
   // Higham's row sorting): Householder QR is backward stable column by column, not row by row, so
@@ -200,12 +203,30 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
     }
     perm = at::empty({B, q}, A.options().dtype(at::kLong));
     if (uv && row_sort) row_perm = at::empty({B, p}, A.options().dtype(at::kInt));
+    // Q's reflectors overwrite the packed batch, or go to a buffer of their own when A is the caller's.
+    if (uv) Yq = in_place ? at::empty({B, q, p}, A.options()) : W;
     AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "qr_whole", [&] {
       auto ptr = [](const at::Tensor& t) { return t.defined() ? t.data_ptr<scalar_t>() : nullptr; };
-      (qc.regs ? launch_qr_regs<scalar_t> : launch_qr_whole<scalar_t>)(
-          W.data_ptr<scalar_t>(), B, static_cast<int>(p), static_cast<int>(q), knobs().qr_sort, row_sort, twice, uv,
-          X.data_ptr<scalar_t>(), ptr(Sf), ptr(Y2), ptr(tau2), perm.data_ptr<int64_t>(),
-          row_perm.defined() ? row_perm.data_ptr<int32_t>() : nullptr, scale.data_ptr<scalar_t>(), stream);
+      QrWholeArgs<scalar_t> qa;
+      qa.A = W.const_data_ptr<scalar_t>();
+      qa.sb = W.stride(0);
+      qa.sc = W.stride(1);
+      qa.sr = W.stride(2);
+      qa.Y = ptr(Yq);
+      qa.p = static_cast<int>(p);
+      qa.q = static_cast<int>(q);
+      qa.sort = knobs().qr_sort;
+      qa.row_sort = row_sort;
+      qa.twice = twice;
+      qa.keep = uv;
+      qa.X = X.data_ptr<scalar_t>();
+      qa.S = ptr(Sf);
+      qa.Y2 = ptr(Y2);
+      qa.tau2 = ptr(tau2);
+      qa.perm = perm.data_ptr<int64_t>();
+      qa.rowperm = row_perm.defined() ? row_perm.data_ptr<int32_t>() : nullptr;
+      qa.scale = scale.data_ptr<scalar_t>();
+      (qc.regs ? launch_qr_regs<scalar_t> : launch_qr_whole<scalar_t>)(qa, B, stream);
     });
   } else {
     if (row_sort) W = sort_rows(W, row_perm);  // (a new buffer, the QR's to overwrite)
@@ -247,7 +268,7 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
         launch_apply_reflectors<scalar_t>(twice ? Y2.data_ptr<scalar_t>() : nullptr, qi, twice ? qi : 0,
                                           twice ? tau2.data_ptr<scalar_t>() : nullptr, right.data_ptr<scalar_t>(),
                                           r.V.data_ptr<scalar_t>(), perm.data_ptr<int64_t>(), B, stream);
-        launch_apply_wy<scalar_t>(W.data_ptr<scalar_t>(), Sf.data_ptr<scalar_t>(),
+        launch_apply_wy<scalar_t>(Yq.data_ptr<scalar_t>(), Sf.data_ptr<scalar_t>(),
                                   row_perm.defined() ? row_perm.data_ptr<int32_t>() : nullptr,
                                   left.data_ptr<scalar_t>(), r.U.data_ptr<scalar_t>(), static_cast<int>(p), qi,
                                   static_cast<int>(uc), B, stream);

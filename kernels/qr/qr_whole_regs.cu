@@ -47,17 +47,6 @@ int rows_per_thread(int64_t p, int n, size_t elem) {
   return 0;
 }
 
-template <typename T>
-struct QrArgs {
-  T* W;
-  int p, q;
-  bool sort, row_sort, twice, keep;
-  T *X, *S, *Y2, *tau2;
-  int64_t* perm;
-  int32_t* rowperm;
-  T* scale;
-};
-
 // One halving stage of transpose_sum, and the next (a template, so that every index is a constant:
 // a loop over o was not unrolled, and its run-time indices put v in local memory).
 template <int O, int N>
@@ -176,7 +165,7 @@ __device__ __forceinline__ void householder_steps(T (&x)[RPT][N], int q, double*
 }
 
 template <typename T, int N, int RPT>
-__global__ void __launch_bounds__(regs_threads<N>()) qr_regs_kernel(QrArgs<T> a) {
+__global__ void __launch_bounds__(regs_threads<N>()) qr_regs_kernel(QrWholeArgs<T> a) {
   constexpr int kWarps = regs_threads<N>() / 32;
   extern __shared__ __align__(16) unsigned char smem_raw[];  // row_sort: the rows' keys, then their positions
   __shared__ double red[2 * kWarps * N];
@@ -190,7 +179,9 @@ __global__ void __launch_bounds__(regs_threads<N>()) qr_regs_kernel(QrArgs<T> a)
   int* const ridx = reinterpret_cast<int*>(key + row_sort_length(a.p));
   const int tid = threadIdx.x, nt = blockDim.x, p = a.p, q = a.q;
   const int64_t mat = blockIdx.x, qq = static_cast<int64_t>(q) * q;
-  T* const Wk = a.W + mat * p * q;
+  const T* const Ak = a.A + mat * a.sb;
+  auto at = [&](int r, int c) { return Ak[c * a.sc + r * a.sr]; };
+  T* const Yk = a.Y + mat * p * q;
 
   // The rows as they are, for max|a|, the rows' keys and the columns' norms.
   T x[RPT][N];
@@ -202,7 +193,7 @@ __global__ void __launch_bounds__(regs_threads<N>()) qr_regs_kernel(QrArgs<T> a)
     bool nan = false;
 #pragma unroll
     for (int c = 0; c < N; ++c) {
-      x[i][c] = r < p && c < q ? Wk[static_cast<int64_t>(c) * p + r] : T(0);
+      x[i][c] = r < p && c < q ? at(r, c) : T(0);
       const T v = fabs(x[i][c]);
       nan |= isnan(v);
       rmax = fmax(rmax, v);  // (NaN passes: the matrix stays non-finite and the engine flags it)
@@ -259,7 +250,7 @@ __global__ void __launch_bounds__(regs_threads<N>()) qr_regs_kernel(QrArgs<T> a)
 #pragma unroll
     for (int c = 0; c < N; ++c) {
       if (a.sort || a.row_sort)
-        x[i][c] = r < p && c < q ? Wk[static_cast<int64_t>(col[c]) * p + orig[i]] : T(0);
+        x[i][c] = r < p && c < q ? at(orig[i], col[c]) : T(0);
       x[i][c] = x[i][c] / s;
     }
   }
@@ -268,7 +259,7 @@ __global__ void __launch_bounds__(regs_threads<N>()) qr_regs_kernel(QrArgs<T> a)
   __syncthreads();  // (s_tau)
   // Below, register column j holds column m = j - (N - q), none where m < 0.
   if (a.keep) {
-    // Y explicit, in W's row order (as qr_whole_kernel: zero above the diagonal, one on it, a zero
+    // Y explicit, in A's row order (as qr_whole_kernel: zero above the diagonal, one on it, a zero
     // column for tau = 0).
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
@@ -278,7 +269,7 @@ __global__ void __launch_bounds__(regs_threads<N>()) qr_regs_kernel(QrArgs<T> a)
       for (int j = 0; j < N; ++j) {
         const int m = j - (N - q);
         if (m >= 0)
-          Wk[static_cast<int64_t>(m) * p + orig[i]] = s_tau[m] == 0.0 || r < m ? T(0) : r == m ? T(1) : x[i][j];
+          Yk[static_cast<int64_t>(m) * p + orig[i]] = s_tau[m] == 0.0 || r < m ? T(0) : r == m ? T(1) : x[i][j];
       }
     }
   }
@@ -321,7 +312,7 @@ __global__ void __launch_bounds__(regs_threads<N>()) qr_regs_kernel(QrArgs<T> a)
 }
 
 template <typename T, int N, int RPT>
-void launch_one(const QrArgs<T>& a, int64_t B, cudaStream_t stream) {
+void launch_one(const QrWholeArgs<T>& a, int64_t B, cudaStream_t stream) {
   const int threads = std::max(32, ((a.p + RPT - 1) / RPT + 31) / 32 * 32);
   const size_t smem = a.row_sort ? (static_cast<size_t>(row_sort_length(a.p)) * (sizeof(double) + sizeof(int)) + 15) / 16 * 16 : 0;
   auto kernel = qr_regs_kernel<T, N, RPT>;
@@ -331,7 +322,7 @@ void launch_one(const QrArgs<T>& a, int64_t B, cudaStream_t stream) {
 }
 
 template <typename T, int N>
-void launch_columns(int rpt, const QrArgs<T>& a, int64_t B, cudaStream_t stream) {
+void launch_columns(int rpt, const QrWholeArgs<T>& a, int64_t B, cudaStream_t stream) {
   constexpr int kMax = max_rows_per_thread(N, sizeof(T));
   if (rpt == 1) return launch_one<T, N, 1>(a, B, stream);
   if constexpr (kMax >= 2)
@@ -346,21 +337,17 @@ bool qr_regs_fits(int64_t p, int64_t q, size_t elem) {
 }
 
 template <typename T>
-void launch_qr_regs(T* W, int64_t B, int p, int q, bool sort, bool row_sort, bool twice, bool keep, T* X, T* S,
-                    T* Y2, T* tau2, int64_t* perm, int32_t* rowperm, T* scale, cudaStream_t stream) {
+void launch_qr_regs(const QrWholeArgs<T>& a, int64_t B, cudaStream_t stream) {
   if (B == 0) return;
-  TORCH_CHECK(qr_regs_fits(p, q, sizeof(T)) && B <= INT32_MAX, "jsvd internal: launch_qr_regs shapes");
-  const QrArgs<T> a{W, p, q, sort, row_sort, twice, keep, X, S, Y2, tau2, perm, rowperm, scale};
-  const int n = columns_for(q), rpt = rows_per_thread(p, n, sizeof(T));
+  TORCH_CHECK(qr_regs_fits(a.p, a.q, sizeof(T)) && B <= INT32_MAX, "jsvd internal: launch_qr_regs shapes");
+  const int n = columns_for(a.q), rpt = rows_per_thread(a.p, n, sizeof(T));
   if (n == 8) return launch_columns<T, 8>(rpt, a, B, stream);
   if (n == 16) return launch_columns<T, 16>(rpt, a, B, stream);
   return launch_columns<T, 32>(rpt, a, B, stream);
 }
 
-template void launch_qr_regs<float>(float*, int64_t, int, int, bool, bool, bool, bool, float*, float*, float*, float*,
-                                    int64_t*, int32_t*, float*, cudaStream_t);
-template void launch_qr_regs<double>(double*, int64_t, int, int, bool, bool, bool, bool, double*, double*, double*,
-                                     double*, int64_t*, int32_t*, double*, cudaStream_t);
+template void launch_qr_regs<float>(const QrWholeArgs<float>&, int64_t, cudaStream_t);
+template void launch_qr_regs<double>(const QrWholeArgs<double>&, int64_t, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace jsvd

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "qr/qr_whole_smem.h"
+
 namespace jsvd {
 namespace cuda {
 
@@ -18,8 +20,7 @@ bool qr_regs_fits(int64_t p, int64_t q, size_t elem);
 
 // launch_qr_whole (qr_whole_smem.h), with the same arguments and results.
 template <typename T>
-void launch_qr_regs(T* W, int64_t B, int p, int q, bool sort, bool row_sort, bool twice, bool keep, T* X, T* S,
-                    T* Y2, T* tau2, int64_t* perm, int32_t* rowperm, T* scale, cudaStream_t stream);
+void launch_qr_regs(const QrWholeArgs<T>& a, int64_t B, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace jsvd

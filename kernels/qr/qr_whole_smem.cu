@@ -141,10 +141,15 @@ __device__ __forceinline__ void load_matrix(T* a, int ld, const T* src, int p, i
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kMaxThreads)
-    qr_whole_kernel(T* __restrict__ W, int p, int q, bool sort, bool row_sort, bool twice, bool keep,
-                    T* __restrict__ X, T* __restrict__ S, T* __restrict__ Y2, T* __restrict__ tau2,
-                    int64_t* __restrict__ perm, int32_t* __restrict__ rowperm, T* __restrict__ scale_out) {
+__global__ void __launch_bounds__(kMaxThreads) qr_whole_kernel(QrWholeArgs<T> args) {
+  T* const __restrict__ X = args.X;
+  T* const __restrict__ S = args.S;
+  T* const __restrict__ Y2 = args.Y2;
+  T* const __restrict__ tau2 = args.tau2;
+  int64_t* const __restrict__ perm = args.perm;
+  int32_t* const __restrict__ rowperm = args.rowperm;
+  const int p = args.p, q = args.q;
+  const bool sort = args.sort, row_sort = args.row_sort, twice = args.twice, keep = args.keep;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ T s_red[32];
   double* const d = reinterpret_cast<double*>(smem_raw);  // column norms, then the tails
@@ -160,10 +165,11 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
   const int lg = tid & (g1 - 1), grp = tid / g1, G = nt / g1;
   const int64_t k = blockIdx.x;
-  const T* const Wk = W + k * p * q;
+  const T* const Ak = args.A + k * args.sb;
+  const int64_t sc = args.sc, sr = args.sr;
   const int64_t qq = static_cast<int64_t>(q) * q;
 
-  load_matrix(a, ld1, Wk, p, q, T(1), [p](int c, int i) { return static_cast<int64_t>(c) * p + i; });
+  load_matrix(a, ld1, Ak, p, q, T(1), [=](int c, int i) { return c * sc + i * sr; });
   __syncthreads();
   // max|a| (NaN passes through fmax: a matrix with NaN stays non-finite and the engine flags it), and
   // each row's max|a_ij|, its key.
@@ -181,7 +187,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
   m = block_max(m, s_red);  // (its barriers also publish the keys)
   const T s = m > T(0) ? m : T(1);  // (a division below: 1 / max|a| overflows for subnormal max|a|)
-  if (tid == 0) scale_out[k] = s;
+  if (tid == 0) args.scale[k] = s;
   for (int c = warp; c < q; c += nw) {
     double t = 0;
     for (int i = lane; i < p; i += 32) {
@@ -213,8 +219,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
   __syncthreads();
   // The rows and columns in their order, scaled (read again: from L2).
-  load_matrix(a, ld1, Wk, p, q, s,
-              [=](int c, int i) { return static_cast<int64_t>(col[c]) * p + (row_sort ? ridx[i] : i); });
+  load_matrix(a, ld1, Ak, p, q, s, [=](int c, int i) { return col[c] * sc + (row_sort ? ridx[i] : i) * sr; });
   __syncthreads();
 
   householder_in_smem(a, ld1, p, q, g1, d, s_tau, s_scale, s_beta);
@@ -228,7 +233,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (row_sort)
       for (int r = tid; r < p; r += nt) pos[ridx[r]] = r;
     __syncthreads();
-    T* const Yk = W + k * p * q;
+    T* const Yk = args.Y + k * p * q;
     for (int c = warp; c < q; c += nw) {
       const bool id = s_tau[c] == 0.0;
       for (int i = lane; i < p; i += 32) {
@@ -347,15 +352,13 @@ bool qr_whole_fits(int64_t p, int64_t q, size_t elem, size_t smem_per_block) {
 }
 
 template <typename T>
-void launch_qr_whole(T* W, int64_t B, int p, int q, bool sort, bool row_sort, bool twice, bool keep, T* X, T* S,
-                     T* Y2, T* tau2, int64_t* perm, int32_t* rowperm, T* scale, cudaStream_t stream) {
+void launch_qr_whole(const QrWholeArgs<T>& a, int64_t B, cudaStream_t stream) {
   if (B == 0) return;
-  TORCH_CHECK(p >= q && q >= 1 && p <= kQrWholeMaxRows && B <= INT32_MAX, "jsvd internal: launch_qr_whole shapes");
-  const size_t smem = qr_whole_smem(p, q, sizeof(T));
+  TORCH_CHECK(a.p >= a.q && a.q >= 1 && a.p <= kQrWholeMaxRows && B <= INT32_MAX, "jsvd internal: launch_qr_whole shapes");
+  const size_t smem = qr_whole_smem(a.p, a.q, sizeof(T));
   auto kernel = qr_whole_kernel<T>;
   allow_dynamic_smem(kernel, smem);
-  kernel<<<static_cast<unsigned>(B), qr_whole_threads(p, q), smem, stream>>>(W, p, q, sort, row_sort, twice, keep, X,
-                                                                            S, Y2, tau2, perm, rowperm, scale);
+  kernel<<<static_cast<unsigned>(B), qr_whole_threads(a.p, a.q), smem, stream>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -380,10 +383,8 @@ void launch_apply_reflectors(const T* Y, int L, int r, const T* tau, const T* M,
   }
 }
 
-template void launch_qr_whole<float>(float*, int64_t, int, int, bool, bool, bool, bool, float*, float*, float*, float*,
-                                     int64_t*, int32_t*, float*, cudaStream_t);
-template void launch_qr_whole<double>(double*, int64_t, int, int, bool, bool, bool, bool, double*, double*, double*,
-                                      double*, int64_t*, int32_t*, double*, cudaStream_t);
+template void launch_qr_whole<float>(const QrWholeArgs<float>&, int64_t, cudaStream_t);
+template void launch_qr_whole<double>(const QrWholeArgs<double>&, int64_t, cudaStream_t);
 template void launch_apply_reflectors<float>(const float*, int, int, const float*, const float*, float*, const int64_t*,
                                              int64_t, cudaStream_t);
 template void launch_apply_reflectors<double>(const double*, int, int, const double*, const double*, double*,

@@ -22,17 +22,29 @@ size_t apply_wy_smem(int64_t p, int64_t q, size_t elem);
 // Whether the path takes p x q matrices: the kernels' shared memory, and p <= kQrWholeMaxRows.
 bool qr_whole_fits(int64_t p, int64_t q, size_t elem, size_t smem_per_block);
 
-// For each of the B matrices of W (p x q, column-major, consecutive): divides it by max|a| (scale[k];
-// 1 for a zero matrix), orders its rows by decreasing max|a_ij| if `row_sort` (P_r; rowperm[k][r]:
-// the row at position r, written where `keep`) and its columns by decreasing norm (perm[k][i]: the
-// column at position i; the identity unless `sort`), P_r W P = Q R by Householder reflectors
-// (xGEQR2), and, if `twice`, R^T = Q2 R2. X (B, q x q, column-major) receives R^T, or R2^T if twice.
-// Where `keep`: Q = I - Y S^{-1} Y^T with Y (p x q, explicit, in W's row order: P_r^T Y) in W and S
-// (B, q x q, column-major, upper triangular) in S; Q2's reflectors in Y2 (B, q x q; v_j below the
-// diagonal of column j, v_j(j) = 1 implied) with tau2.
+// What the one-launch QRs (launch_qr_whole, launch_qr_regs) read and write, for B matrices p x q.
 template <typename T>
-void launch_qr_whole(T* W, int64_t B, int p, int q, bool sort, bool row_sort, bool twice, bool keep, T* X, T* S,
-                     T* Y2, T* tau2, int64_t* perm, int32_t* rowperm, T* scale, cudaStream_t stream);
+struct QrWholeArgs {
+  const T* A;                  // input: element (r, c) of matrix k at A[k sb + c sc + r sr] (a packed buffer or
+  int64_t sb = 0, sc = 0, sr = 0;  //   the caller's view, read in place)
+  T* Y = nullptr;              // where keep: Q's reflectors (B, p x q, column-major, consecutive); may be A
+  int p = 0, q = 0;
+  bool sort = true, row_sort = false, twice = false, keep = false;
+  T *X = nullptr, *S = nullptr, *Y2 = nullptr, *tau2 = nullptr;
+  int64_t* perm = nullptr;
+  int32_t* rowperm = nullptr;
+  T* scale = nullptr;
+};
+
+// For each matrix W of A: divides it by max|a| (scale[k]; 1 for a zero matrix), orders its rows by
+// decreasing max|a_ij| if `row_sort` (P_r; rowperm[k][r]: the row at position r, written where `keep`)
+// and its columns by decreasing norm (perm[k][i]: the column at position i; the identity unless
+// `sort`), P_r W P = Q R by Householder reflectors (xGEQR2), and, if `twice`, R^T = Q2 R2. X (B, q x q,
+// column-major) receives R^T, or R2^T if twice. Where `keep`: Q = I - Y S^{-1} Y^T with Y (p x q,
+// explicit, in W's row order: P_r^T Y) in Y and S (B, q x q, column-major, upper triangular) in S;
+// Q2's reflectors in Y2 (B, q x q; v_j below the diagonal of column j, v_j(j) = 1 implied) with tau2.
+template <typename T>
+void launch_qr_whole(const QrWholeArgs<T>& a, int64_t B, cudaStream_t stream);
 
 // out[k] (p x nc, column-major) = P_r^T Q [M_k 0; 0 I] (its first nc columns), Q = I - Y_s S^{-1} Y_s^T
 // with Y_s = P_r Y, Y and S from launch_qr_whole (rowperm: P_r, null for none); M (q x q, column-major,
