@@ -246,9 +246,14 @@ int main() {
   check(!qr_choice(4096, 300, 8, true, h100).on() && !qr_choice(512, 255, 4, true, h100).on() &&
             !qr_choice(512, 512, 4, false, h100).on() && !qr_choice(200, 200, 4, true, h100).on(),
         "QR: none for 4096 float64 rows, 255 float32 columns, a list of shapes, or 200² float32");
-  check(panel(900, 100, 4) == 32 && whole(128, 32, 4) && !qr_choice(1024, 16, 4, true, h100).on() &&
-            !qr_choice(299, 100, 4, true, h100).on(),
-        "QR: float32 from 32 columns where rows >= 3 cols (900x100 blocked, 128x32 in one launch; not 1024x16)");
+  check(panel(900, 100, 4) == 32 && whole(128, 32, 4) && whole(1024, 16, 4) && !qr_choice(255, 16, 4, true, h100).on() &&
+            !qr_choice(1024, 15, 4, true, h100).on() && !qr_choice(299, 100, 4, true, h100).on(),
+        "QR: float32 from 32 columns where rows >= 3 cols (900x100 blocked, 128x32 in one launch), from 16 where "
+        "rows >= max(256, 16 cols)");
+  auto regs = [&](int64_t r, int64_t c, size_t e) { return qr_choice(r, c, e, true, h100).regs; };
+  check(regs(1024, 16, 8) && regs(128, 32, 8) && regs(256, 32, 8) && !regs(257, 32, 8) && !regs(64, 32, 8) &&
+            !regs(128, 32, 4) && !regs(1024, 16, 4),
+        "QR in registers: float64 of <= 32 columns and >= 4 rows a column, where the rows fit its threads");
   check(panel(128, 128, 8) == 32 && !whole(128, 128, 8) && panel(512, 64, 8) == 32 && !qr_choice(511, 64, 8, true, h100).on() &&
             !qr_choice(1024, 15, 8, true, h100).on() && panel(2048, 16, 8) == 8,
         "QR: float64 blocked from 128 columns, or from 16 with rows >= max(512, 8 cols), where not whole");

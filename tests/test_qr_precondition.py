@@ -36,12 +36,13 @@ def test_plan_reports_the_qr():
     assert _precondition([(512, 512), (512, 500)], torch.float32) == [None, None]
     # float64: from 32 columns in one launch where the matrix fits in shared memory, else blocked from
     # 128 columns; and from 16 where rows >= max(512, 8 columns)
-    # (in registers up to 32 columns where the rows fit 256 threads, 512 up to 16 columns, else in
-    # shared memory)
+    # (in registers where rows >= 4 columns <= 32 and the rows fit 256 threads, 512 up to 16 columns,
+    # else in shared memory)
     whole = {"kernel": "householder_qr_whole_smem", "panel_width": 0}
     regs = {"kernel": "householder_qr_whole_regs", "panel_width": 0}
-    assert _precondition([(64, 32)] * 3, torch.float64) == [dict(regs, jacobi_on=[32, 32])] * 3
-    assert _precondition([(32, 32)], torch.float64) == [dict(regs, jacobi_on=[32, 32])]
+    assert _precondition([(64, 32)] * 3, torch.float64) == [dict(whole, jacobi_on=[32, 32])] * 3
+    assert _precondition([(128, 32)] * 3, torch.float64) == [dict(regs, jacobi_on=[32, 32])] * 3
+    assert _precondition([(32, 32)], torch.float64) == [dict(whole, jacobi_on=[32, 32])]
     assert _precondition([(20, 512)], torch.float64) == [dict(whole, jacobi_on=[20, 20])]
     assert _precondition([(1024, 16)], torch.float64) == [dict(regs, jacobi_on=[16, 16])]
     assert _precondition([(40, 40)], torch.float64) == [dict(whole, jacobi_on=[40, 40])]
@@ -52,14 +53,17 @@ def test_plan_reports_the_qr():
     assert _precondition([(123, 123)], torch.float64) == [None]  # too large for one block, too small to block
     assert _precondition([(3000, 20)], torch.float64)[0]["panel_width"] == 8
     assert _precondition([(64, 15)], torch.float64) == [None]
-    assert _precondition([(512, 20)], torch.float32) == [None]
-    # float32 tall: from 32 columns where rows >= 3 columns
+    assert _precondition([(512, 20)], torch.float32) == [dict(whole, jacobi_on=[20, 20])]
+    assert _precondition([(319, 20)], torch.float32) == [None]
+    # float32 tall: from 32 columns where rows >= 3 columns, from 16 where rows >= max(256, 16 columns)
     assert _precondition([(900, 100)] * 2, torch.float32)[0] == {"kernel": "householder_qr", "panel_width": 32,
                                                                 "jacobi_on": [100, 100]}
-    assert _precondition([(128, 32)] * 2, torch.float32)[0] == dict(regs, jacobi_on=[32, 32])
+    assert _precondition([(128, 32)] * 2, torch.float32)[0] == dict(whole, jacobi_on=[32, 32])
     assert _precondition([(600, 32)] * 2, torch.float32)[0] == dict(whole, jacobi_on=[32, 32])
     assert _precondition([(299, 100)] * 2, torch.float32) == [None, None]
-    assert _precondition([(1024, 16)] * 2, torch.float32) == [None, None]
+    assert _precondition([(1024, 16)] * 2, torch.float32) == [dict(whole, jacobi_on=[16, 16])] * 2
+    assert _precondition([(255, 16)] * 2, torch.float32) == [None, None]
+    assert _precondition([(1024, 15)] * 2, torch.float32) == [None, None]
 
 
 def _check(A, full_matrices):
@@ -133,8 +137,7 @@ def test_whole_matrix_qr_float32_and_once():
         "    for shape in ((200, 32, 32), (3, 96, 40), (2, 24, 70)):\n"
         "        A = torch.randn(*shape, dtype=dt, device='cuda', generator=g)\n"
         "        pre = torch_jsvd.plan([shape[1:]], dtype=dt, device='cuda')['matrices'][0]['precondition']\n"
-        "        assert pre['kernel'] == ('householder_qr_whole_regs' if min(shape[1:]) <= 32 and max(shape[1:]) <= 256\n"
-        "                                 else 'householder_qr_whole_smem'), pre\n"
+        "        assert pre['kernel'] == 'householder_qr_whole_smem', pre\n"
         "        for full in (False, True):\n"
         "            U, S, Vh = torch_jsvd.svd(A, full_matrices=full)\n"
         "            t.assert_valid_svd(A, U, S, Vh, full)\n"
@@ -171,10 +174,11 @@ def _check_identity_reflectors(A):
 
 
 @pytest.mark.parametrize("dtype,shape,kernel", [
-    (torch.float32, (6, 200, 32), "regs"), (torch.float32, (6, 600, 32), "smem"),
+    (torch.float32, (6, 200, 32), "smem"), (torch.float32, (6, 600, 16), "smem"),
     (torch.float64, (6, 600, 16), "regs"), (torch.float64, (6, 1024, 16), "regs"),
     (torch.float64, (6, 256, 32), "regs"), (torch.float64, (6, 257, 32), "smem"),
-    (torch.float64, (5, 1024, 24), "smem"), (torch.float64, (6, 33, 32), "regs")], ids=str)
+    (torch.float64, (5, 1024, 24), "smem"), (torch.float64, (6, 33, 32), "smem"),
+    (torch.float64, (6, 128, 32), "regs")], ids=str)
 def test_whole_matrix_qr_identity_reflectors_and_row_order(dtype, shape, kernel):
     """U = P_r^T Q [U_R 0; 0 I] from Q's UT form (apply_wy.cu) after either one-launch QR (registers,
     qr_whole_regs.cu, or shared memory), and full U's completion by Q's trailing columns."""
@@ -182,8 +186,9 @@ def test_whole_matrix_qr_identity_reflectors_and_row_order(dtype, shape, kernel)
     _check_identity_reflectors(_identity_reflector_batch(dtype, shape))
 
 
-@pytest.mark.parametrize("dtype,shape", [(torch.float64, (5, 600, 16)), (torch.float64, (4, 100, 40)),
-                                         (torch.float32, (5, 200, 32)), (torch.float64, (4, 20, 520))], ids=str)
+@pytest.mark.parametrize("dtype,shape", [(torch.float64, (5, 600, 16)), (torch.float64, (5, 128, 32)),
+                                         (torch.float64, (4, 100, 40)), (torch.float32, (5, 1024, 16)),
+                                         (torch.float64, (4, 20, 520))], ids=str)
 def test_whole_qr_reads_the_callers_tensor(dtype, shape):
     """The one-launch QRs read the caller's tensor in place, whatever its strides (row-major, column-major,
     a slice of a larger one, a wide matrix read as its transpose), leave it untouched, and agree with the
@@ -191,8 +196,8 @@ def test_whole_qr_reads_the_callers_tensor(dtype, shape):
     g = torch.Generator(device="cuda").manual_seed(31)
     m, n = shape[-2:]
     big = torch.randn(shape[0], m + 3, 2 * n, dtype=dtype, device="cuda", generator=g)
-    views = {"row-major": big[:, :m, :n].contiguous(), "column-major": big[:, :m, :n].mT.contiguous().mT,
-             "slice": big[:, 1:m + 1, ::2]}
+    sliced = big[:, 1:m + 1, ::2]
+    views = {"row-major": sliced.contiguous(), "column-major": sliced.mT.contiguous().mT, "slice": sliced}
     ref = None
     for name, A in views.items():
         before = A.clone()
@@ -206,9 +211,9 @@ def test_whole_qr_reads_the_callers_tensor(dtype, shape):
 
 def test_register_qr_every_width_and_against_shared_memory():
     """The register QR at every column count 1..32 (its instantiations of 8, 16 and 32 columns, one or
-    two rows a thread), float32 and float64, rows sorted or not; and the shared-memory kernel on the
-    shapes the register one now takes (JSVD_QR_REGS=0): both give valid factors and float64-accurate
-    singular values. Forced in fresh processes (the knobs are read once)."""
+    two rows a thread), float32 and float64, rows sorted or not (JSVD_QR_REGS=2: wherever it fits), and
+    the shared-memory kernel on the same shapes (JSVD_QR_REGS=0): both give valid factors and
+    float64-accurate singular values. Forced in fresh processes (the knobs are read once)."""
     code = (
         "import torch, torch_jsvd, test_qr_precondition as t\n"
         "import os\n"
@@ -219,7 +224,8 @@ def test_register_qr_every_width_and_against_shared_memory():
         "        assert pre['kernel'] == want, (m, n, pre)\n"
         "        t._check_identity_reflectors(t._identity_reflector_batch(dt, (6, m, max(n, 1)), seed=m + n))\n"
         "print('ok')\n")
-    for want, env in (("regs", {}), ("regs", {"JSVD_QR_ROW_SORT": "1", "JSVD_QR_TWICE": "1"}),
+    for want, env in (("regs", {"JSVD_QR_REGS": "2"}),
+                      ("regs", {"JSVD_QR_REGS": "2", "JSVD_QR_ROW_SORT": "1", "JSVD_QR_TWICE": "1"}),
                       ("smem", {"JSVD_QR_REGS": "0"})):
         out = run_child(code, timeout=600, JSVD_QR_MIN_COLS="1", WANT=want, **env)
         assert out.strip().endswith("ok"), out[-2000:]

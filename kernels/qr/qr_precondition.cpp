@@ -128,7 +128,8 @@ QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, const 
   const bool whole = knobs().qr_whole && qr_whole_fits(rows, cols, elem, lim.smem_per_block);
   // Float32 from 256 columns, and from 32 where rows >= 3 cols (the Jacobi on the q x q R instead of
   // the tall matrix: 300 x 900x100 22.1 -> 8.6 ms, 1000 x 128x32 1.22 -> 0.82, 100 x 512x64 1.73 ->
-  // 1.30; not at 16 columns: 1000 x 1024x16 1.12 -> 1.52; H100, docs/experiments.md); float64 from 32
+  // 1.30), and from 16 where rows >= max(256, 16 cols) (1000 x 1024x16 1.03 -> 0.88, 1000 x 256x16
+  // 0.48 -> 0.42; 5000 x 64x16 0.31 -> 0.57 stays without; H100, docs/experiments.md); float64 from 32
   // where the matrix fits the one-launch QR, else from 128, and from 16 where rows >= max(512, 8 cols):
   // so that the sweeps on structured matrices stay within 2x a Gaussian's, at a price in time on small
   // Gaussian batches (H100, docs/robustness.md, "Sweeps").
@@ -136,11 +137,17 @@ QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, const 
   const bool wide_enough = forced > 0 ? cols >= forced : cols >= (elem == 8 ? 128 : 256);
   const bool f64_whole = forced == 0 && elem == 8 && cols >= 32 && whole;
   const bool f64_tall = forced == 0 && elem == 8 && cols >= 16 && rows >= std::max<int64_t>(512, 8 * cols);
-  const bool f32_tall = forced == 0 && elem == 4 && cols >= 32 && rows >= 3 * cols;
+  const bool f32_tall = forced == 0 && elem == 4 &&
+                        ((cols >= 32 && rows >= 3 * cols) || (cols >= 16 && rows >= std::max<int64_t>(256, 16 * cols)));
   if (!wide_enough && !f64_whole && !f64_tall && !f32_tall) return c;
   if (whole) {
     c.whole = true;
-    c.regs = knobs().qr_regs && qr_regs_fits(rows, cols, elem);
+    // In registers (qr_whole_regs.h) for float64 of >= 4 rows a column: 1000 x 1024x16 1.68 -> 1.43 ms
+    // (with the input read in place), 1000 x 128x32 1.15 -> 1.11; the shared-memory kernel stays ahead
+    // on squarer float64 (10000 x 32² 4.72 against 4.94) and on float32 (1000 x 128x32 0.83 against
+    // 0.92; H100, docs/experiments.md).
+    const int regs = knobs().qr_regs;
+    c.regs = regs > 0 && qr_regs_fits(rows, cols, elem) && (regs == 2 || (elem == 8 && rows >= 4 * cols));
     return c;
   }
   for (int64_t w = kMaxPanelWidth; w >= 8; w /= 2)
