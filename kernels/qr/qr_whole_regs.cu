@@ -7,8 +7,10 @@
 // thread's rows times its row vector, one block-wide sum of those q values (shuffles that halve the
 // values a lane holds at each stage, then a partial sum per warp through shared memory: one barrier),
 // and the update of the thread's own rows. Row k reaches everyone through shared memory with the sums.
-// The shared-memory kernel (qr_whole_smem.cu) spent ~370k instructions a 1024 x 16 float64 matrix on
-// its column-per-group loops (ncu, H100), ten times its arithmetic.
+// Those sums bound it (ncu, H100, 1024 x 16 float64: 310k warp instructions a matrix, against 370k for
+// the shared-memory kernel's column-per-group loops): a thread's 2 RPT N multiply-adds a step against
+// ~11 N instructions of the sum, as float64 rows fill the registers at one or two a thread. So the
+// planner takes it for float64 of >= 4 rows a column only (qr_precondition.cpp, docs/experiments.md).
 //
 // The results are launch_qr_whole's (qr_whole_smem.h): the same scaling, row order (row_order.cuh),
 // column order, Y, S, R^T, and the second QR of R^T, which one warp does the same way.
@@ -29,10 +31,7 @@ namespace {
 constexpr unsigned kFull = 0xffffffffu;
 
 // Block size of an instantiation: 32 columns of sums in double take 64 registers more.
-template <int N>
-constexpr int regs_threads() {
-  return N > 16 ? 256 : 512;
-}
+constexpr int regs_threads(int n) { return n > 16 ? 256 : 512; }
 // Rows a thread may hold: 64 registers of the matrix, at most 2 rows (kQrWholeMaxRows over 512
 // threads; 4 float32 rows of 16 columns spilled 2 KB a thread).
 constexpr int max_rows_per_thread(int n, size_t elem) {
@@ -41,7 +40,7 @@ constexpr int max_rows_per_thread(int n, size_t elem) {
 // Columns of the instantiation for q, and its rows a thread for p (0: none fits).
 int columns_for(int64_t q) { return q <= 8 ? 8 : q <= 16 ? 16 : 32; }
 int rows_per_thread(int64_t p, int n, size_t elem) {
-  const int threads = n > 16 ? 256 : 512;
+  const int threads = regs_threads(n);
   for (int r = 1; r <= max_rows_per_thread(n, elem); r *= 2)
     if ((p + r - 1) / r <= threads) return r;
   return 0;
@@ -165,8 +164,8 @@ __device__ __forceinline__ void householder_steps(T (&x)[RPT][N], int q, double*
 }
 
 template <typename T, int N, int RPT>
-__global__ void __launch_bounds__(regs_threads<N>()) qr_regs_kernel(QrWholeArgs<T> a) {
-  constexpr int kWarps = regs_threads<N>() / 32;
+__global__ void __launch_bounds__(regs_threads(N)) qr_regs_kernel(QrWholeArgs<T> a) {
+  constexpr int kWarps = regs_threads(N) / 32;
   extern __shared__ __align__(16) unsigned char smem_raw[];  // row_sort: the rows' keys, then their positions
   __shared__ double red[2 * kWarps * N];
   __shared__ double rowk[2 * N];
