@@ -220,20 +220,7 @@ __global__ void __launch_bounds__(regs_threads(N)) qr_regs_kernel(QrWholeArgs<T>
       for (int c = 0; c < N; ++c) d[c] = g[c];
     __syncthreads();
   }
-  // Position of column l: decreasing norm, ties (and NaN, last) by index, as qr_whole_kernel.
-  for (int l = tid; l < q; l += nt) {
-    int rank = l;
-    if (a.sort) {
-      const double dl = isnan(d[l]) ? -1.0 : d[l];
-      rank = 0;
-      for (int c = 0; c < q; ++c) {
-        const double dc = isnan(d[c]) ? -1.0 : d[c];
-        rank += dc > dl || (dc == dl && c < l);
-      }
-    }
-    col[rank] = l;
-    a.perm[mat * q + rank] = l;
-  }
+  order_columns(d, q, a.sort, col, a.perm + mat * q);
   if (a.row_sort) {
     sort_rows_by_key(key, ridx, p);  // (its barriers also publish col)
     if (a.keep)
@@ -313,7 +300,7 @@ __global__ void __launch_bounds__(regs_threads(N)) qr_regs_kernel(QrWholeArgs<T>
 template <typename T, int N, int RPT>
 void launch_one(const QrWholeArgs<T>& a, int64_t B, cudaStream_t stream) {
   const int threads = std::max(32, ((a.p + RPT - 1) / RPT + 31) / 32 * 32);
-  const size_t smem = a.row_sort ? (static_cast<size_t>(row_sort_length(a.p)) * (sizeof(double) + sizeof(int)) + 15) / 16 * 16 : 0;
+  const size_t smem = a.row_sort ? row_keys_smem(a.p) : 0;
   auto kernel = qr_regs_kernel<T, N, RPT>;
   allow_dynamic_smem(kernel, smem);
   kernel<<<static_cast<unsigned>(B), threads, smem, stream>>>(a);

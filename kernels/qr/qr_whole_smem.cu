@@ -51,9 +51,6 @@ JSVD_HOST_DEVICE inline int qr_whole_threads(int p, int q) {
 // The per-column arrays (double) and the column map (int) first, then the rows' keys and positions
 // (row_order.cuh), before the matrices, 16-byte aligned.
 JSVD_HOST_DEVICE inline size_t qr_whole_head(int64_t q) { return static_cast<size_t>(4 * q) * sizeof(double) + (q + 3) / 4 * 16; }
-JSVD_HOST_DEVICE inline size_t row_keys_smem(int p) {
-  return (static_cast<size_t>(row_sort_length(p)) * (sizeof(double) + sizeof(int)) + 15) / 16 * 16;
-}
 
 // Sum over the g lanes of a group, g known at run time (jacobi_device.cuh's group_sum: at compile
 // time); every lane of the warp calls it.
@@ -198,20 +195,7 @@ __global__ void __launch_bounds__(kMaxThreads) qr_whole_kernel(QrWholeArgs<T> ar
     if (lane == 0) d[c] = t;
   }
   __syncthreads();
-  // Position of column l: decreasing norm, ties (and NaN, last) by index, so always a permutation.
-  for (int l = tid; l < q; l += nt) {
-    int rank = l;
-    if (sort) {
-      const double dl = isnan(d[l]) ? -1.0 : d[l];
-      rank = 0;
-      for (int c = 0; c < q; ++c) {
-        const double dc = isnan(d[c]) ? -1.0 : d[c];
-        rank += dc > dl || (dc == dl && c < l);
-      }
-    }
-    col[rank] = l;
-    perm[k * q + rank] = l;
-  }
+  order_columns(d, q, sort, col, perm + k * q);
   if (row_sort) {
     sort_rows_by_key(key, ridx, p);  // (its barriers also publish col)
     if (keep)
