@@ -37,6 +37,8 @@ struct Knobs {
   bool pdl = true;             // JSVD_PDL=0: no programmatic dependent launch between steps
   int whole_regs = 1;          // JSVD_WHOLE_REGS: whole matrices' register steps (0 off, 1 where free, 2 always)
   bool pair_delta = true;      // JSVD_PAIR_DELTA=0: float32 512-row pairs carry V's rows, not E = J - I
+  bool list_streams = true;    // JSVD_LIST_STREAMS=0: a list's launch groups one after another on the current stream
+  bool whole_merge = true;     // JSVD_WHOLE_MERGE=0: a list's whole matrices grouped by block size, not only lanes per rotation
   // --- CPU engine (csrc/cpu) ---
   int cpu_block_width = 0;  // JSVD_CPU_W: sweep-ordering block width (1: pointwise; 0: by cache size)
   bool cpu_avx2 = true;     // JSVD_CPU_NO_AVX2 (set): the plain loops
@@ -82,6 +84,8 @@ inline Knobs read() {
   k.pdl = on("JSVD_PDL", k.pdl);
   k.whole_regs = integer("JSVD_WHOLE_REGS", k.whole_regs);
   k.pair_delta = on("JSVD_PAIR_DELTA", k.pair_delta);
+  k.list_streams = on("JSVD_LIST_STREAMS", k.list_streams);
+  k.whole_merge = on("JSVD_WHOLE_MERGE", k.whole_merge);
   k.cpu_block_width = integer("JSVD_CPU_W", k.cpu_block_width);
   if (k.cpu_block_width < 0) k.cpu_block_width = 0;
   k.cpu_avx2 = std::getenv("JSVD_CPU_NO_AVX2") == nullptr;

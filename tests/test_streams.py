@@ -29,6 +29,35 @@ def test_svd_ex_runs_on_a_side_stream():
     assert_valid_svd(B, *outB[:3], full_matrices=False)
 
 
+def test_lists_from_two_threads_on_their_own_streams():
+    # Two svd_varlen calls at once, each from its own thread on its own stream (each call forks its
+    # launch groups onto pool streams and joins them back): both results right, and ready on the
+    # caller's stream when the call returns (a copy there right away would read a missing join's
+    # partial results).
+    import threading
+    g = torch.Generator(device="cuda").manual_seed(1)
+    lists = [[torch.randn(k % 37 + 1, k % 23 + 1, device="cuda", generator=g) for k in range(150)] +
+             [torch.randn(300, 200, device="cuda", generator=g)] for _ in range(2)]
+    out = [None, None]
+
+    def work(i):
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.default_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                out[i] = [[t.clone() for t in ts] for ts in torch_jsvd.svd_varlen(lists[i])]
+        s.synchronize()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(2):
+        for A, u, sv, vh in zip(lists[i], *out[i]):
+            assert_valid_svd(A, u, sv, vh, full_matrices=False)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_svd_ex_graph_replays_on_new_input(dtype):
     """svd_ex never synchronises, so it can be captured in a CUDA graph (as

@@ -1,10 +1,12 @@
 """torch_jsvd.svd_varlen: a list (or nested tensor) of matrices of different shapes in one call."""
 
+import textwrap
+
 import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound
+from jsvd_testutils import assert_valid_svd, bound, run_child
 
 SHAPES = [(5, 3), (3, 5), (4, 4), (1, 1), (17, 2), (2, 17), (0, 3), (3, 0), (9, 9), (30, 20)]
 
@@ -82,6 +84,76 @@ def test_nested(device):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     for A, u, s, vh in zip(As, U.unbind(), S.unbind(), Vh.unbind()):
         assert_valid_svd(A, u, s, vh, True, check_strides=False)
+
+
+@pytest.mark.parametrize("full_matrices", [True, False])
+def test_jagged_nested(device, full_matrices):
+    # A jagged nested tensor (rows ragged, 4 columns): outputs jagged where their matrices differ only in
+    # their first dimension, strided nested otherwise; each matrix as from the list.
+    shapes = [(5, 4), (9, 4), (2, 4), (4, 4), (0, 4)]
+    As = _mats(device, shapes=shapes)
+    nt = torch.nested.nested_tensor(As, layout=torch.jagged)
+    U, S, Vh = torch_jsvd.svd_varlen(nt, full_matrices=full_matrices)
+    assert S.layout == Vh.layout == torch.jagged  # (k_i x 4: ragged k_i = min(m_i, 4))
+    assert U.layout == torch.strided  # (m_i x min(m_i, 4), or m_i x m_i: two ragged sizes)
+    Ul, Sl, Vhl = torch_jsvd.svd_varlen(As, full_matrices=full_matrices)
+    for got, ref in ((U, Ul), (S, Sl), (Vh, Vhl)):
+        for a, b in zip(got.unbind(), ref):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # Every m_i >= n and reduced: U's matrices share their column count, so U is jagged too.
+    tall = torch.nested.nested_tensor(_mats(device, shapes=[(5, 4), (9, 4), (4, 4)]), layout=torch.jagged)
+    U, S, Vh = torch_jsvd.svd_varlen(tall, full_matrices=False)
+    assert U.layout == S.layout == Vh.layout == torch.jagged
+    for A, u, s, vh in zip(tall.unbind(), U.unbind(), S.unbind(), Vh.unbind()):
+        assert_valid_svd(A, u, s, vh, False, check_strides=False)
+
+
+def _level_list(dtype):
+    """(shapes, dtype) of a list that takes every level of the CUDA engine at once: thread and warp
+    (<= 32 columns), whole matrices in shared memory, block pairs, Gram EVD pairs (too tall for a
+    pair) and the GEMM level (>= 1024 columns), with size-0, 1 x n and n x 1 members."""
+    big = [(1100, 1030)]
+    shapes = [(3, 3), (1, 7), (7, 1), (0, 5), (5, 0), (40, 30), (30, 40), (64, 64), (100, 90), (260, 250),
+              (300, 200), (8000, 40)] + big + [(k % 13 + 2, k % 7 + 2) for k in range(60)]
+    return shapes
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_list_mixing_every_level(dtype):
+    shapes = _level_list(dtype)
+    kernels = {lv["kernel"] for m in torch_jsvd.plan(shapes, dtype=dtype)["matrices"] for lv in m["levels"]}
+    assert {"whole_svd_warp", "whole_svd_smem", "pair_svd_smem", "gram_evd_smem", "gemm_gram_evd"} <= kernels, kernels
+    As = _mats("cuda", dtype, shapes)
+    U, S, Vh = torch_jsvd.svd_varlen(As, full_matrices=False)
+    for A, u, s, vh in zip(As, U, S, Vh):
+        assert_valid_svd(A, u, s, vh, False)
+        if A.numel():
+            ref = torch.linalg.svdvals(A.double())
+            assert (s.double() - ref).abs().max() <= bound(*A.shape, dtype) * ref[0]
+
+
+_HUGE_AND_TINY = """
+    import torch, torch_jsvd
+    g = torch.Generator(device="cuda").manual_seed(0)
+    shapes = [(600, 500)] + [(k % 9 + 1, k % 5 + 1) for k in range(500)] + [(48, 40)] * 20 + [(90, 70)] * 5
+    As = [torch.randn(s, device="cuda", generator=g) for s in shapes]
+    S = torch_jsvd.svd_varlen(As, compute_uv=False).S
+"""
+
+
+@pytest.mark.cuda
+def test_list_one_huge_many_tiny_streams_on_and_off():
+    # A list's launch groups run on streams of their own (JSVD_LIST_STREAMS=1, the default): each
+    # matrix's singular values as with the groups one after another on the current stream (=0).
+    scope = {}
+    exec(textwrap.dedent(_HUGE_AND_TINY), scope)
+    off = run_child(_HUGE_AND_TINY + "\n    print(repr(torch.cat(S).tolist()))", JSVD_LIST_STREAMS="0")
+    on = torch.cat(scope["S"]).cpu()
+    torch.testing.assert_close(on, torch.tensor(eval(off)), rtol=0, atol=2e-5 * on.max().item())
+    for A, s in zip(scope["As"], scope["S"]):
+        ref = torch.linalg.svdvals(A.double())
+        assert (s.double() - ref).abs().max() <= bound(*A.shape, torch.float32) * ref[0], A.shape
 
 
 def test_matches_batched_op(device):

@@ -153,8 +153,12 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
     """SVD of a list of 2-D matrices of different shapes, in one engine call.
 
     As: a list/tuple of (m_i, n_i) tensors, or a torch.nested tensor of
-    matrices. Returns lists (U_i, S_i, Vh_i) -- or nested tensors (strided
-    layout) for a nested input. With compute_uv=False, each U_i and Vh_i is an
+    matrices (strided layout, or ``layout=torch.jagged``: rows ragged, one
+    column count). Returns lists (U_i, S_i, Vh_i) -- or nested tensors for a
+    nested input: of the input's layout, except that a jagged input's output
+    whose matrices differ in more than their first dimension (U with
+    full_matrices, or where some m_i < n) is a strided nested tensor, the only
+    layout that holds it. With compute_uv=False, each U_i and Vh_i is an
     empty tensor of shape (0,). Raises like svd on non-convergence or NaN/Inf.
     """
     nested = isinstance(As, Tensor) and As.is_nested
@@ -170,5 +174,12 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
         raise ValueError("torch_jsvd.svd_varlen: expected a non-empty list of matrices, but got an empty list")
     U, S, Vh = torch.ops.jsvd.svd_varlen.default(mats, full_matrices, compute_uv, tol, max_sweeps)
     if nested:
-        U, S, Vh = (torch.nested.nested_tensor(list(t), layout=torch.strided) for t in (U, S, Vh))
+        U, S, Vh = (_nest(t, As.layout) for t in (U, S, Vh))
     return SVDVarlenResult(U, S, Vh)
+
+
+def _nest(ts: Sequence[Tensor], layout: torch.layout) -> Tensor:
+    """A nested tensor of `ts` in `layout` where it can hold them (jagged: ragged in the first dimension only)."""
+    if layout == torch.jagged and all(t.shape[1:] == ts[0].shape[1:] for t in ts):
+        return torch.nested.nested_tensor(list(ts), layout=torch.jagged)
+    return torch.nested.nested_tensor(list(ts), layout=torch.strided)

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,7 @@
 #include "engine/device_upload.h"
 #include "engine/engine_types.h"
 #include "engine/finite_check.h"
+#include "engine/stream_fork.h"
 #include "levels/gemm/gemm_level.h"
 #include "levels/gram/gram_evd_smem.h"
 #include "levels/blocked/pair_tasks.h"
@@ -69,7 +71,8 @@ class Staging {
 // none (its launches take every matrix, list_at).
 struct MatList {
   std::vector<int32_t> mats;
-  size_t off = 0;  // in the staged upload
+  size_t off = 0;     // in the staged upload
+  int64_t cost = 0;   // a list's group: rows x columns of its largest matrix (the order of launches)
 };
 
 struct WholeGroup : MatList {
@@ -85,7 +88,7 @@ struct GemmGroup : MatList {
 // What a call launches, from the shapes alone: every matrix's plan, grouped
 // into launches, and the task lists and descriptors uploaded in one copy.
 struct Prep {
-  std::map<std::pair<int, int>, WholeGroup> whole;  // by (lanes per rotation, threads)
+  std::map<std::pair<int, int>, WholeGroup> whole;  // by lanes per rotation (and threads, JSVD_WHOLE_MERGE=0)
   std::map<std::pair<int, int>, MatList> warp;      // by (lanes per matrix, rows per lane)
   MatList blocked;  // every matrix of a blocked level (pairs, Gram EVD, GEMM): prologue, sweeps, finalisation
   std::map<std::pair<int64_t, int64_t>, GemmGroup> gemm;  // by shape
@@ -125,6 +128,10 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
   // Tuning knob for experiments (benchmarks/): JSVD_CROSS_ONLY=0 redoes the
   // pairs inside the blocks in every task.
   const bool cross_only = knobs().cross_only;
+  // A list's whole matrices of one lane count share a launch of the widest block among them: fewer,
+  // fuller launches (a block of a small matrix idles some lane groups, which cost it nothing: its
+  // steps are as many either way).
+  const bool whole_merge = knobs().whole_merge;
   for (int64_t k = 0; k < N; ++k) {
     const int64_t p = b.p(k), q = b.q(k);
     if (!uni)
@@ -139,19 +146,21 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
       MatList& g = warp[{mp.warp_lanes, mp.warp_rows}];
       if (uni) break;
       g.mats.push_back(static_cast<int32_t>(k));
+      g.cost = std::max(g.cost, p * q);
       continue;
     }
     if (mp.level == Level::kWholeSmem) {
       // Matrices of one block shape share a launch sized for the largest
       // (its variant planned below, plan_whole_group).
       const SmemLaunch& l = mp.launch;
-      WholeGroup& g = whole[{l.tpp, l.threads}];
+      WholeGroup& g = whole[{l.tpp, uni || !whole_merge ? l.threads : 0}];
       if (uni) {
         g.cfg = l;
         break;
       }
       g.cfg.tpp = l.tpp;
-      g.cfg.threads = l.threads;
+      g.cfg.threads = std::max(g.cfg.threads, l.threads);
+      g.cost = std::max(g.cost, p * q);
       g.cfg.smem = std::max(g.cfg.smem, l.smem);
       g.cfg.rows = std::max(g.cfg.rows, l.rows);
       g.cfg.reg_groups = std::max(g.cfg.reg_groups, l.reg_groups);
@@ -184,8 +193,17 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
                                         static_cast<int32_t>(ncolumn_blocks), !pair || !cross_only, pair);
   }
 
-  if (!uni)
+  if (!uni) {
     for (auto& kv : whole) plan_whole_group(kv.second.cfg, es, uv);
+    // Largest matrices first in each group: blocks start about in their order, so the longest
+    // ones do not start last (longest-processing-time order).
+    auto largest_first = [&](MatList& l) {
+      std::stable_sort(l.mats.begin(), l.mats.end(),
+                       [&](int32_t x, int32_t y) { return b.p(x) * b.q(x) > b.p(y) * b.q(y); });
+    };
+    for (auto& kv : whole) largest_first(kv.second);
+    for (auto& kv : warp) largest_first(kv.second);
+  }
   if (!pair_steps.empty()) {
     // One launch for every matrix's pairs: E is carried when every pair
     // matrix's plan does so at one row count (the kernel's register bucket).
@@ -264,7 +282,6 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
   const bool uv = opt.compute_uv;
   const size_t es = sizeof(T);
   const DeviceLimits lim = device_limits(A.get_device());
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
 
   const bool uni = b.uniform;
   const std::shared_ptr<const Prep> prep =
@@ -293,7 +310,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
     // has no direction), those from the rank on by the completion kernel.
     r.U = at::empty({b.u_numel}, opts);
     r.V = at::empty({b.v_numel}, opts);
-    if (!blocked.mats.empty()) Vw = at::empty({b.v_numel}, opts);
+    if (!blocked.mats.empty()) Vw = at::empty({b.v_numel}, opts);  // (before the fork: see StreamFork)
   }
   at::Tensor rank = at::empty({N}, opts.dtype(at::kInt));
   // (the blocked levels' state: small calls feel every allocation, about 2.5 us of host time on the H100's)
@@ -320,16 +337,31 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
   const int64_t max_sweeps = resolve_max_sweeps(opt);
   args.max_sweeps = static_cast<int32_t>(max_sweeps);
 
-  for (const auto& kv : warp) {
-    const WarpLaunch cfg{kv.first.first, kv.first.second};
-    launch_svd_warp(args, list_ptr(kv.second), list_len(kv.second), cfg, uv, stream);
-  }
-  for (const auto& kv : whole) {
-    const WholeGroup& g = kv.second;
-    launch_svd_whole(args, list_ptr(g), list_len(g), g.cfg, uv, stream);
+  // A list's launch groups are independent: each whole or warp group on a stream of its own, the
+  // largest first, and the blocked matrices' sweep loop (the longest work) on a high-priority one,
+  // all joined back into the current stream before U's completion (stream_fork.h). A uniform batch
+  // is one group. JSVD_LIST_STREAMS=0: one after another on the current stream (experiments).
+  const size_t ngroups = warp.size() + whole.size() + (blocked.mats.empty() ? 0 : 1);
+  StreamFork fork(!uni && ngroups > 1 && knobs().list_streams);
+  {
+    std::vector<std::pair<int64_t, std::function<void(cudaStream_t)>>> groups;
+    for (const auto& kv : warp) {
+      const WarpLaunch cfg{kv.first.first, kv.first.second};
+      const MatList* g = &kv.second;
+      groups.emplace_back(g->cost, [&, g, cfg](cudaStream_t s) { launch_svd_warp(args, list_ptr(*g), list_len(*g), cfg, uv, s); });
+    }
+    for (const auto& kv : whole) {
+      const WholeGroup* g = &kv.second;
+      groups.emplace_back(g->cost, [&, g](cudaStream_t s) { launch_svd_whole(args, list_ptr(*g), list_len(*g), g->cfg, uv, s); });
+    }
+    std::stable_sort(groups.begin(), groups.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    for (const auto& g : groups) g.second(fork.next());
   }
 
   if (!blocked.mats.empty()) {
+    // (its allocations below on its own stream, the caching allocator's rule)
+    const c10::cuda::CUDAStreamGuard on_blocked(fork.next(/*high_priority=*/true));
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     const int32_t* bl = list_ptr(blocked);
     const int nbl = list_len(blocked);
     state.zero_();  // the prologue accumulates max|a| in it
@@ -424,6 +456,8 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
     launch_finalize(args, bl, nbl, blocked_q, norms.data_ptr<double>(), order.data_ptr<int32_t>(), stream);
   }
 
+  fork.join();
+  cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   // (the thread level completes its own U: a batch of it alone needs no launch)
   bool all_thread = whole.empty() && blocked.mats.empty();
   for (const auto& kv : warp) all_thread = all_thread && kv.first.first == 1;

@@ -1,0 +1,237 @@
+"""Variable-size lists (issue 21): torch_jsvd.svd_varlen against a loop of torch.linalg.svd, same run.
+
+Each list has `count` matrices whose rows and columns are drawn independently and uniformly from [lo, hi]
+(seed 0; tall and wide mixed): issue 21's three lists, and lists in the style of the W-cycle paper's Table VI
+(its SuiteSparse groups "m, n <= X" with its batch sizes, here random sides in (X/2, X], since SuiteSparse is
+not at hand offline).
+
+    python benchmarks/bench_varlen.py                  # every list (stops starting lists after --budget-s)
+    python benchmarks/bench_varlen.py --cases 300x     # lists whose name contains a substring
+    python benchmarks/bench_varlen.py --from-json benchmarks/results/bench_varlen.json   # RESULTS.md from a run
+
+Methods, float32, full_matrices=False, each the median wall time of one Python call (synchronised):
+- ours: one torch_jsvd.svd_varlen call.
+- loop: torch.linalg.svd (its default driver) on each matrix in a Python loop.
+- uniform: the sum, over the list's distinct shapes, of torch_jsvd.svd on a uniform batch of the members of
+  that shape (one call each, after a warm-up call of each): what the list costs as separate uniform batches.
+- similar: one torch_jsvd.svd call on a uniform batch of `count` matrices of the list's mean shape (the
+  issue's "uniform batch of similar work").
+recon and orth (max over the list, units of max(m, n) eps): ‖A − U diag(S) Vh‖_F/‖A‖_F and max of ‖UᵀU − I‖_F,
+‖VhVhᵀ − I‖_F, in float64 on the device. host_us_per_matrix: the CPU time of the svd_varlen op, less its
+waits for the device (CUDA synchronisations and device-to-host copies, torch.profiler), over the count.
+Output: table, bench_varlen.json + varlen.png in $OUT or benchmarks/results/, and RESULTS.md's bench_varlen section.
+"""
+
+import argparse, json, os, sys, time
+from collections import Counter
+
+import torch
+
+import common
+
+LISTS = [(2000, 4, 64), (300, 16, 256), (40, 100, 600),
+         (46, 17, 32), (85, 33, 64), (156, 65, 128), (243, 129, 256), (458, 257, 512)]
+GOALS = {"varlen 2000x[4,64]": 2.0, "varlen 300x[16,256]": 15.0, "varlen 40x[100,600]": 15.0}
+
+
+def case_name(count, lo, hi):
+    return f"varlen {count}x[{lo},{hi}]"
+
+
+def make_list(count, lo, hi, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    shapes = torch.randint(lo, hi + 1, (count, 2), generator=g).tolist()
+    gd = torch.Generator(device="cuda").manual_seed(seed)
+    return [torch.randn(m, n, device="cuda", generator=gd) for m, n in shapes]
+
+
+def list_accuracy(As, U, S, Vh):
+    """(recon, orth) of a list's factors, max over it, in units of max(m, n) eps (float64, on the device)."""
+    recon = orth = 0.0
+    for A, u, s, vh in zip(As, U, S, Vh):
+        unit = max(A.shape) * torch.finfo(A.dtype).eps
+        A, u, s, vh = (t.double() for t in (A, u, s, vh))
+        na = torch.linalg.matrix_norm(A).item() or 1.0
+        recon = max(recon, torch.linalg.matrix_norm(A - (u * s) @ vh).item() / na / unit)
+        for X in (u, vh.mT):
+            eye = torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)
+            orth = max(orth, torch.linalg.matrix_norm(X.mT @ X - eye).item() / unit)
+    return recon, orth
+
+
+def host_us_per_matrix(torch_jsvd, As):
+    """CPU time of one svd_varlen op less its waits for the device, per matrix (microseconds)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+        torch_jsvd.svd_varlen(As)
+    ev = p.events()
+    op = [e for e in ev if e.name == "jsvd::svd_varlen"]
+    if not op:
+        return None
+    t0, t1 = op[0].time_range.start, op[0].time_range.end
+    waits = sum(e.time_range.end - e.time_range.start for e in ev
+                if ("Synchronize" in e.name or e.name in ("cudaMemcpyAsync", "cudaMemcpy"))
+                and t0 <= e.time_range.start and e.time_range.end <= t1)
+    return (t1 - t0 - waits) / len(As)
+
+
+def uniform_ms(torch_jsvd, As):
+    """Sum over distinct shapes of one torch_jsvd.svd call on the uniform batch of that shape's members."""
+    groups = {}
+    for A in As:
+        groups.setdefault(tuple(A.shape), []).append(A)
+    batches = [torch.stack(g) for g in groups.values()]
+    for B in batches:  # warm-up (first-call work of each shape)
+        torch_jsvd.svd(B, full_matrices=False)
+    torch.cuda.synchronize()
+    total = 0.0
+    for B in batches:
+        t0 = time.perf_counter()
+        torch_jsvd.svd(B, full_matrices=False)
+        torch.cuda.synchronize()
+        total += time.perf_counter() - t0
+    return total * 1e3, len(batches)
+
+
+def run_list(torch_jsvd, count, lo, hi):
+    As = make_list(count, lo, hi)
+    row = {"case": case_name(count, lo, hi), "batch": count, "m": hi, "n": hi, "sides": [lo, hi],
+           "dtype": "float32", "methods": {}}
+    ms, out = common.time_ms(lambda: torch_jsvd.svd_varlen(As), "cuda")
+    recon, orth = list_accuracy(As, *out)
+    row["methods"]["ours"] = {"ms": ms, "recon": recon, "orth": orth}
+    ms, out = common.time_ms(lambda: [torch.linalg.svd(A, full_matrices=False) for A in As], "cuda", max_repeat=3)
+    recon, orth = list_accuracy(As, *zip(*out))
+    row["methods"]["loop"] = {"ms": ms, "recon": recon, "orth": orth}
+    ms, distinct = uniform_ms(torch_jsvd, As)
+    row["methods"]["uniform"] = {"ms": ms, "shapes": distinct}
+    mean = tuple(round(sum(A.shape[i] for A in As) / count) for i in (0, 1))
+    B = torch.randn(count, *mean, device="cuda", generator=torch.Generator(device="cuda").manual_seed(1))
+    ms, _ = common.time_ms(lambda: torch_jsvd.svd(B, full_matrices=False), "cuda")
+    row["methods"]["similar"] = {"ms": ms, "shape": list(mean)}
+    row["host_us_per_matrix"] = host_us_per_matrix(torch_jsvd, As)
+    row["levels"] = dict(Counter(m["levels"][0]["kernel"] for m in
+                                 torch_jsvd.plan([tuple(A.shape) for A in As])["matrices"] if m["levels"]))
+    return row
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def table(rows, md=False):
+    head = ["list", "ours ms", "loop ms", "speed-up", "uniform ms", "ours/uniform", "similar ms", "ours/similar",
+            "host us/matrix", "recon ours", "orth ours", "orth loop", "levels"]
+    out = []
+    for r in rows:
+        o, lp, u, s = (r["methods"][k] for k in ("ours", "loop", "uniform", "similar"))
+        out.append([r["case"], fmt(o["ms"], ".2f"), fmt(lp["ms"], ".1f"), fmt(lp["ms"] / o["ms"], ".0f") + "x",
+                    fmt(u["ms"], ".1f") + f" ({u['shapes']})", fmt(o["ms"] / u["ms"], ".2f"),
+                    fmt(s["ms"], ".2f") + f" ({s['shape'][0]}x{s['shape'][1]})", fmt(o["ms"] / s["ms"], ".2f"),
+                    fmt(r.get("host_us_per_matrix"), ".2f"), fmt(o["recon"], ".2f"), fmt(o["orth"], ".2f"),
+                    fmt(lp["orth"], ".2f"), ", ".join(f"{k} {v}" for k, v in sorted(r["levels"].items()))])
+    if md:
+        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                         + ["| " + " | ".join(c) + " |" for c in out])
+    w = [max(len(x[i]) for x in out + [head]) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(x)) for x in [head] + out)
+
+
+def goal_lines(rows):
+    by = {r["case"]: r for r in rows}
+    out = []
+    for case, ms in GOALS.items():
+        got = by.get(case, {}).get("methods", {}).get("ours", {}).get("ms")
+        out.append(f"{case} <= {ms} ms: {fmt(got, '.2f')} ms " + ("(not run)" if got is None else "MET" if got <= ms else "MISSED"))
+    for r in rows:
+        ratio = r["methods"]["ours"]["ms"] / r["methods"]["similar"]["ms"]
+        out.append(f"{r['case']} within 1.5x of a uniform batch of similar work: {ratio:.2f}x " + ("MET" if ratio <= 1.5 else "MISSED"))
+    host = [r["host_us_per_matrix"] for r in rows if r.get("host_us_per_matrix") is not None]
+    if host:
+        out.append(f"host time per matrix <= 2 us: at most {max(host):.2f} us " + ("MET" if max(host) <= 2 else "MISSED"))
+    return out
+
+
+def markdown(doc):
+    lines = ["## GPU, variable-size lists (issue 21): torch_jsvd.svd_varlen vs a loop of torch.linalg.svd", "",
+             f"- device: {doc['device']}, torch {doc['torch']}, CUDA {doc.get('cuda')}",
+             f"- date: {doc['date']}, torch_jsvd at git {doc['commit']} (`benchmarks/results/{doc['json']}`)",
+             f"- command: `{doc['command']}`",
+             "- float32, `full_matrices=False`, sides uniform in [lo, hi] (seed 0); the last five lists follow the W-cycle "
+             "paper's Table VI groups (its batch sizes, sides in (X/2, X]); median wall time of one call; loop = "
+             "torch.linalg.svd per matrix; uniform = sum over distinct shapes (count in brackets) of one torch_jsvd.svd "
+             "of that shape's members; similar = one uniform batch of the list's mean shape; recon / orth in units of "
+             "max(m, n) eps, max over the list; levels = the first level of each matrix's plan (benchmarks/bench_varlen.py)",
+             "", table(doc["rows"], md=True), "", "Goals (issue 21, H100, same run):", ""]
+    lines += [f"- {g}" for g in doc["goals"]]
+    if doc.get("plot"):
+        lines += ["", f"![variable-size lists](results/{doc['plot']})"]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    names = [r["case"].replace("varlen ", "") for r in rows]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.2
+    for i, (k, color) in enumerate([("ours", "tab:green"), ("similar", "tab:olive"), ("uniform", "tab:blue"),
+                                    ("loop", "tab:red")]):
+        ax.bar([x + (i - 1.5) * width for x in range(len(rows))], [r["methods"][k]["ms"] for r in rows], width,
+               label=k, color=color)
+    ax.set_xticks(range(len(rows)), names, fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms (log)")
+    ax.legend(fontsize=8)
+    ax.set_title(f"variable-size lists, float32, {torch.cuda.get_device_name()}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "varlen.png"), dpi=120)
+    plt.close(fig)
+    return "varlen.png"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cases", help="comma-separated substrings of list names")
+    p.add_argument("--budget-s", type=float, default=300.0, help="start no new list after this many seconds")
+    p.add_argument("--no-md", action="store_true", help="do not touch RESULTS.md")
+    p.add_argument("--from-json", metavar="PATH", help="no benchmark: RESULTS.md's section from a saved run")
+    args = p.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            return common.update_results_md("bench_varlen", markdown(json.load(f)))
+    if not torch.cuda.is_available():
+        sys.exit("bench_varlen.py: no CUDA device available")
+    import torch_jsvd
+    lists = LISTS
+    if args.cases:
+        keys = [s.strip() for s in args.cases.split(",") if s.strip()]
+        lists = [c for c in lists if any(k in case_name(*c) for k in keys)]
+    meta = common.meta(torch.cuda.get_device_name())
+    print(f"device: {meta['device']}, torch {meta['torch']}, torch_jsvd {meta['commit']}; {len(lists)} lists")
+    rows, t0 = [], time.time()
+    for c in lists:
+        if time.time() - t0 > args.budget_s:
+            print(f"budget spent: {case_name(*c)} not run")
+            continue
+        rows.append(run_list(torch_jsvd, *c))
+        print(f"[{time.time() - t0:6.1f} s] " + table(rows[-1:]).splitlines()[1], flush=True)
+    outdir = os.environ.get("OUT") or os.path.join(common.HERE, "results")
+    os.makedirs(outdir, exist_ok=True)
+    doc = {**meta, "json": "bench_varlen.json", "rows": rows, "goals": goal_lines(rows),
+           "command": "python benchmarks/bench_varlen.py" + (f" --cases {args.cases}" if args.cases else "")}
+    doc["plot"] = plot(rows, outdir)
+    with open(os.path.join(outdir, "bench_varlen.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    print(table(rows))
+    print("\n".join(doc["goals"]))
+    if not args.no_md:
+        common.update_results_md("bench_varlen", markdown(doc))
+
+
+if __name__ == "__main__":
+    main()
