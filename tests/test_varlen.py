@@ -133,6 +133,19 @@ def test_list_mixing_every_level(dtype):
             assert (s.double() - ref).abs().max() <= bound(*A.shape, dtype) * ref[0]
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_list_block_pairs_of_different_heights(dtype):
+    # A list's block pairs share one launch sized for their largest rows, columns and width: a tall
+    # narrow matrix beside wide-pair ones would have taken it past shared memory (CUDA "invalid
+    # argument"); it goes to the Gram EVD level instead.
+    shapes = [(3000, 40), (260, 250), (300, 200), (40, 2500), (20, 20)]
+    As = _mats("cuda", dtype, shapes)
+    U, S, Vh = torch_jsvd.svd_varlen(As)
+    for A, u, s, vh in zip(As, U, S, Vh):
+        assert_valid_svd(A, u, s, vh, False)
+
+
 _HUGE_AND_TINY = """
     import torch, torch_jsvd
     g = torch.Generator(device="cuda").manual_seed(0)

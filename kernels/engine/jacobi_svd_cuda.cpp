@@ -171,7 +171,7 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
     // launched together (Gram EVD, GEMM), or queued in step order (pair SVD).
     blocked.mats.push_back(static_cast<int32_t>(k));
     blocked_q = std::max(blocked_q, q);
-    const int64_t w = mp.width;
+    int64_t w = mp.width;
     if (mp.level == Level::kGemm) {
       GemmGroup& g = P.gemm[{p, q}];
       g.width = w;
@@ -179,7 +179,16 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
       g.mats.push_back(static_cast<int32_t>(k));
       continue;
     }
-    const bool pair = mp.level == Level::kPairSvd;
+    bool pair = mp.level == Level::kPairSvd;
+    // A list's block pairs share one launch sized for the largest rows, columns and width among them:
+    // a matrix that would take it past shared memory (a 3000 x 40 beside a 260 x 250 in float32) takes
+    // the Gram EVD level instead, which holds any pair.
+    if (pair && !uni &&
+        pair_smem_config(std::max(pair_p, p), std::max(pair_q, q), std::max(pair_c, 2 * w), es, uv, false).smem >
+            lim.smem_per_block) {
+      pair = false;
+      w = std::min<int64_t>(kGramMaxCols / 2, (q + 1) / 2);
+    }
     if (pair) {
       pair_delta = pair_delta && mp.launch.delta;
       pair_p_min = pair_p_min < 0 ? p : std::min(pair_p_min, p);
