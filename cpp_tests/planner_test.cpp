@@ -262,6 +262,18 @@ int main() {
             !qr_choice(511, 16, 8, true, h100).on(),
         "QR: float64 in one launch from 32 columns where p x q + q x q fits (not 120², nor float32 below 256), "
         "and from 16 when tall");
+  {
+    // A list's block pairs share one launch sized for their maxima: a matrix that would take it past
+    // shared memory takes the Gram EVD level; the maxima stay those of the pairs kept.
+    PairMerge merged;
+    MatrixPlan tall = plan_matrix(3000, 40, 4, true, 100, h100), wide = plan_matrix(260, 250, 4, true, 100, h100);
+    const bool both_pairs = tall.level == Level::kPairSvd && wide.level == Level::kPairSvd;
+    merge_pair_plan(merged, tall, 3000, 40, 4, true, h100);
+    merge_pair_plan(merged, wide, 260, 250, 4, true, h100);
+    check(both_pairs && tall.level == Level::kPairSvd && wide.level == Level::kGramEvd && wide.width == 32 &&
+              merged.p == 3000 && merged.q == 40,
+          "list of 100: 3000x40 then 260x250 float32 block pairs: the second to the Gram EVD level");
+  }
   const DeviceLimits small{48 * 1024, 80};  // the paper's 48 KB
   check(plan_matrix(128, 128, 4, true, 200, small).level == Level::kPairSvd,
         "48 KB device: 128x128 float32 no longer whole, block pairs");

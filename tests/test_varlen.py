@@ -139,7 +139,13 @@ def test_list_block_pairs_of_different_heights(dtype):
     # A list's block pairs share one launch sized for their largest rows, columns and width: a tall
     # narrow matrix beside wide-pair ones would have taken it past shared memory (CUDA "invalid
     # argument"); it goes to the Gram EVD level instead.
-    shapes = [(3000, 40), (260, 250), (300, 200), (40, 2500), (20, 20)]
+    # (a list of 100: wider pairs, as the batch fills more SMs; plan() reports the merged levels)
+    shapes = [(3000, 40), (260, 250), (300, 200), (40, 2500)] + [(20, 20)] * 96
+    alone = [torch_jsvd.plan([s, (2, 2)], dtype=dtype)["matrices"][0]["levels"][-1]["kernel"] for s in shapes[:3]]
+    together = [m["levels"][-1]["kernel"] for m in torch_jsvd.plan(shapes, dtype=dtype)["matrices"][:3]]
+    if dtype == torch.float32:
+        assert alone == ["pair_svd_smem"] * 3 and together[0] == "pair_svd_smem", (alone, together)
+        assert "gram_evd_smem" in together[1:], together
     As = _mats("cuda", dtype, shapes)
     U, S, Vh = torch_jsvd.svd_varlen(As)
     for A, u, s, vh in zip(As, U, S, Vh):

@@ -122,7 +122,8 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
   int64_t &gram_c = P.gram_c, &blocked_q = P.blocked_q, &max_p = P.max_p, &max_cols = P.max_cols,
           &ncolumn_blocks = P.ncolumn_blocks;
   // the block pairs' merged shape
-  int64_t pair_p = 0, pair_q = 0, pair_c = 0, pair_p_min = -1;
+  PairMerge pairs;  // their maxima (rows, columns, pair width), merge_pair_plan
+  int64_t pair_p_min = -1;
   bool pair_delta = true;
   TORCH_CHECK(!uni || uplan, "jsvd internal: a uniform batch comes with its plan");
   // Tuning knob for experiments (benchmarks/): JSVD_CROSS_ONLY=0 redoes the
@@ -139,7 +140,8 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
                            static_cast<int32_t>(q), static_cast<int32_t>(b.uc(k)), 0};
     max_p = std::max(max_p, p);
     max_cols = std::max(max_cols, opt.full_matrices ? b.uc(k) : q);
-    const MatrixPlan mp = uni ? *uplan : plan_matrix(p, q, es, uv, N, lim);
+    MatrixPlan mp = uni ? *uplan : plan_matrix(p, q, es, uv, N, lim);
+    if (!uni) merge_pair_plan(pairs, mp, p, q, es, uv, lim);
     // At the whole-matrix levels a uniform batch is one group of every
     // matrix, known from its first: the loop stops there.
     if (mp.level == Level::kWholeWarp) {
@@ -171,7 +173,7 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
     // launched together (Gram EVD, GEMM), or queued in step order (pair SVD).
     blocked.mats.push_back(static_cast<int32_t>(k));
     blocked_q = std::max(blocked_q, q);
-    int64_t w = mp.width;
+    const int64_t w = mp.width;
     if (mp.level == Level::kGemm) {
       GemmGroup& g = P.gemm[{p, q}];
       g.width = w;
@@ -179,22 +181,10 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
       g.mats.push_back(static_cast<int32_t>(k));
       continue;
     }
-    bool pair = mp.level == Level::kPairSvd;
-    // A list's block pairs share one launch sized for the largest rows, columns and width among them:
-    // a matrix that would take it past shared memory (a 3000 x 40 beside a 260 x 250 in float32) takes
-    // the Gram EVD level instead, which holds any pair.
-    if (pair && !uni &&
-        pair_smem_config(std::max(pair_p, p), std::max(pair_q, q), std::max(pair_c, 2 * w), es, uv, false).smem >
-            lim.smem_per_block) {
-      pair = false;
-      w = std::min<int64_t>(kGramMaxCols / 2, (q + 1) / 2);
-    }
+    const bool pair = mp.level == Level::kPairSvd;
     if (pair) {
       pair_delta = pair_delta && mp.launch.delta;
       pair_p_min = pair_p_min < 0 ? p : std::min(pair_p_min, p);
-      pair_p = std::max(pair_p, p);
-      pair_q = std::max(pair_q, q);
-      pair_c = std::max(pair_c, 2 * w);
     } else {
       gram_c = std::max(gram_c, 2 * w);
     }
@@ -216,9 +206,9 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
   if (!pair_steps.empty()) {
     // One launch for every matrix's pairs: E is carried when every pair
     // matrix's plan does so at one row count (the kernel's register bucket).
-    const int64_t pc = std::max<int64_t>(pair_c, 2);
-    const bool delta = uv && pair_delta && pair_p_min == pair_p && pc == 32;
-    P.pair_cfg = uni ? uplan->launch : plan_pair_launch(std::max<int64_t>(pair_p, 1), pair_q, pc, es, uv, delta);
+    const int64_t pc = std::max<int64_t>(pairs.c, 2);
+    const bool delta = uv && pair_delta && pair_p_min == pairs.p && pc == 32;
+    P.pair_cfg = uni ? uplan->launch : plan_pair_launch(std::max<int64_t>(pairs.p, 1), pairs.q, pc, es, uv, delta);
   }
 
   // The pair SVD tasks of a sweep, in step order, each waiting for the tasks

@@ -38,6 +38,18 @@ DeviceLimits device_limits(int device) {
 
 int inner_sweeps() { return knobs().inner_sweeps; }
 
+namespace {
+// Block pairs of a matrix of `cols` columns whose rotations come from their Gram matrix's EVD.
+MatrixPlan gram_plan(int64_t cols) {
+  MatrixPlan mp;
+  mp.level = Level::kGramEvd;
+  mp.width = std::min<int64_t>(kGramMaxCols / 2, (cols + 1) / 2);
+  mp.launch.threads = 256;
+  mp.launch.smem = gram_evd_smem_bytes(2 * mp.width);
+  return mp;
+}
+}  // namespace
+
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
                        const DeviceLimits& lim, const TunedLevel* tuned) {
   MatrixPlan mp;
@@ -117,11 +129,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     return mp;
   }
   // Too tall for any pair: rotations from the Gram matrix's EVD.
-  mp.level = Level::kGramEvd;
-  mp.width = std::min<int64_t>(kGramMaxCols / 2, half);
-  mp.launch.threads = 256;
-  mp.launch.smem = gram_evd_smem_bytes(2 * mp.width);
-  return mp;
+  return gram_plan(cols);
 }
 
 void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv) {
@@ -176,6 +184,17 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   return cp;
 }
 
+void merge_pair_plan(PairMerge& merged, MatrixPlan& mp, int64_t p, int64_t q, size_t elem, bool compute_uv,
+                     const DeviceLimits& lim) {
+  if (mp.level != Level::kPairSvd) return;
+  const PairMerge next{std::max(merged.p, p), std::max(merged.q, q), std::max(merged.c, 2 * mp.width)};
+  if (pair_smem_config(next.p, next.q, next.c, elem, compute_uv, false).smem > lim.smem_per_block) {
+    mp = gram_plan(q);
+    return;
+  }
+  merged = next;
+}
+
 const char* level_name(Level level) {
   switch (level) {
     case Level::kWholeWarp: return "whole_svd_warp";
@@ -198,6 +217,7 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
   for (size_t k = 1; k < rows.size(); ++k)
     uniform = uniform && std::max(rows[k], cols[k]) == std::max(rows[0], cols[0]) &&
               std::min(rows[k], cols[k]) == std::min(rows[0], cols[0]);
+  PairMerge pairs;  // (a list's block pairs, as the engine merges them)
   for (size_t k = 0; k < rows.size(); ++k) {
     // The engine works on the tall orientation.
     int64_t p = std::max(rows[k], cols[k]);
@@ -226,6 +246,7 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
     MatrixPlan mp = cp.jacobi;
     if (!uniform) {
       mp = plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim);
+      merge_pair_plan(pairs, mp, p, q, elem, compute_uv, lim);
       plan_variant(mp, elem, compute_uv);
     }
     os << ", \"levels\": [";

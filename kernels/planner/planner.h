@@ -81,6 +81,16 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
 void plan_whole_group(SmemLaunch& merged, size_t elem, bool compute_uv);
 SmemLaunch plan_pair_launch(int64_t rows, int64_t cols, int64_t c, size_t elem, bool compute_uv, bool delta);
 
+// A list's block pairs share one launch sized for the largest rows, columns and pair width among them
+// (the engine's prepare). `merged`: those maxima so far. A matrix whose pairs (p x q, width w) would
+// take that launch past shared memory (a 3000 x 40 beside a 260 x 250 in float32) takes the Gram EVD
+// level instead, which holds any pair (mp changes); else the maxima take it in. Matrices in list order.
+struct PairMerge {
+  int64_t p = 0, q = 0, c = 0;
+};
+void merge_pair_plan(PairMerge& merged, MatrixPlan& mp, int64_t p, int64_t q, size_t elem, bool compute_uv,
+                     const DeviceLimits& lim);
+
 const char* level_name(Level level);
 
 // Inner sweeps allowed to a pair's SVD / Gram EVD on the blocked levels.
