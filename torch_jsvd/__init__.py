@@ -9,6 +9,8 @@ torch.compile support::
     U, S, Vh, info = torch_jsvd.svd_ex(A)         # no host sync; info = sweeps or < 0
     S = torch_jsvd.svdvals(A)
     Us, Ss, Vhs = torch_jsvd.svd_varlen([A0, A1, A2])  # matrices of different shapes
+    U, S, V = torch_jsvd.svd_lowrank(A, q=16)      # randomized, like torch.svd_lowrank, batched
+    reports = torch_jsvd.compress(model, energy=0.9)  # Linear/Conv2d layers -> two low-rank layers
 
 The ops live in torch.ops.jsvd (svd, svd_ex, svdvals, svd_varlen).
 """
@@ -17,6 +19,8 @@ import torch
 
 from . import _C  # noqa: F401  (loads the library: registers torch.ops.jsvd.*)
 from . import _autograd, _fake  # noqa: F401  (fake kernels and autograd formulas)
+from ._compress import LayerReport, compress
+from ._lowrank import AdaptiveResult, svd_lowrank, svd_lowrank_adaptive, svd_truncated
 from ._plan import plan, tune
 from ._ops import (
     INFO_NON_FINITE,
@@ -39,6 +43,12 @@ __all__ = [
     "svd_ex",
     "svdvals",
     "svd_varlen",
+    "svd_lowrank",
+    "svd_lowrank_adaptive",
+    "svd_truncated",
+    "compress",
+    "AdaptiveResult",
+    "LayerReport",
     "SVDResult",
     "SVDExResult",
     "SVDVarlenResult",

@@ -1,0 +1,127 @@
+"""Randomized (svd_lowrank), adaptive-rank and truncated SVD of batches."""
+
+import pytest
+import torch
+
+import torch_jsvd
+from jsvd_testutils import bound, orthogonality_error, random_rank
+
+
+def _rel_err(A, U, S, V, M=None):
+    X = A if M is None else A - M
+    return (torch.linalg.matrix_norm(X - (U * S.unsqueeze(-2)) @ V.mT) / torch.linalg.matrix_norm(X)).max().item()
+
+
+@pytest.mark.parametrize("shape", [(5, 60, 40), (3, 40, 60), (2, 2, 30, 20), (1, 100, 100)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_contract_like_torch(device, shape, dtype):
+    # Shapes as torch.svd_lowrank's; an exactly rank-r input (r <= q) is recovered to rounding; on a
+    # random input the error is within 5% of torch's for the same q and niter (same seed for both).
+    *batch, m, n = shape
+    q, r = 10, 6
+    A = random_rank(shape, r, dtype, device)
+    U, S, V = torch_jsvd.svd_lowrank(A, q=q, niter=2)
+    assert U.shape == (*batch, m, q) and S.shape == (*batch, q) and V.shape == (*batch, n, q)
+    assert U.dtype == S.dtype == V.dtype == dtype
+    assert _rel_err(A, U, S, V) <= 100 * bound(m, n, dtype)
+    assert orthogonality_error(U).max() <= bound(m, n, dtype) and orthogonality_error(V).max() <= bound(m, n, dtype)
+    assert (S[..., :-1] >= S[..., 1:]).all() and (S >= 0).all()
+    ref = torch.linalg.svdvals(A.double())[..., :r]
+    torch.testing.assert_close(S[..., :r].double(), ref, rtol=100 * bound(m, n, dtype), atol=0)
+    G = torch.randn(shape, dtype=dtype, device=device)
+    torch.manual_seed(3)
+    ours = _rel_err(G, *torch_jsvd.svd_lowrank(G, q=q, niter=2))
+    torch.manual_seed(3)
+    theirs = _rel_err(G, *torch.svd_lowrank(G, q=q, niter=2))
+    assert ours <= 1.05 * theirs, (ours, theirs)
+
+
+def test_centering_M(device):
+    A = torch.randn(4, 50, 30, dtype=torch.float64, device=device)
+    M = A.mean(-2, keepdim=True)  # broadcast, as torch.pca_lowrank passes it
+    U, S, V = torch_jsvd.svd_lowrank(A, q=30, niter=1, M=M)
+    assert _rel_err(A, U, S, V, M.expand_as(A)) <= 1e-12
+
+
+def test_gradients(device):
+    A = torch.randn(2, 12, 8, dtype=torch.float64, device=device)
+
+    def f(X):
+        torch.manual_seed(0)
+        U, S, V = torch_jsvd.svd_lowrank(X, q=8, niter=1)  # q = n: exact, distinct values
+        return S, (U * S.unsqueeze(-2)) @ V.mT
+
+    assert torch.autograd.gradcheck(f, (A.requires_grad_(),))
+
+
+def test_compiles(device):
+    A = torch.randn(3, 40, 20, device=device)
+    torch.manual_seed(1)
+    eager = torch_jsvd.svd_lowrank(A, q=5)
+    torch.manual_seed(1)
+    compiled = torch.compile(torch_jsvd.svd_lowrank, fullgraph=True)(A, q=5)
+    for e, c in zip(eager, compiled):
+        assert e.shape == c.shape
+    assert _rel_err(A, *compiled) <= 1.05 * _rel_err(A, *eager) + 1e-6
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(q=21), "q to be an integer in"), (dict(q=0), "q to be an integer in"), (dict(q=2.5), "q to be"),
+    (dict(niter=-1), "niter"), (dict(M=torch.zeros(3, 7)), "does not broadcast"),
+])
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        torch_jsvd.svd_lowrank(torch.randn(2, 30, 20), **kwargs)
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        torch_jsvd.svd_lowrank(torch.randn(5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_adaptive_ranks_meet_tol(device, dtype):
+    # Matrices of ranks 3, 10, 25 plus small noise: each rank found is the smallest whose error is within
+    # tol (checked against the exact SVD's optimal error for that rank: the randomized one can only be larger).
+    torch.manual_seed(0)
+    A = torch.stack([random_rank((80, 60), r, dtype, device) for r in (3, 10, 25)])
+    A = A / torch.linalg.matrix_norm(A)[:, None, None] + 1e-5 * torch.randn_like(A)
+    tol = 1e-3
+    res = torch_jsvd.svd_lowrank_adaptive(A, tol=tol, q0=4)
+    assert res.ranks.shape == (3,) and res.ranks.tolist() == [3, 10, 25]
+    for a, u, s, v, k in zip(A, res.U, res.S, res.V, res.ranks.tolist()):
+        assert u.shape == (80, k) and s.shape == (k,) and v.shape == (60, k)
+        assert _rel_err(a, u, s, v) <= tol
+        # rank k - 1 cannot meet tol: even the optimal (exact SVD) truncation misses it
+        sv = torch.linalg.svdvals(a.double())
+        assert (sv[k - 1:].square().sum() / sv.square().sum()).sqrt() > tol
+
+
+def test_adaptive_zero_and_full_rank(device):
+    A = torch.zeros(2, 10, 8, dtype=torch.float64, device=device)
+    A[1] = torch.randn(10, 8, dtype=torch.float64, device=device)
+    res = torch_jsvd.svd_lowrank_adaptive(A, tol=1e-10, q0=2)
+    assert res.ranks.tolist() == [0, 8]
+    assert _rel_err(A[1], res.U[1], res.S[1], res.V[1]) <= 1e-10
+    capped = torch_jsvd.svd_lowrank_adaptive(A, tol=1e-10, max_rank=5)
+    assert capped.ranks.tolist() == [0, 5]  # (above tol: max_rank reached)
+
+
+@pytest.mark.parametrize("kwargs, match", [(dict(tol=0.0), "tol > 0"), (dict(tol=-1.0), "tol > 0"),
+                                           (dict(tol=0.1, max_rank=9), "max_rank"), (dict(tol=0.1, q0=0), "q0")])
+def test_adaptive_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        torch_jsvd.svd_lowrank_adaptive(torch.randn(2, 10, 8), **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_truncated_is_the_exact_leading_part(device, dtype):
+    A = torch.randn(4, 30, 20, dtype=dtype, device=device)
+    U, S, Vh = torch_jsvd.svd_truncated(A, 5)
+    Uf, Sf, Vhf = torch_jsvd.svd(A, full_matrices=False)
+    assert U.shape == (4, 30, 5) and S.shape == (4, 5) and Vh.shape == (4, 5, 20)
+    torch.testing.assert_close(S, Sf[..., :5], rtol=0, atol=0)
+    torch.testing.assert_close(U, Uf[..., :5], rtol=0, atol=0)
+    ref = torch.linalg.svdvals(A.double())[..., :5]
+    assert (S.double() - ref).abs().max() <= bound(30, 20, dtype) * ref.max()
+    with pytest.raises(ValueError, match="rank to be an integer"):
+        torch_jsvd.svd_truncated(A, -1)
+    with pytest.raises(ValueError, match="rank to be an integer"):
+        torch_jsvd.svd_truncated(A, 21)

@@ -1,0 +1,160 @@
+"""Randomized, adaptive-rank and truncated SVD of batches (issue 22).
+
+svd_lowrank follows torch.svd_lowrank's contract (Halko, Martinsson, Tropp 2011, Algorithms 4.4 and 5.1,
+as torch/_lowrank.py) but runs every step batched: the sketch and the power iterations are batched GEMMs,
+the range's QR one batched torch.linalg.qr, and the small SVD of B = Qᴴ A one Jacobi engine call for the
+whole batch (where torch's loops over the batch's small SVDs on the GPU). svd_lowrank_adaptive finds each
+matrix's rank for a tolerance (the adaptive approximation of the batched H-matrix compression paper,
+../shared/papers/batched-qr-svd-hmatrix-compression.txt): the error of a rank-k truncation of Q B is known
+exactly, ‖A − Q B_k‖²_F = ‖A − Q B‖²_F + Σ_{j>k} s_j(B)² (the first term from one batched GEMM), so the rank is the smallest that meets the
+tolerance, and matrices whose sketch was too small are sketched again, wider, as one smaller batch.
+svd_truncated returns the leading triplets of the exact (Jacobi) SVD.
+"""
+
+from typing import List, NamedTuple, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from ._ops import svd
+
+
+def _check_matrix(name: str, A: Tensor, fn: str) -> None:
+    if not isinstance(A, Tensor):
+        raise TypeError(f"torch_jsvd.{fn}: expected {name} to be a Tensor, but got {type(A).__name__}")
+    if A.dim() < 2:
+        raise ValueError(f"torch_jsvd.{fn}: expected {name} to have at least 2 dimensions (..., m, n), "
+                         f"but got a {A.dim()}-D tensor")
+    if not A.is_floating_point():
+        raise TypeError(f"torch_jsvd.{fn}: expected {name} to be a floating point tensor, but got {A.dtype}")
+
+
+def _basis(A: Tensor, M: Optional[Tensor], q: int, niter: int) -> Tensor:
+    """Q with q orthonormal columns whose range approximates that of A − M (A tall: m >= n)."""
+    def mul(X):  # (A − M) X
+        return A @ X if M is None else A @ X - M @ X
+
+    def mul_h(X):  # (A − M)ᴴ X
+        return A.mH @ X if M is None else A.mH @ X - M.mH @ X
+
+    R = torch.randn(A.shape[-1], q, dtype=A.dtype, device=A.device)
+    Q = torch.linalg.qr(mul(R)).Q
+    for _ in range(niter):
+        Q = torch.linalg.qr(mul_h(Q)).Q
+        Q = torch.linalg.qr(mul(Q)).Q
+    return Q
+
+
+def svd_lowrank(A: Tensor, q: Optional[int] = 6, niter: int = 2, M: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
+    """Randomized SVD of a batch, like torch.svd_lowrank(A, q, niter, M): U (*, m, q), S (*, q), V (*, n, q)
+    with A − M ≈ U diag(S) Vᴴ (M broadcast to A's shape).
+
+    The same algorithm as torch's (a Gaussian sketch, niter power iterations with a QR after every
+    product, then the SVD of the q x n matrix Qᴴ(A − M)), with the small SVDs of the whole batch in one
+    Jacobi call. q must be at most min(m, n). Differentiable where torch's is (through torch.linalg.qr
+    and torch_jsvd.svd: distinct singular values). Random: torch.manual_seed makes it repeatable.
+    """
+    _check_matrix("A", A, "svd_lowrank")
+    m, n = A.shape[-2:]
+    q = 6 if q is None else q
+    if not isinstance(q, int) or isinstance(q, bool) or q < 1 or q > min(m, n):
+        raise ValueError(f"torch_jsvd.svd_lowrank: expected q to be an integer in [1, min(m, n)] = [1, {min(m, n)}], "
+                         f"but got {q!r}")
+    if not isinstance(niter, int) or isinstance(niter, bool) or niter < 0:
+        raise ValueError(f"torch_jsvd.svd_lowrank: expected niter to be a non-negative integer, but got {niter!r}")
+    if M is not None:
+        _check_matrix("M", M, "svd_lowrank")
+        try:
+            M = M.broadcast_to(A.shape)
+        except RuntimeError:
+            raise ValueError(f"torch_jsvd.svd_lowrank: M of shape {tuple(M.shape)} does not broadcast to A's "
+                             f"shape {tuple(A.shape)}") from None
+    wide = m < n
+    if wide:  # (the sketch works on the tall orientation, as torch's)
+        A = A.mH
+        M = None if M is None else M.mH
+    Q = _basis(A, M, q, niter)
+    B = Q.mH @ A if M is None else Q.mH @ A - Q.mH @ M
+    Ub, S, Vh = svd(B, full_matrices=False)
+    U, V = Q @ Ub, Vh.mH
+    return (V, S, U) if wide else (U, S, V)
+
+
+class AdaptiveResult(NamedTuple):
+    """Per matrix of the batch (flattened batch order): U_i (m, k_i), S_i (k_i,), V_i (n, k_i), and the ranks."""
+    U: List[Tensor]
+    S: List[Tensor]
+    V: List[Tensor]
+    ranks: Tensor
+
+
+def svd_lowrank_adaptive(A: Tensor, tol: float, niter: int = 2, q0: int = 16,
+                         max_rank: Optional[int] = None) -> AdaptiveResult:
+    """For each matrix of a batch, the smallest rank k whose randomized approximation has
+    ‖A − U_k diag(S_k) V_kᴴ‖_F <= tol ‖A‖_F, in one batched computation.
+
+    Sketches q0 columns (doubling, up to max_rank, default min(m, n), for the matrices not yet within
+    tol), then keeps the k_i leading triplets: the error of a truncation of the sketch's approximation is
+    known exactly (module docstring), so each k_i meets tol by construction (up to rounding), never by
+    an estimate. A matrix that needs more than max_rank gets max_rank (its ranks entry says so: the
+    error is then above tol). Returns lists (batch flattened) and the ranks (batch shape, int64).
+    """
+    _check_matrix("A", A, "svd_lowrank_adaptive")
+    if not isinstance(tol, (int, float)) or isinstance(tol, bool) or not tol > 0:
+        raise ValueError(f"torch_jsvd.svd_lowrank_adaptive: expected tol > 0, but got {tol!r}")
+    m, n = A.shape[-2:]
+    kmax = min(m, n) if max_rank is None else max_rank
+    if not isinstance(kmax, int) or isinstance(kmax, bool) or not 1 <= kmax <= min(m, n):
+        raise ValueError(f"torch_jsvd.svd_lowrank_adaptive: expected max_rank in [1, min(m, n)] = "
+                         f"[1, {min(m, n)}], but got {max_rank!r}")
+    if not isinstance(q0, int) or isinstance(q0, bool) or q0 < 1:
+        raise ValueError(f"torch_jsvd.svd_lowrank_adaptive: expected q0 >= 1, but got {q0!r}")
+    batch = A.shape[:-2]
+    X = A.reshape(-1, m, n)
+    count = X.shape[0]
+    norm2 = X.double().square().sum((-2, -1))
+    Us: List[Optional[Tensor]] = [None] * count
+    Ss: List[Optional[Tensor]] = [None] * count
+    Vs: List[Optional[Tensor]] = [None] * count
+    ranks = torch.zeros(count, dtype=torch.int64)
+    todo = torch.arange(count)
+    q = min(q0, kmax)
+    while todo.numel():
+        Xt = X[todo.to(X.device)]
+        U, S, V = svd_lowrank(Xt, q=q, niter=niter)
+        # err²(k) = ‖A − Q B‖²_F + Σ_{j>k} s_j²: the first term computed, not as ‖A‖² − Σ s_j², which
+        # cancels to nothing at small tolerances.
+        nt = norm2[todo.to(norm2.device)]
+        resid2 = ((U * S.unsqueeze(-2)) @ V.mH - Xt).double().square().sum((-2, -1))
+        tail = S.double().square().flip(-1).cumsum(-1).flip(-1)  # tail[:, j] = Σ_{i>=j} s_i²
+        err2 = resid2[:, None] + torch.cat([tail[:, 1:], torch.zeros_like(tail[:, :1])], -1)  # rank j + 1
+        ok = err2 <= (tol * tol) * nt[:, None]
+        within = ok[:, -1] | (nt == 0)
+        last = q == kmax
+        k = torch.where(ok.any(-1), ok.int().argmax(-1) + 1, torch.full_like(nt, q, dtype=torch.int64))
+        k = torch.where(nt == 0, torch.zeros_like(k), k).cpu()
+        done = (within | last).cpu()
+        for j in torch.nonzero(done).flatten().tolist():
+            i, r = int(todo[j]), int(k[j])
+            Us[i], Ss[i], Vs[i] = U[j, :, :r], S[j, :r], V[j, :, :r]
+            ranks[i] = r
+        todo = todo[~done]
+        q = min(2 * q, kmax)
+    return AdaptiveResult(Us, Ss, Vs, ranks.reshape(batch))
+
+
+def svd_truncated(A: Tensor, rank: int, *, tol: Optional[float] = None,
+                  max_sweeps: Optional[int] = None) -> Tuple[Tensor, Tensor, Tensor]:
+    """The leading `rank` singular triplets of the exact SVD (the Jacobi engine's): U (*, m, rank),
+    S (*, rank), Vh (*, rank, n), as torch_jsvd.svd(A, full_matrices=False) sliced.
+
+    Use it for exact leading vectors (to the engine's accuracy) at any rank; svd_lowrank is cheaper for
+    a small rank of a large matrix, and its vectors are as good as its sketch (power iterations help).
+    """
+    _check_matrix("A", A, "svd_truncated")
+    m, n = A.shape[-2:]
+    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank <= min(m, n):
+        raise ValueError(f"torch_jsvd.svd_truncated: expected rank to be an integer in [0, min(m, n)] = "
+                         f"[0, {min(m, n)}], but got {rank!r}")
+    U, S, Vh = svd(A, full_matrices=False, tol=tol, max_sweeps=max_sweeps)
+    return U[..., :rank], S[..., :rank], Vh[..., :rank, :]
