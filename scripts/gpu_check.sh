@@ -2,7 +2,7 @@
 # Everything the GPU machine has to do, in one call: build (sm_90, 16 jobs),
 # CUDA + CPU tests, compute-sanitizer on the new kernels, benchmarks.
 # Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [memcheck|sanitize] [race-qr] [race-delta]
-#   [robust-corpus] [robust-fuzz] [robust-forced] [race-gemm] [bench|bench-quick] [bench-large] [bench-varlen] [bench-corpus] [script.py]
+#   [robust-corpus] [robust-fuzz] [robust-forced] [race-gemm] [bench|bench-quick] [bench-large] [bench-varlen] [bench-lowrank] [demo-compress] [bench-corpus] [script.py]
 # (sanitize: memcheck over every case, racecheck over the warp, whole and pair cases but the
 # 512-row block pairs, and the Gram EVD kernel alone; race-qr: the QR's panel, transpose and
 # one-launch kernels alone; race-delta: the 512-row block pairs' kernel alone, one sweep. Under racecheck
@@ -90,6 +90,11 @@ for s in $stages; do
     bench-large)
       $PY benchmarks/bench_large.py 2>&1 | tee "$OUT/bench_large.log" | tail -30
       cp benchmarks/RESULTS.md "$OUT/" ;;
+    bench-lowrank)
+      $PY benchmarks/bench_lowrank.py 2>&1 | tee "$OUT/bench_lowrank.log" | tail -12
+      cp benchmarks/RESULTS.md benchmarks/results/bench_lowrank.json "$OUT/" ;;
+    demo-compress)
+      $PY examples/compress_demo.py --train-s ${DEMO_TRAIN_S:-60} --out "$OUT" 2>&1 | tee "$OUT/demo_compress.log" | tail -12 ;;
     bench-varlen)
       $PY benchmarks/bench_varlen.py 2>&1 | tee "$OUT/bench_varlen.log" | tail -20
       cp benchmarks/RESULTS.md "$OUT/" ;;
