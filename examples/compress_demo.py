@@ -9,7 +9,7 @@ layers' SVDs: one svd_varlen call against a loop of torch.linalg.svd.
 
     bash scripts/demo.sh compress                  # or: python examples/compress_demo.py [--train-s 60]
 
-Output: a table, and compress_demo.png + compress_demo.json in --out (default docs/).
+Output: a table, and compress_demo.png + compress_demo.json in --out (default docs/results/).
 """
 
 import argparse, copy, glob, json, math, os, time
@@ -105,7 +105,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train-s", type=float, default=60.0, help="training time in seconds")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "results"))
     a = ap.parse_args()
     device = torch.device(a.device)
     torch.manual_seed(0)
