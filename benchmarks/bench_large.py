@@ -17,7 +17,7 @@ Output: table, bench_large.json + speedup_large.png in $OUT or benchmarks/result
 bench_large section.
 """
 
-import argparse, json, os, sys, time
+import json, os, sys, time
 
 import torch
 
@@ -52,11 +52,7 @@ def table(rows, md=False):
                     fmt(o.get("ms"), ".1f"), fmt(vs, ".2f") + "x" if vs else "-", str(r.get("sweeps_max", "-")),
                     fmt(r.get("jacobi_gflops"), ".0f"), fmt(o.get("orth"), ".1e"), fmt(g.get("orth"), ".1e"),
                     fmt(o.get("recon"), ".1e"), fmt(g.get("recon"), ".1e"), r.get("level", "")])
-    if md:
-        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                         + ["| " + " | ".join(c) + " |" for c in out])
-    w = [max(len(x[i]) for x in out + [head]) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(x)) for x in [head] + out)
+    return common.render_table(head, out, md)
 
 
 def goal_lines(rows):
@@ -69,28 +65,18 @@ def goal_lines(rows):
 
 
 def markdown(doc):
-    lines = ["## GPU, large matrices (issue 19): torch_jsvd vs torch.linalg.svd default and gesvda", "",
-             f"- device: {doc['device']}, torch {doc['torch']}, CUDA {doc.get('cuda')}",
-             f"- date: {doc['date']}, torch_jsvd at git {doc['commit']} (`benchmarks/results/{doc['json']}`)",
-             f"- command: `{doc['command']}`",
-             "- `full_matrices=False`, seed 0, median of CUDA-event timings of one Python call; orth = max of "
-             "‖UᵀU − I‖_F, ‖VhVhᵀ − I‖_F, recon = ‖A − U diag(S) Vh‖_F/‖A‖_F (float64); level: the plan of ours "
-             "(after the auto-tuner); GFLOP/s: the Jacobi's work (sweeps × 12 q³) over ours' time; \"eigh start\": svd "
-             "runs the Jacobi from the Gram matrix's eigenvectors (kernels/precondition/), and its sweeps column is "
-             "svd_ex's, which never takes that start",
-             "", table(doc["rows"], md=True), "", "Goals (issue 19, H100, same run):", ""]
-    lines += [f"- {g}" for g in doc["goals"]]
-    if doc.get("plot"):
-        lines += ["", f"![speed-up vs gesvda, large matrices](results/{doc['plot']})"]
-    return "\n".join(lines) + "\n"
+    note = ("- `full_matrices=False`, seed 0, median of CUDA-event timings of one Python call; orth = max of "
+            "‖UᵀU − I‖_F, ‖VhVhᵀ − I‖_F, recon = ‖A − U diag(S) Vh‖_F/‖A‖_F (float64); level: the plan of ours "
+            "(after the auto-tuner); GFLOP/s: the Jacobi's work (sweeps × 12 q³) over ours' time; \"eigh start\": svd "
+            "runs the Jacobi from the Gram matrix's eigenvectors (kernels/precondition/), and its sweeps column is "
+            "svd_ex's, which never takes that start")
+    return common.section("## GPU, large matrices (issue 19): torch_jsvd vs torch.linalg.svd default and gesvda", doc, note,
+                          table(doc["rows"], md=True), "Goals (issue 19, H100, same run):", "speed-up vs gesvda, large matrices")
 
 
 def plot(rows, outdir):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = common.pyplot()
+    if plt is None:
         return None
     names, vals = [], []
     for r in rows:
@@ -112,12 +98,7 @@ def plot(rows, outdir):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", help="comma-separated substrings of case names")
-    p.add_argument("--budget-s", type=float, default=420.0, help="start no new case after this many seconds")
-    p.add_argument("--no-md", action="store_true", help="do not touch RESULTS.md")
-    p.add_argument("--from-json", metavar="PATH", help="no benchmark: RESULTS.md's section from a saved run")
-    args = p.parse_args()
+    args = common.bench_parser(__doc__.splitlines()[0], 420.0).parse_args()
     if args.from_json:
         with open(args.from_json) as f:
             doc = json.load(f)
@@ -125,10 +106,7 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("bench_large.py: no CUDA device available")
     import torch_jsvd
-    cases = CASES
-    if args.cases:
-        keys = [s.strip() for s in args.cases.split(",") if s.strip()]
-        cases = [c for c in cases if any(k in case_name(*c) for k in keys)]
+    cases = common.select_cases(CASES, case_name, args.cases)
     meta = common.meta(torch.cuda.get_device_name())
     print(f"device: {meta['device']}, torch {meta['torch']}, torch_jsvd {meta['commit']}; {len(cases)} cases")
     rows, t0 = [], time.time()
@@ -147,17 +125,11 @@ def main():
             row["jacobi_gflops"] = None
         rows.append(row)
         print(f"[{time.time() - t0:6.1f} s] " + table([row]).splitlines()[1], flush=True)
-    outdir = os.environ.get("OUT") or os.path.join(common.HERE, "results")
-    os.makedirs(outdir, exist_ok=True)
+    outdir = common.results_dir()
     doc = {**meta, "json": "bench_large.json", "rows": rows, "goals": goal_lines(rows),
            "command": "python benchmarks/bench_large.py" + (f" --cases {args.cases}" if args.cases else "")}
     doc["plot"] = plot(rows, outdir)
-    with open(os.path.join(outdir, "bench_large.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-    print(table(rows))
-    print("\n".join(doc["goals"]))
-    if not args.no_md:
-        common.update_results_md("bench_large", markdown(doc))
+    common.save_run("bench_large", doc, outdir, markdown, table(rows), args.no_md)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ the tall orientation), its rank-q truncation's err beside it, for reference.
 Output: table, bench_lowrank.json in $OUT or benchmarks/results/, and RESULTS.md's bench_lowrank section.
 """
 
-import argparse, json, os, sys, time
+import json, os, sys, time
 
 import torch
 
@@ -75,11 +75,7 @@ def table(rows, md=False):
         out.append([r["case"], fmt(o["ms"], ".2f"), fmt(t["ms"], ".2f"), fmt(t["ms"] / o["ms"], ".2f") + "x",
                     fmt(o["err"], ".4f"), fmt(t["err"], ".4f"), fmt(g.get("ms"), ".1f") if "ms" in g else "error",
                     fmt(g.get("err"), ".4f")])
-    if md:
-        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                         + ["| " + " | ".join(c) + " |" for c in out])
-    w = [max(len(x[i]) for x in out + [head]) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(x)) for x in [head] + out)
+    return common.render_table(head, out, md)
 
 
 def goal_lines(rows):
@@ -96,39 +92,25 @@ def goal_lines(rows):
 
 
 def markdown(doc):
-    lines = ["## GPU, batched randomized SVD (issue 22): torch_jsvd.svd_lowrank vs torch.svd_lowrank", "",
-             f"- device: {doc['device']}, torch {doc['torch']}, CUDA {doc.get('cuda')}",
-             f"- date: {doc['date']}, torch_jsvd at git {doc['commit']} (`benchmarks/results/{doc['json']}`)",
-             f"- command: `{doc['command']}`",
-             "- float32, niter = 2, same q and seed for both; inputs with singular values 1/(1+j) (benchmarks/bench_lowrank.py); "
-             "median wall time of one call; err = ‖A − U diag(S) Vᴴ‖_F/‖A‖_F, max over the batch; gesvda: the full "
-             "SVD (cuSOLVER) and its rank-q truncation's err, for reference",
-             "", table(doc["rows"], md=True), "", "Goals (issue 22, H100, same run):", ""]
-    lines += [f"- {g}" for g in doc["goals"]]
-    return "\n".join(lines) + "\n"
+    note = ("- float32, niter = 2, same q and seed for both; inputs with singular values 1/(1+j) (benchmarks/bench_lowrank.py); "
+            "median wall time of one call; err = ‖A − U diag(S) Vᴴ‖_F/‖A‖_F, max over the batch; gesvda: the full "
+            "SVD (cuSOLVER) and its rank-q truncation's err, for reference")
+    return common.section("## GPU, batched randomized SVD (issue 22): torch_jsvd.svd_lowrank vs torch.svd_lowrank", doc, note,
+                          table(doc["rows"], md=True), "Goals (issue 22, H100, same run):")
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", help="comma-separated substrings of case names")
-    p.add_argument("--budget-s", type=float, default=240.0, help="start no new case after this many seconds")
-    p.add_argument("--no-md", action="store_true", help="do not touch RESULTS.md")
-    p.add_argument("--from-json", metavar="PATH", help="no benchmark: RESULTS.md's section from a saved run")
-    args = p.parse_args()
+    args = common.bench_parser(__doc__.splitlines()[0], 240.0).parse_args()
     if args.from_json:
         with open(args.from_json) as f:
             return common.update_results_md("bench_lowrank", markdown(json.load(f)))
     if not torch.cuda.is_available():
         sys.exit("bench_lowrank.py: no CUDA device available")
     import torch_jsvd
-    cases = CASES
-    if args.cases:
-        keys = [s.strip() for s in args.cases.split(",") if s.strip()]
-        cases = [c for c in cases if any(k in case_name(*c) for k in keys)]
+    cases = common.select_cases(CASES, case_name, args.cases)
     meta = common.meta(torch.cuda.get_device_name())
     rows, t0 = [], time.time()
-    outdir = os.environ.get("OUT") or os.path.join(common.HERE, "results")
-    os.makedirs(outdir, exist_ok=True)
+    outdir = common.results_dir()
     for c in cases:
         if time.time() - t0 > args.budget_s:
             print(f"budget spent: {case_name(*c)} not run")
@@ -137,12 +119,9 @@ def main():
         print(f"[{time.time() - t0:6.1f} s] " + table(rows[-1:]).splitlines()[1], flush=True)
         doc = {**meta, "json": "bench_lowrank.json", "rows": rows, "goals": goal_lines(rows),
                "command": "python benchmarks/bench_lowrank.py" + (f" --cases {args.cases}" if args.cases else "")}
-        with open(os.path.join(outdir, "bench_lowrank.json"), "w") as f:  # (after every case: a cut run keeps its rows)
+        with open(os.path.join(outdir, doc["json"]), "w") as f:  # (after every case: a cut run keeps its rows)
             json.dump(doc, f, indent=1)
-    print(table(rows))
-    print("\n".join(doc["goals"]))
-    if not args.no_md:
-        common.update_results_md("bench_lowrank", markdown(doc))
+    common.save_run("bench_lowrank", doc, outdir, markdown, table(rows), args.no_md)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ waits for the device (CUDA synchronisations and device-to-host copies, torch.pro
 Output: table, bench_varlen.json + varlen.png in $OUT or benchmarks/results/, and RESULTS.md's bench_varlen section.
 """
 
-import argparse, json, os, sys, time
+import json, os, sys, time
 from collections import Counter
 
 import torch
@@ -130,11 +130,7 @@ def table(rows, md=False):
                     fmt(s["ms"], ".2f") + f" ({s['shape'][0]}x{s['shape'][1]})", fmt(o["ms"] / s["ms"], ".2f"),
                     fmt(r.get("host_us_per_matrix"), ".2f"), fmt(o["recon"], ".2f"), fmt(o["orth"], ".2f"),
                     fmt(lp["orth"], ".2f"), ", ".join(f"{k} {v}" for k, v in sorted(r["levels"].items()))])
-    if md:
-        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                         + ["| " + " | ".join(c) + " |" for c in out])
-    w = [max(len(x[i]) for x in out + [head]) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(x)) for x in [head] + out)
+    return common.render_table(head, out, md)
 
 
 def goal_lines(rows):
@@ -153,28 +149,18 @@ def goal_lines(rows):
 
 
 def markdown(doc):
-    lines = ["## GPU, variable-size lists (issue 21): torch_jsvd.svd_varlen vs a loop of torch.linalg.svd", "",
-             f"- device: {doc['device']}, torch {doc['torch']}, CUDA {doc.get('cuda')}",
-             f"- date: {doc['date']}, torch_jsvd at git {doc['commit']} (`benchmarks/results/{doc['json']}`)",
-             f"- command: `{doc['command']}`",
-             "- float32, `full_matrices=False`, sides uniform in [lo, hi] (seed 0); the last five lists follow the W-cycle "
-             "paper's Table VI groups (its batch sizes, sides in (X/2, X]); median wall time of one call; loop = "
-             "torch.linalg.svd per matrix; uniform = sum over distinct shapes (count in brackets) of one torch_jsvd.svd "
-             "of that shape's members; similar = one uniform batch of the list's mean shape; recon / orth in units of "
-             "max(m, n) eps, max over the list; levels = the first level of each matrix's plan (benchmarks/bench_varlen.py)",
-             "", table(doc["rows"], md=True), "", "Goals (issue 21, H100, same run):", ""]
-    lines += [f"- {g}" for g in doc["goals"]]
-    if doc.get("plot"):
-        lines += ["", f"![variable-size lists](results/{doc['plot']})"]
-    return "\n".join(lines) + "\n"
+    note = ("- float32, `full_matrices=False`, sides uniform in [lo, hi] (seed 0); the last five lists follow the W-cycle "
+            "paper's Table VI groups (its batch sizes, sides in (X/2, X]); median wall time of one call; loop = "
+            "torch.linalg.svd per matrix; uniform = sum over distinct shapes (count in brackets) of one torch_jsvd.svd "
+            "of that shape's members; similar = one uniform batch of the list's mean shape; recon / orth in units of "
+            "max(m, n) eps, max over the list; levels = the first level of each matrix's plan (benchmarks/bench_varlen.py)")
+    return common.section("## GPU, variable-size lists (issue 21): torch_jsvd.svd_varlen vs a loop of torch.linalg.svd", doc, note,
+                          table(doc["rows"], md=True), "Goals (issue 21, H100, same run):", "variable-size lists")
 
 
 def plot(rows, outdir):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = common.pyplot()
+    if plt is None:
         return None
     names = [r["case"].replace("varlen ", "") for r in rows]
     fig, ax = plt.subplots(figsize=(9, 4.5))
@@ -195,22 +181,14 @@ def plot(rows, outdir):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", help="comma-separated substrings of list names")
-    p.add_argument("--budget-s", type=float, default=300.0, help="start no new list after this many seconds")
-    p.add_argument("--no-md", action="store_true", help="do not touch RESULTS.md")
-    p.add_argument("--from-json", metavar="PATH", help="no benchmark: RESULTS.md's section from a saved run")
-    args = p.parse_args()
+    args = common.bench_parser(__doc__.splitlines()[0], 300.0).parse_args()
     if args.from_json:
         with open(args.from_json) as f:
             return common.update_results_md("bench_varlen", markdown(json.load(f)))
     if not torch.cuda.is_available():
         sys.exit("bench_varlen.py: no CUDA device available")
     import torch_jsvd
-    lists = LISTS
-    if args.cases:
-        keys = [s.strip() for s in args.cases.split(",") if s.strip()]
-        lists = [c for c in lists if any(k in case_name(*c) for k in keys)]
+    lists = common.select_cases(LISTS, case_name, args.cases)
     meta = common.meta(torch.cuda.get_device_name())
     print(f"device: {meta['device']}, torch {meta['torch']}, torch_jsvd {meta['commit']}; {len(lists)} lists")
     rows, t0 = [], time.time()
@@ -220,17 +198,11 @@ def main():
             continue
         rows.append(run_list(torch_jsvd, *c))
         print(f"[{time.time() - t0:6.1f} s] " + table(rows[-1:]).splitlines()[1], flush=True)
-    outdir = os.environ.get("OUT") or os.path.join(common.HERE, "results")
-    os.makedirs(outdir, exist_ok=True)
+    outdir = common.results_dir()
     doc = {**meta, "json": "bench_varlen.json", "rows": rows, "goals": goal_lines(rows),
            "command": "python benchmarks/bench_varlen.py" + (f" --cases {args.cases}" if args.cases else "")}
     doc["plot"] = plot(rows, outdir)
-    with open(os.path.join(outdir, "bench_varlen.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-    print(table(rows))
-    print("\n".join(doc["goals"]))
-    if not args.no_md:
-        common.update_results_md("bench_varlen", markdown(doc))
+    common.save_run("bench_varlen", doc, outdir, markdown, table(rows), args.no_md)
 
 
 if __name__ == "__main__":

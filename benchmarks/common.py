@@ -83,3 +83,71 @@ def update_results_md(key, section, path=RESULTS_MD):
     text = pattern.sub(lambda _: body, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + body
     with open(path, "w") as f:
         f.write(text)
+
+
+def render_table(head, cells, md=False):
+    """A table of strings: Markdown (RESULTS.md) or aligned text columns (the console)."""
+    if md:
+        return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                         + ["| " + " | ".join(c) + " |" for c in cells])
+    w = [max(len(x[i]) for x in cells + [head]) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(x)) for x in [head] + cells)
+
+
+def bench_parser(description, budget_s):
+    """The options every GPU benchmark takes: --cases, --budget-s, --no-md, --from-json."""
+    import argparse
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--cases", help="comma-separated substrings of case names")
+    p.add_argument("--budget-s", type=float, default=budget_s, help="start no new case after this many seconds")
+    p.add_argument("--no-md", action="store_true", help="do not touch RESULTS.md")
+    p.add_argument("--from-json", metavar="PATH", help="no benchmark: RESULTS.md's section from a saved run")
+    return p
+
+
+def select_cases(cases, name, spec):
+    """The cases whose name(*case) contains one of the comma-separated substrings of spec (all if none)."""
+    keys = [s.strip() for s in (spec or "").split(",") if s.strip()]
+    return [c for c in cases if not keys or any(k in name(*c) for k in keys)]
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend, or None where matplotlib is not installed (no plot then)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+
+def section(title, doc, note, table_md, goals_heading, plot_alt=None):
+    """A RESULTS.md section: title; device, date and commit, command; the note on method; the table; the
+    goals (doc["goals"]); the plot (doc["plot"]), if any."""
+    lines = [title, "", f"- device: {doc['device']}, torch {doc['torch']}, CUDA {doc.get('cuda')}",
+             f"- date: {doc['date']}, torch_jsvd at git {doc['commit']} (`benchmarks/results/{doc['json']}`)",
+             f"- command: `{doc['command']}`", note, "", table_md, "", goals_heading, ""]
+    lines += [f"- {g}" for g in doc["goals"]]
+    if plot_alt and doc.get("plot"):
+        lines += ["", f"![{plot_alt}](results/{doc['plot']})"]
+    return "\n".join(lines) + "\n"
+
+
+def results_dir():
+    """Where a benchmark writes its JSON and plot: $OUT (the GPU machine's outputs) or benchmarks/results/."""
+    d = os.environ.get("OUT") or os.path.join(HERE, "results")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def save_run(key, doc, outdir, markdown, text_table, no_md=False):
+    """doc as outdir/doc["json"]; the table and goals on the console; RESULTS.md's `key` section (unless no_md)."""
+    import json
+    with open(os.path.join(outdir, doc["json"]), "w") as f:
+        json.dump(doc, f, indent=1)
+    print(text_table)
+    print("\n".join(doc["goals"]))
+    if not no_md:
+        update_results_md(key, markdown(doc))
