@@ -347,11 +347,15 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
     for (const auto& kv : warp) {
       const WarpLaunch cfg{kv.first.first, kv.first.second};
       const MatList* g = &kv.second;
-      groups.emplace_back(g->cost, [&, g, cfg](cudaStream_t s) { launch_svd_warp(args, list_ptr(*g), list_len(*g), cfg, uv, s); });
+      groups.emplace_back(g->cost, [&, g, cfg](cudaStream_t s) {
+        launch_svd_warp(args, list_ptr(*g), list_len(*g), cfg, uv, s);
+      });
     }
     for (const auto& kv : whole) {
       const WholeGroup* g = &kv.second;
-      groups.emplace_back(g->cost, [&, g](cudaStream_t s) { launch_svd_whole(args, list_ptr(*g), list_len(*g), g->cfg, uv, s); });
+      groups.emplace_back(g->cost, [&, g](cudaStream_t s) {
+        launch_svd_whole(args, list_ptr(*g), list_len(*g), g->cfg, uv, s);
+      });
     }
     std::stable_sort(groups.begin(), groups.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
     for (const auto& g : groups) g.second(fork.next());
