@@ -191,18 +191,10 @@ Piece transposed(Piece p) {
   return p;
 }
 
-// dst <- src for every pair. With the backend's batched copy this creates no
-// per-matrix tensor and makes one launch; otherwise one copy_ per pair. All
-// srcs share one dtype, as do all dsts.
+// dst <- src for every pair, by the backend's batched copy: no per-matrix
+// tensor, one launch (or pass). All srcs share one dtype, as do all dsts.
 void copy_all(const std::vector<std::pair<Piece, Piece>>& pairs, BatchedCopyFn batched_copy) {
   if (pairs.empty()) return;
-  const auto view = [](const Piece& p) {
-    return p.base->as_strided({p.rows, p.cols}, {p.rs, p.cs}, p.base->storage_offset() + p.offset);
-  };
-  if (!batched_copy) {
-    for (const auto& [src, dst] : pairs) view(dst).copy_(view(src));
-    return;
-  }
   const Tensor& s0 = *pairs[0].first.base;
   const Tensor& d0 = *pairs[0].second.base;
   const int64_t se = s0.element_size(), de = d0.element_size();

@@ -27,9 +27,9 @@ struct MatrixCopy {
   int64_t src_rs, src_cs, dst_rs, dst_cs;
 };
 
-// A backend may do a whole list of copies in one pass (kernels/engine/batched_copy.cu:
-// one upload and one launch instead of a launch per matrix); svd_varlen packs
-// its inputs and unpacks its outputs with it. nullptr: one copy_ per matrix.
+// A backend does a whole list of copies in one pass (kernels/engine/batched_copy.cu:
+// one upload and one launch instead of a launch per matrix; csrc/cpu/batched_copy_cpu.cpp:
+// one parallel loop); svd_varlen packs its inputs and unpacks its outputs with it.
 using BatchedCopyFn = void (*)(const std::vector<MatrixCopy>& copies, at::ScalarType src, at::ScalarType dst,
                                const at::Device& device);
 
@@ -61,7 +61,7 @@ svd_varlen_impl(at::TensorList As, bool full_matrices, bool compute_uv, std::opt
 // The four op kernels of one backend, bound to its engine (and, optionally,
 // its batched copy):
 //   TORCH_LIBRARY_IMPL(jsvd, CPU, m) { register_kernels<&jacobi_svd_cpu>(m); }
-template <EngineFn kEngine, BatchedCopyFn kBatchedCopy = nullptr>
+template <EngineFn kEngine, BatchedCopyFn kBatchedCopy>
 void register_kernels(torch::Library& m) {
   m.impl("svd", [](const at::Tensor& A, bool full_matrices, bool compute_uv, std::optional<double> tol,
                    std::optional<int64_t> max_sweeps) {
