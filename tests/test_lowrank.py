@@ -36,6 +36,14 @@ def test_contract_like_torch(device, shape, dtype):
     assert ours <= 1.05 * theirs, (ours, theirs)
 
 
+def test_numpy_integers_accepted():
+    import numpy as np
+    A = torch.randn(2, 20, 10, dtype=torch.float64)
+    U, S, V = torch_jsvd.svd_lowrank(A, q=np.int64(4), niter=np.int32(1))
+    assert U.shape == (2, 20, 4)
+    assert torch_jsvd.svd_truncated(A, np.int64(3))[1].shape == (2, 3)
+
+
 def test_centering_M(device):
     A = torch.randn(4, 50, 30, dtype=torch.float64, device=device)
     M = A.mean(-2, keepdim=True)  # broadcast, as torch.pca_lowrank passes it

@@ -12,6 +12,7 @@ from typing import Dict, List, NamedTuple, Optional
 import torch
 from torch import Tensor, nn
 
+from ._lowrank import _int_in
 from ._ops import svd_varlen
 
 
@@ -74,8 +75,9 @@ def compress(module: nn.Module, *, rank: Optional[int] = None, energy: Optional[
     chosen = [x is not None for x in (rank, energy, tol)]
     if sum(chosen) != 1:
         raise ValueError("torch_jsvd.compress: give exactly one of rank, energy or tol")
-    if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 1):
+    if rank is not None and not _int_in(rank, 1, None):
         raise ValueError(f"torch_jsvd.compress: expected rank to be a positive integer, but got {rank!r}")
+    rank = None if rank is None else int(rank)
     if energy is not None and not 0 < energy <= 1:
         raise ValueError(f"torch_jsvd.compress: expected energy in (0, 1], but got {energy!r}")
     if tol is not None and not tol > 0:

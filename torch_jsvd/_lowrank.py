@@ -11,6 +11,7 @@ tolerance, and matrices whose sketch was too small are sketched again, wider, as
 svd_truncated returns the leading triplets of the exact (Jacobi) SVD.
 """
 
+import numbers
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
@@ -27,6 +28,13 @@ def _check_matrix(name: str, A: Tensor, fn: str) -> None:
                          f"but got a {A.dim()}-D tensor")
     if not A.is_floating_point():
         raise TypeError(f"torch_jsvd.{fn}: expected {name} to be a floating point tensor, but got {A.dtype}")
+
+
+def _int_in(value, lo: int, hi: Optional[int]) -> bool:
+    """Whether value is an integer (not a bool; numpy integers too) in [lo, hi] (hi None: no bound)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return False
+    return lo <= value and (hi is None or value <= hi)
 
 
 def _basis(A: Tensor, M: Optional[Tensor], q: int, niter: int) -> Tensor:
@@ -57,11 +65,12 @@ def svd_lowrank(A: Tensor, q: Optional[int] = 6, niter: int = 2, M: Optional[Ten
     _check_matrix("A", A, "svd_lowrank")
     m, n = A.shape[-2:]
     q = 6 if q is None else q
-    if not isinstance(q, int) or isinstance(q, bool) or q < 1 or q > min(m, n):
+    if not _int_in(q, 1, min(m, n)):
         raise ValueError(f"torch_jsvd.svd_lowrank: expected q to be an integer in [1, min(m, n)] = [1, {min(m, n)}], "
                          f"but got {q!r}")
-    if not isinstance(niter, int) or isinstance(niter, bool) or niter < 0:
+    if not _int_in(niter, 0, None):
         raise ValueError(f"torch_jsvd.svd_lowrank: expected niter to be a non-negative integer, but got {niter!r}")
+    q, niter = int(q), int(niter)
     if M is not None:
         _check_matrix("M", M, "svd_lowrank")
         try:
@@ -104,11 +113,12 @@ def svd_lowrank_adaptive(A: Tensor, tol: float, niter: int = 2, q0: int = 16,
         raise ValueError(f"torch_jsvd.svd_lowrank_adaptive: expected tol > 0, but got {tol!r}")
     m, n = A.shape[-2:]
     kmax = min(m, n) if max_rank is None else max_rank
-    if not isinstance(kmax, int) or isinstance(kmax, bool) or not 1 <= kmax <= min(m, n):
+    if not _int_in(kmax, 1, min(m, n)):
         raise ValueError(f"torch_jsvd.svd_lowrank_adaptive: expected max_rank in [1, min(m, n)] = "
                          f"[1, {min(m, n)}], but got {max_rank!r}")
-    if not isinstance(q0, int) or isinstance(q0, bool) or q0 < 1:
+    if not _int_in(q0, 1, None):
         raise ValueError(f"torch_jsvd.svd_lowrank_adaptive: expected q0 >= 1, but got {q0!r}")
+    kmax, q0 = int(kmax), int(q0)
     batch = A.shape[:-2]
     X = A.reshape(-1, m, n)
     count = X.shape[0]
@@ -153,8 +163,9 @@ def svd_truncated(A: Tensor, rank: int, *, tol: Optional[float] = None,
     """
     _check_matrix("A", A, "svd_truncated")
     m, n = A.shape[-2:]
-    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank <= min(m, n):
+    if not _int_in(rank, 0, min(m, n)):
         raise ValueError(f"torch_jsvd.svd_truncated: expected rank to be an integer in [0, min(m, n)] = "
                          f"[0, {min(m, n)}], but got {rank!r}")
+    rank = int(rank)
     U, S, Vh = svd(A, full_matrices=False, tol=tol, max_sweeps=max_sweeps)
     return U[..., :rank], S[..., :rank], Vh[..., :rank, :]
