@@ -69,8 +69,8 @@ def compress(module: nn.Module, *, rank: Optional[int] = None, energy: Optional[
     Exactly one of: `rank` (r for every layer), `energy` (the smallest r keeping that fraction of
     Σ s_j², in (0, 1]) or `tol` (the smallest r with ‖W − W_r‖_F <= tol ‖W‖_F, > 0). A layer is left as
     it was where rank r would not save parameters (r (out + in) >= out·in). All weights' SVDs are one
-    torch_jsvd.svd_varlen call (float32 or float64, the weights' device). Returns one LayerReport per
-    candidate layer, in module order.
+    torch_jsvd.svd_varlen call (float32 or float64, the weights' device). `types` narrows the candidates
+    (e.g. (nn.Linear,)). Returns one LayerReport per candidate layer, in module order.
     """
     chosen = [x is not None for x in (rank, energy, tol)]
     if sum(chosen) != 1:
