@@ -108,20 +108,17 @@ def test_jagged_nested(device, full_matrices):
         assert_valid_svd(A, u, s, vh, False, check_strides=False)
 
 
-def _level_list(dtype):
-    """(shapes, dtype) of a list that takes every level of the CUDA engine at once: thread and warp
-    (<= 32 columns), whole matrices in shared memory, block pairs, Gram EVD pairs (too tall for a
-    pair) and the GEMM level (>= 1024 columns), with size-0, 1 x n and n x 1 members."""
-    big = [(1100, 1030)]
-    shapes = [(3, 3), (1, 7), (7, 1), (0, 5), (5, 0), (40, 30), (30, 40), (64, 64), (100, 90), (260, 250),
-              (300, 200), (8000, 40)] + big + [(k % 13 + 2, k % 7 + 2) for k in range(60)]
-    return shapes
+# A list that takes every level of the CUDA engine at once: thread and warp (<= 32 columns), whole
+# matrices in shared memory, block pairs, Gram EVD pairs (too tall for a pair) and the GEMM level
+# (>= 1024 columns), with size-0, 1 x n and n x 1 members.
+EVERY_LEVEL = [(3, 3), (1, 7), (7, 1), (0, 5), (5, 0), (40, 30), (30, 40), (64, 64), (100, 90), (260, 250),
+               (300, 200), (8000, 40), (1100, 1030)] + [(k % 13 + 2, k % 7 + 2) for k in range(60)]
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_list_mixing_every_level(dtype):
-    shapes = _level_list(dtype)
+    shapes = EVERY_LEVEL
     kernels = {lv["kernel"] for m in torch_jsvd.plan(shapes, dtype=dtype)["matrices"] for lv in m["levels"]}
     assert {"whole_svd_warp", "whole_svd_smem", "pair_svd_smem", "gram_evd_smem", "gemm_gram_evd"} <= kernels, kernels
     As = _mats("cuda", dtype, shapes)

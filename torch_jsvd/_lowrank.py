@@ -130,11 +130,12 @@ def svd_lowrank_adaptive(A: Tensor, tol: float, niter: int = 2, q0: int = 16,
     todo = torch.arange(count)
     q = min(q0, kmax)
     while todo.numel():
-        Xt = X[todo.to(X.device)]
+        idx = todo.to(X.device)  # (norm2 lives there too)
+        Xt = X[idx]
         U, S, V = svd_lowrank(Xt, q=q, niter=niter)
         # err²(k) = ‖A − Q B‖²_F + Σ_{j>k} s_j²: the first term computed, not as ‖A‖² − Σ s_j², which
         # cancels to nothing at small tolerances.
-        nt = norm2[todo.to(norm2.device)]
+        nt = norm2[idx]
         resid2 = ((U * S.unsqueeze(-2)) @ V.mH - Xt).double().square().sum((-2, -1))
         tail = S.double().square().flip(-1).cumsum(-1).flip(-1)  # tail[:, j] = Σ_{i>=j} s_i²
         err2 = resid2[:, None] + torch.cat([tail[:, 1:], torch.zeros_like(tail[:, :1])], -1)  # rank j + 1
