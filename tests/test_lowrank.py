@@ -36,6 +36,47 @@ def test_contract_like_torch(device, shape, dtype):
     assert ours <= 1.05 * theirs, (ours, theirs)
 
 
+def _ill_conditioned(b, m, q, cond, dtype, device):
+    # X diag(d) W: singular values graded from 1 to 1/cond, mixed by a random orthogonal W (graded
+    # columns alone would be easy: Cholesky does not mind column scaling).
+    d = torch.logspace(0, -torch.log10(torch.tensor(cond)).item(), q, dtype=torch.float64)
+    W = torch.linalg.qr(torch.randn(b, q, q, dtype=torch.float64)).Q
+    return ((torch.randn(b, m, q, dtype=torch.float64) * d) @ W).to(dtype=dtype, device=device)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("kind", ["gaussian", "ill_conditioned"])
+def test_orth_by_cholesky_qr(device, dtype, kind, monkeypatch):
+    # The range finder's basis without falling back: shifted CholeskyQR3 holds orthogonality to working
+    # precision well past plain CholeskyQR2's limit of about 1/sqrt(eps) (cond 1e4 in float32, where
+    # CholeskyQR2 failed 7 of 20 such 300 x 24 matrices; 1e12 in float64, where it failed all), and Q spans Y.
+    from torch_jsvd import _lowrank
+    cond = 1.0 if kind == "gaussian" else (1e4 if dtype == torch.float32 else 1e12)
+    Y = _ill_conditioned(7, 300, 24, cond, dtype, device)
+
+    def no_fallback(*args, **kwargs):
+        raise AssertionError("fell back")
+    monkeypatch.setattr(torch.linalg, "qr", no_fallback)
+    monkeypatch.setattr(_lowrank, "svd", no_fallback)
+    Q = _lowrank._orth(Y)
+    assert orthogonality_error(Q).max() <= bound(300, 24, dtype)
+    assert (torch.linalg.matrix_norm(Y - Q @ (Q.mT @ Y)) / torch.linalg.matrix_norm(Y)).max() <= bound(300, 24, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("count", [2, 6])  # (fewer than 4 bad matrices: Householder; more: the Jacobi's U)
+def test_orth_rank_deficient_falls_back(device, dtype, count):
+    # Exactly rank-deficient and zero Y fail the CholeskyQR's check; their Q comes from the fallback and
+    # is orthonormal all the same; the well-conditioned matrices beside them keep theirs.
+    from torch_jsvd import _lowrank
+    Y = torch.randn(count + 1, 80, 12, dtype=dtype, device=device)
+    Y[:count - 1] = random_rank((count - 1, 80, 12), 5, dtype, device)
+    Y[count - 1] = 0
+    Q = _lowrank._orth(Y)
+    assert orthogonality_error(Q).max() <= bound(80, 12, dtype)
+    assert (torch.linalg.matrix_norm(Y - Q @ (Q.mT @ Y)) <= bound(80, 12, dtype) * torch.linalg.matrix_norm(Y)).all()
+
+
 def test_numpy_integers_accepted():
     import numpy as np
     A = torch.randn(2, 20, 10, dtype=torch.float64)

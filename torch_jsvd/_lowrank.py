@@ -2,7 +2,7 @@
 
 svd_lowrank follows torch.svd_lowrank's contract (Halko, Martinsson, Tropp 2011, Algorithms 4.4 and 5.1,
 as torch/_lowrank.py) but runs every step batched: the sketch and the power iterations are batched GEMMs,
-the range's QR one batched torch.linalg.qr, and the small SVD of B = Qᴴ A one Jacobi engine call for the
+the range's orthonormal basis a batched shifted CholeskyQR3 (checked, _orth), and the small SVD of B = Qᴴ A one Jacobi engine call for the
 whole batch (where torch's loops over the batch's small SVDs on the GPU). svd_lowrank_adaptive finds each
 matrix's rank for a tolerance (the adaptive approximation of the batched H-matrix compression paper,
 ../shared/papers/batched-qr-svd-hmatrix-compression.txt): the error of a rank-k truncation of Q B is known
@@ -37,6 +37,52 @@ def _int_in(value, lo: int, hi: Optional[int]) -> bool:
     return lo <= value and (hi is None or value <= hi)
 
 
+def _cholqr(Y: Tensor, shift: bool) -> Tuple[Tensor, Tensor]:
+    """One CholeskyQR step, Q = Y R⁻¹ with RᴴR = YᴴY (+ s I), batched; and the Choleskys' info."""
+    G = Y.mH @ Y
+    if shift:
+        # s = 11 (m q + q (q + 1)) u ‖Y‖²₂ (Fukaya et al., SIAM J. Sci. Comput. 42 (2020), eq. (4.1)), with
+        # ‖Y‖_F for ‖Y‖₂: YᴴY + s I is then positive definite in floating point.
+        m, q = Y.shape[-2:]
+        u = torch.finfo(Y.dtype).eps / 2
+        s = (11 * (m * q + q * (q + 1)) * u) * G.diagonal(dim1=-2, dim2=-1).real.sum(-1).detach()
+        G = G + s[..., None, None] * torch.eye(q, dtype=G.dtype, device=G.device)
+    L, info = torch.linalg.cholesky_ex(G)
+    return torch.linalg.solve_triangular(L.mH, Y, upper=True, left=False), info
+
+
+def _orth(Y: Tensor) -> Tensor:
+    """An orthonormal basis Q (..., m, q) of the columns of each tall Y (m >= q), as torch.linalg.qr's Q.
+
+    Shifted CholeskyQR3 (Fukaya, Kannan, Nakatsukasa, Yamamoto, Yanagisawa 2020): a CholeskyQR of Y with
+    a shift, then CholeskyQR2, which makes Q orthonormal to working precision for cond(Y) up to about
+    1e12 in float64 and 1e4 in float32 (measured on 300 x 24 and 3072 x 64 matrices; CholeskyQR2 alone:
+    1e8, 3e3): batched GEMMs, q x q Choleskys and triangular solves, where torch.linalg.qr runs cuSOLVER's
+    Householder QR a matrix at a time (1000 x 256 x 16 float32, H100: 46 ms against 0.4; docs/
+    experiments.md, stop 35). Each Q is checked (‖QᴴQ − I‖_F <= 10 q eps, Choleskys succeeded); a Y
+    that fails (numerically rank-deficient: an exactly low-rank A) gets Householder's (torch.linalg.qr,
+    for a few matrices, under autograd and under torch.compile) or the Jacobi SVD's U (many matrices).
+    """
+    if torch.compiler.is_compiling():  # (the check below is data-dependent control flow)
+        return torch.linalg.qr(Y).Q
+    Q, i1 = _cholqr(Y, shift=True)
+    Q, i2 = _cholqr(Q, shift=False)
+    Q, i3 = _cholqr(Q, shift=False)
+    q = Y.shape[-1]
+    eye = torch.eye(q, dtype=Y.dtype, device=Y.device)
+    err = torch.linalg.matrix_norm(Q.mH @ Q - eye)
+    bad = ~(err <= 10 * q * torch.finfo(Y.dtype).eps) | (i1 != 0) | (i2 != 0) | (i3 != 0)  # (NaN: bad)
+    if not bad.any():
+        return Q
+    m = Y.shape[-2]
+    Yf, Qf = Y.reshape(-1, m, q), Q.reshape(-1, m, q)
+    idx = bad.reshape(-1).nonzero().squeeze(-1)
+    few = idx.numel() < 4 or (torch.is_grad_enabled() and Y.requires_grad)
+    # (Fewer than 4 matrices: Householder; e.g. one 11008 x 128 float32 matrix 1.5 ms, the Jacobi's U 221.)
+    fix = torch.linalg.qr(Yf[idx]).Q if few else svd(Yf[idx], full_matrices=False)[0]
+    return Qf.index_put((idx,), fix).reshape(Q.shape)
+
+
 def _basis(A: Tensor, M: Optional[Tensor], q: int, niter: int) -> Tensor:
     """Q with q orthonormal columns whose range approximates that of A − M (A tall: m >= n)."""
     def mul(X):  # (A − M) X
@@ -46,10 +92,10 @@ def _basis(A: Tensor, M: Optional[Tensor], q: int, niter: int) -> Tensor:
         return A.mH @ X if M is None else A.mH @ X - M.mH @ X
 
     R = torch.randn(A.shape[-1], q, dtype=A.dtype, device=A.device)
-    Q = torch.linalg.qr(mul(R)).Q
+    Q = _orth(mul(R))
     for _ in range(niter):
-        Q = torch.linalg.qr(mul_h(Q)).Q
-        Q = torch.linalg.qr(mul(Q)).Q
+        Q = _orth(mul_h(Q))
+        Q = _orth(mul(Q))
     return Q
 
 
@@ -57,9 +103,10 @@ def svd_lowrank(A: Tensor, q: Optional[int] = 6, niter: int = 2, M: Optional[Ten
     """Randomized SVD of a batch, like torch.svd_lowrank(A, q, niter, M): U (*, m, q), S (*, q), V (*, n, q)
     with A − M ≈ U diag(S) Vᴴ (M broadcast to A's shape).
 
-    The same algorithm as torch's (a Gaussian sketch, niter power iterations with a QR after every
-    product, then the SVD of the q x n matrix Qᴴ(A − M)), with the small SVDs of the whole batch in one
-    Jacobi call. q must be at most min(m, n). Differentiable where torch's is (through torch.linalg.qr
+    The same algorithm as torch's (a Gaussian sketch, niter power iterations with an orthonormal basis
+    of every product, then the SVD of the q x n matrix Qᴴ(A − M)), batched: each basis by a checked
+    CholeskyQR (_orth) instead of a QR a matrix, the small SVDs of the whole batch in one Jacobi call.
+    q must be at most min(m, n). Differentiable where torch's is (through the Choleskys, triangular solves
     and torch_jsvd.svd: distinct singular values). Random: torch.manual_seed makes it repeatable.
     """
     _check_matrix("A", A, "svd_lowrank")
