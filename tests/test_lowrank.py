@@ -12,7 +12,7 @@ def _rel_err(A, U, S, V, M=None):
     return (torch.linalg.matrix_norm(X - (U * S.unsqueeze(-2)) @ V.mT) / torch.linalg.matrix_norm(X)).max().item()
 
 
-@pytest.mark.parametrize("shape", [(5, 60, 40), (3, 40, 60), (2, 2, 30, 20), (1, 100, 100)])
+@pytest.mark.parametrize("shape", [(5, 60, 40), (3, 40, 60), (2, 2, 30, 20), (1, 100, 100), (70, 50)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_contract_like_torch(device, shape, dtype):
     # Shapes as torch.svd_lowrank's; an exactly rank-r input (r <= q) is recovered to rounding; on a
@@ -46,35 +46,45 @@ def _ill_conditioned(b, m, q, cond, dtype, device):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("kind", ["gaussian", "ill_conditioned"])
-def test_orth_by_cholesky_qr(device, dtype, kind, monkeypatch):
-    # The range finder's basis without falling back: shifted CholeskyQR3 holds orthogonality to working
-    # precision well past plain CholeskyQR2's limit of about 1/sqrt(eps) (cond 1e4 in float32, where
-    # CholeskyQR2 failed 7 of 20 such 300 x 24 matrices; 1e12 in float64, where it failed all), and Q spans Y.
+def test_cholesky_qr(device, dtype, kind):
+    # The range finder's QR: shifted CholeskyQR3 holds orthogonality to working precision well past
+    # plain CholeskyQR2's limit of about 1/sqrt(eps) (cond 1e4 in float32, where CholeskyQR2 failed 7 of
+    # 20 such 300 x 24 matrices; 1e12 in float64, where it failed all), reports no failure, and Y = Q R.
     from torch_jsvd import _lowrank
     cond = 1.0 if kind == "gaussian" else (1e4 if dtype == torch.float32 else 1e12)
     Y = _ill_conditioned(7, 300, 24, cond, dtype, device)
-
-    def no_fallback(*args, **kwargs):
-        raise AssertionError("fell back")
-    monkeypatch.setattr(torch.linalg, "qr", no_fallback)
-    monkeypatch.setattr(_lowrank, "svd", no_fallback)
-    Q = _lowrank._orth(Y)
+    Q, R, bad = _lowrank._cholqr3(Y, want_r=True)
+    assert not bad.any()
     assert orthogonality_error(Q).max() <= bound(300, 24, dtype)
-    assert (torch.linalg.matrix_norm(Y - Q @ (Q.mT @ Y)) / torch.linalg.matrix_norm(Y)).max() <= bound(300, 24, dtype)
+    assert (torch.linalg.matrix_norm(Y - Q @ R) / torch.linalg.matrix_norm(Y)).max() <= bound(300, 24, dtype)
+    assert (R.tril(-1) == 0).all()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("count", [2, 6])  # (fewer than 4 bad matrices: Householder; more: the Jacobi's U)
-def test_orth_rank_deficient_falls_back(device, dtype, count):
-    # Exactly rank-deficient and zero Y fail the CholeskyQR's check; their Q comes from the fallback and
-    # is orthonormal all the same; the well-conditioned matrices beside them keep theirs.
+@pytest.mark.parametrize("count", [2, 6])  # (fewer than 4 failed matrices: Householder; more: the Jacobi's U)
+def test_rank_deficient_sketches_are_redone(device, dtype, count, monkeypatch):
+    # A zero matrix fails the CholeskyQR (so do exactly low-rank ones in float32; in float64 their Q
+    # passes the orthogonality check, and any orthonormal Q with Y = Q R serves) and is computed again
+    # with Householder bases; full-rank matrices beside it keep the fast result. All come out
+    # orthonormal, exact where the rank is below q, and agree with an all-Householder run.
     from torch_jsvd import _lowrank
-    Y = torch.randn(count + 1, 80, 12, dtype=dtype, device=device)
-    Y[:count - 1] = random_rank((count - 1, 80, 12), 5, dtype, device)
-    Y[count - 1] = 0
-    Q = _lowrank._orth(Y)
-    assert orthogonality_error(Q).max() <= bound(80, 12, dtype)
-    assert (torch.linalg.matrix_norm(Y - Q @ (Q.mT @ Y)) <= bound(80, 12, dtype) * torch.linalg.matrix_norm(Y)).all()
+    A = torch.randn(count + 2, 60, 40, dtype=dtype, device=device)
+    A[:count - 1] = random_rank((count - 1, 60, 40), 5, dtype, device)
+    A[count - 1] = 0
+    _, _, bad = _lowrank._cholqr3(A @ torch.randn(40, 10, dtype=dtype, device=device))
+    assert bad[count - 1] and not bad[count:].any()
+    assert bad[:count].all() or dtype == torch.float64
+    torch.manual_seed(5)
+    U, S, V = torch_jsvd.svd_lowrank(A, q=10, niter=1)
+    tol = bound(60, 40, dtype)
+    assert orthogonality_error(U).max() <= tol and orthogonality_error(V).max() <= tol
+    assert _rel_err(A[:count - 1], U[:count - 1], S[:count - 1], V[:count - 1]) <= 100 * tol
+    assert (S[count - 1] == 0).all()
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)  # the Householder path for all
+    torch.manual_seed(5)
+    ref = torch_jsvd.svd_lowrank(A, q=10, niter=1)[1]
+    torch.testing.assert_close(S[:count - 1, :5], ref[:count - 1, :5], rtol=100 * tol, atol=0)
+    torch.testing.assert_close(S[count:], ref[count:], rtol=100 * tol, atol=0)
 
 
 def test_numpy_integers_accepted():

@@ -37,66 +37,86 @@ def _int_in(value, lo: int, hi: Optional[int]) -> bool:
     return lo <= value and (hi is None or value <= hi)
 
 
-def _cholqr(Y: Tensor, shift: bool) -> Tuple[Tensor, Tensor]:
-    """One CholeskyQR step, Q = Y R⁻¹ with RᴴR = YᴴY (+ s I), batched; and the Choleskys' info."""
+def _cholqr(Y: Tensor, shift: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    """One CholeskyQR step, Y = Q R with RᴴR = YᴴY (+ s I), batched: Q, R and the Cholesky's info."""
     G = Y.mH @ Y
     if shift:
         # s = 11 (m q + q (q + 1)) u ‖Y‖²₂ (Fukaya et al., SIAM J. Sci. Comput. 42 (2020), eq. (4.1)), with
         # ‖Y‖_F for ‖Y‖₂: YᴴY + s I is then positive definite in floating point.
         m, q = Y.shape[-2:]
         u = torch.finfo(Y.dtype).eps / 2
-        s = (11 * (m * q + q * (q + 1)) * u) * G.diagonal(dim1=-2, dim2=-1).real.sum(-1).detach()
-        G = G + s[..., None, None] * torch.eye(q, dtype=G.dtype, device=G.device)
+        d = G.diagonal(dim1=-2, dim2=-1)
+        d.add_((11 * (m * q + q * (q + 1)) * u) * d.real.sum(-1, keepdim=True).detach())
     L, info = torch.linalg.cholesky_ex(G)
-    return torch.linalg.solve_triangular(L.mH, Y, upper=True, left=False), info
+    R = L.mH
+    return torch.linalg.solve_triangular(R, Y, upper=True, left=False), R, info
 
 
-def _orth(Y: Tensor) -> Tensor:
-    """An orthonormal basis Q (..., m, q) of the columns of each tall Y (m >= q), as torch.linalg.qr's Q.
+def _cholqr3(Y: Tensor, want_r: bool = False) -> Tuple[Tensor, Optional[Tensor], Tensor]:
+    """Y = Q R for tall Y (..., m, q): Q with orthonormal columns, R upper triangular (want_r), and which
+    matrices failed (bool, batch shape), with no synchronisation.
 
     Shifted CholeskyQR3 (Fukaya, Kannan, Nakatsukasa, Yamamoto, Yanagisawa 2020): a CholeskyQR of Y with
     a shift, then CholeskyQR2, which makes Q orthonormal to working precision for cond(Y) up to about
     1e12 in float64 and 1e4 in float32 (measured on 300 x 24 and 3072 x 64 matrices; CholeskyQR2 alone:
     1e8, 3e3): batched GEMMs, q x q Choleskys and triangular solves, where torch.linalg.qr runs cuSOLVER's
     Householder QR a matrix at a time (1000 x 256 x 16 float32, H100: 46 ms against 0.4; docs/
-    experiments.md, stop 35). Each Q is checked (‖QᴴQ − I‖_F <= 10 q eps, Choleskys succeeded); a Y
-    that fails (numerically rank-deficient: an exactly low-rank A) gets Householder's (torch.linalg.qr,
-    for a few matrices, under autograd and under torch.compile) or the Jacobi SVD's U (many matrices).
+    experiments.md, stop 35). A matrix fails where a Cholesky did or ‖QᴴQ − I‖_F > 10 q eps (Y
+    numerically rank-deficient, as for an exactly low-rank A, or not finite).
     """
-    if torch.compiler.is_compiling():  # (the check below is data-dependent control flow)
-        return torch.linalg.qr(Y).Q
-    Q, i1 = _cholqr(Y, shift=True)
-    Q, i2 = _cholqr(Q, shift=False)
-    Q, i3 = _cholqr(Q, shift=False)
+    Q, R1, i1 = _cholqr(Y, shift=True)
+    Q, R2, i2 = _cholqr(Q, shift=False)
+    Q, R3, i3 = _cholqr(Q, shift=False)
     q = Y.shape[-1]
-    eye = torch.eye(q, dtype=Y.dtype, device=Y.device)
-    err = torch.linalg.matrix_norm(Q.mH @ Q - eye)
+    err = torch.linalg.matrix_norm(Q.mH @ Q - torch.eye(q, dtype=Y.dtype, device=Y.device))
     bad = ~(err <= 10 * q * torch.finfo(Y.dtype).eps) | (i1 != 0) | (i2 != 0) | (i3 != 0)  # (NaN: bad)
-    if not bad.any():
-        return Q
-    m = Y.shape[-2]
-    Yf, Qf = Y.reshape(-1, m, q), Q.reshape(-1, m, q)
-    idx = bad.reshape(-1).nonzero().squeeze(-1)
-    few = idx.numel() < 4 or (torch.is_grad_enabled() and Y.requires_grad)
-    # (Fewer than 4 matrices: Householder; e.g. one 11008 x 128 float32 matrix 1.5 ms, the Jacobi's U 221.)
-    fix = torch.linalg.qr(Yf[idx]).Q if few else svd(Yf[idx], full_matrices=False)[0]
-    return Qf.index_put((idx,), fix).reshape(Q.shape)
+    return Q, (R3 @ R2 @ R1 if want_r else None), bad
 
 
-def _basis(A: Tensor, M: Optional[Tensor], q: int, niter: int) -> Tensor:
-    """Q with q orthonormal columns whose range approximates that of A − M (A tall: m >= n)."""
+def _orth_householder(Y: Tensor) -> Tensor:
+    """Q of a QR of each Y (N, m, q) that never fails: Householder (torch.linalg.qr) for a few matrices
+    or under autograd, the Jacobi SVD's U for many (1000 x 256 x 16 float32 on the H100: 0.5 ms
+    against 46; one 11008 x 128 matrix: 1.5 ms against 160; docs/experiments.md, stop 35)."""
+    if Y.shape[0] < 4 or (torch.is_grad_enabled() and Y.requires_grad):
+        return torch.linalg.qr(Y).Q
+    return svd(Y, full_matrices=False)[0]
+
+
+def _sketch(A: Tensor, M: Optional[Tensor], R: Tensor, niter: int, fast: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Algorithms 4.4 and 5.1 of Halko, Martinsson, Tropp on tall A − M from the sketch matrix R: U, S, V
+    and which matrices failed (fast: the bases by _cholqr3, unchecked otherwise; else by
+    _orth_householder and the engine's SVD of B, which never fail)."""
     def mul(X):  # (A − M) X
         return A @ X if M is None else A @ X - M @ X
 
     def mul_h(X):  # (A − M)ᴴ X
         return A.mH @ X if M is None else A.mH @ X - M.mH @ X
 
-    R = torch.randn(A.shape[-1], q, dtype=A.dtype, device=A.device)
-    Q = _orth(mul(R))
+    bad = torch.zeros(A.shape[:-2], dtype=torch.bool, device=A.device)
+
+    def orth(Y):
+        nonlocal bad
+        if not fast:
+            return _orth_householder(Y)
+        Q, _, b = _cholqr3(Y)
+        bad = bad | b
+        return Q
+
+    Q = orth(mul(R))
     for _ in range(niter):
-        Q = _orth(mul_h(Q))
-        Q = _orth(mul(Q))
-    return Q
+        Q = orth(mul_h(Q))
+        Q = orth(mul(Q))
+    B = Q.mH @ A if M is None else Q.mH @ A - Q.mH @ M
+    if not fast:
+        Ub, S, Vh = svd(B, full_matrices=False)
+        return Q @ Ub, S, Vh.mH, bad
+    # The SVD of the q x n B through Bᴴ = Q_b R_b: B = R_bᴴ Q_bᴴ, so the Jacobi runs on the q x q R_bᴴ
+    # (one batched launch of small matrices, where B itself would take the QR path a matrix at a time).
+    Qb, Rb, b = _cholqr3(B.mH, want_r=True)
+    bad = bad | b
+    eye = torch.eye(Rb.shape[-1], dtype=Rb.dtype, device=Rb.device)
+    Ur, S, Vrh = svd(torch.where(bad[..., None, None], eye, Rb.mH), full_matrices=False)  # (failed: redone)
+    return Q @ Ur, S, Qb @ Vrh.mH, bad
 
 
 def svd_lowrank(A: Tensor, q: Optional[int] = 6, niter: int = 2, M: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
@@ -104,10 +124,13 @@ def svd_lowrank(A: Tensor, q: Optional[int] = 6, niter: int = 2, M: Optional[Ten
     with A − M ≈ U diag(S) Vᴴ (M broadcast to A's shape).
 
     The same algorithm as torch's (a Gaussian sketch, niter power iterations with an orthonormal basis
-    of every product, then the SVD of the q x n matrix Qᴴ(A − M)), batched: each basis by a checked
-    CholeskyQR (_orth) instead of a QR a matrix, the small SVDs of the whole batch in one Jacobi call.
-    q must be at most min(m, n). Differentiable where torch's is (through the Choleskys, triangular solves
-    and torch_jsvd.svd: distinct singular values). Random: torch.manual_seed makes it repeatable.
+    of every product, then the SVD of the q x n matrix B = Qᴴ(A − M)), batched and without a
+    synchronisation until the end: each basis by a shifted CholeskyQR3 instead of a QR a matrix, B's
+    SVD by a CholeskyQR of Bᴴ and one Jacobi call on the q x q factors of the whole batch. Matrices whose
+    CholeskyQR failed (an exactly low-rank A) are computed again, from the same sketch, with Householder
+    bases and the engine's SVD of B. q must be at most min(m, n). Differentiable where torch's is
+    (through the Choleskys, triangular solves and torch_jsvd.svd: distinct singular values). Random:
+    torch.manual_seed makes it repeatable.
     """
     _check_matrix("A", A, "svd_lowrank")
     m, n = A.shape[-2:]
@@ -129,10 +152,17 @@ def svd_lowrank(A: Tensor, q: Optional[int] = 6, niter: int = 2, M: Optional[Ten
     if wide:  # (the sketch works on the tall orientation, as torch's)
         A = A.mH
         M = None if M is None else M.mH
-    Q = _basis(A, M, q, niter)
-    B = Q.mH @ A if M is None else Q.mH @ A - Q.mH @ M
-    Ub, S, Vh = svd(B, full_matrices=False)
-    U, V = Q @ Ub, Vh.mH
+    R = torch.randn(A.shape[-1], q, dtype=A.dtype, device=A.device)
+    # Under torch.compile the fallback's data-dependent branch cannot be traced: Householder throughout.
+    fast = not torch.compiler.is_compiling()
+    U, S, V, bad = _sketch(A, M, R, niter, fast)
+    if fast and bad.any():
+        if bad.dim() == 0:
+            U, S, V, _ = _sketch(A, M, R, niter, fast=False)
+        else:
+            at = tuple(bad.nonzero().T)
+            Uf, Sf, Vf, _ = _sketch(A[at], None if M is None else M[at], R, niter, fast=False)
+            U, S, V = U.index_put(at, Uf), S.index_put(at, Sf), V.index_put(at, Vf)
     return (V, S, U) if wide else (U, S, V)
 
 
