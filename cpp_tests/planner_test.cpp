@@ -243,9 +243,12 @@ int main() {
   auto whole = [&](int64_t r, int64_t c, size_t e) { return qr_choice(r, c, e, true, h100).whole; };
   check(panel(512, 512, 4) == 32 && panel(1536, 1536, 4) == 32, "QR: 512² and 1536² float32 uniform: panels of 32");
   check(panel(1536, 1536, 8) == 16 && panel(3000, 300, 8) == 8, "QR: 1536² float64: 16; 3000x300 float64: 8");
-  check(!qr_choice(4096, 300, 8, true, h100).on() && !qr_choice(512, 255, 4, true, h100).on() &&
-            !qr_choice(512, 512, 4, false, h100).on() && !qr_choice(200, 200, 4, true, h100).on(),
-        "QR: none for 4096 float64 rows, 255 float32 columns, a list of shapes, or 200² float32");
+  check(!qr_choice(512, 255, 4, true, h100).on() && !qr_choice(512, 512, 4, false, h100).on() &&
+            !qr_choice(200, 200, 4, true, h100).on(),
+        "QR: none for 255 float32 columns, a list of shapes, or 200² float32");
+  check(qr_choice(4096, 300, 8, true, h100).lapack && qr_choice(7000, 40, 4, true, h100).lapack &&
+            !qr_choice(6900, 40, 4, true, h100).lapack && !qr_choice(3400, 300, 8, true, h100).lapack,
+        "QR: cuSOLVER's where no 8-column panel fits (float64 beyond 3480 rows, float32 beyond 6960)");
   check(panel(900, 100, 4) == 32 && whole(128, 32, 4) && whole(1024, 16, 4) && !qr_choice(255, 16, 4, true, h100).on() &&
             !qr_choice(1024, 15, 4, true, h100).on() && !qr_choice(299, 100, 4, true, h100).on(),
         "QR: float32 from 32 columns where rows >= 3 cols (900x100 blocked, 128x32 in one launch), from 16 where "

@@ -27,6 +27,7 @@ struct Knobs {
   int qr_twice = -1;     // JSVD_QR_TWICE=0|1: a second QR, of R^T, before the Jacobi (-1: float64 only)
   bool qr_whole = true;  // JSVD_QR_WHOLE=0: never the one-launch QR of a matrix in shared memory
   int qr_regs = 1;        // JSVD_QR_REGS: the one-launch QR in registers (0 never, 1 the planner's rule, 2 where it fits)
+  int qr_lapack = -1;    // JSVD_QR_LAPACK: cuSOLVER's geqrf/ormqr for the QR (0 never, -1 where no panel fits one block, 1 instead of every blocked QR)
   bool qr_in_place = true;  // JSVD_QR_IN_PLACE=0: the one-launch QRs read a packed copy, not the caller's tensor
   int eigh = -1;         // JSVD_EIGH=0|1: never | always (uniform batches) the Gram eigenvectors as the start V
   // --- CUDA launchers and sweep loop ---
@@ -75,6 +76,7 @@ inline Knobs read() {
   k.qr_twice = integer("JSVD_QR_TWICE", k.qr_twice);
   k.qr_whole = on("JSVD_QR_WHOLE", k.qr_whole);
   k.qr_regs = integer("JSVD_QR_REGS", k.qr_regs);
+  k.qr_lapack = integer("JSVD_QR_LAPACK", k.qr_lapack);
   k.qr_in_place = on("JSVD_QR_IN_PLACE", k.qr_in_place);
   k.eigh = integer("JSVD_EIGH", k.eigh);
   k.cross_only = on("JSVD_CROSS_ONLY", k.cross_only);

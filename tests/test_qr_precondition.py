@@ -231,6 +231,36 @@ def test_register_qr_every_width_and_against_shared_memory():
         assert out.strip().endswith("ok"), out[-2000:]
 
 
+def test_cusolver_qr_beyond_the_panels():
+    # Matrices whose 8-column panel does not fit one block's shared memory (float32 beyond about 6960
+    # rows, float64 beyond 3480) take cuSOLVER's geqrf and ormqr; before, they took no QR at all (one
+    # 11008 x 128 float32 matrix ran the Gram EVD level, 160 ms). Graded float64 rows are sorted first,
+    # as on the other paths, and svd_ex never synchronises.
+    lapack = {"kernel": "geqrf (cuSOLVER)", "panel_width": 0}
+    assert _precondition([(7000, 40)], torch.float32) == [dict(lapack, jacobi_on=[40, 40])]
+    assert _precondition([(3800, 20)] * 2, torch.float64) == [dict(lapack, jacobi_on=[20, 20])] * 2
+    assert _precondition([(6000, 40)], torch.float32)[0]["kernel"] == "householder_qr"
+    g = torch.Generator(device="cuda").manual_seed(23)
+    for shape, dtype, fulls in (((1, 7000, 40), torch.float32, (False, True)), ((2, 40, 7000), torch.float32, (False,)),
+                                ((2, 3800, 20), torch.float64, (False, True))):
+        A = torch.randn(*shape, dtype=dtype, device="cuda", generator=g)
+        if dtype == torch.float64:
+            A[0] *= torch.logspace(0, -12, shape[-2], dtype=dtype, device="cuda")[:, None]  # graded rows
+            ref = torch_jsvd.svdvals(A[0].cpu())  # the CPU engine's, relatively accurate
+            S = torch_jsvd.svdvals(A[0])
+            assert ((S.cpu() - ref).abs() / ref).max() <= 100 * shape[-2] * torch.finfo(dtype).eps
+        for full in fulls:
+            _check(A, full)
+    A = torch.randn(1, 7000, 40, device="cuda", generator=g)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert (info == 0).all() and rel_reconstruction_error(A, U, S, Vh).max() <= bound(7000, 40, torch.float32)
+
+
 def test_rank_deficient_and_zero():
     A = torch.randn(3, 400, 40, device="cuda", dtype=torch.float64) @ torch.randn(40, 300, device="cuda", dtype=torch.float64)
     A[1] = 0

@@ -234,9 +234,10 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
                   /*may_sync (svd)=*/true);
     // QR preconditioning: the levels below are those of the Jacobi on R^T.
     if (cp.qr.on()) {
-      os << ", \"precondition\": {\"kernel\": \"" << (cp.qr.regs ? "householder_qr_whole_regs"
-                                      : cp.qr.whole ? "householder_qr_whole_smem"
-                                                    : "householder_qr")
+      os << ", \"precondition\": {\"kernel\": \"" << (cp.qr.regs     ? "householder_qr_whole_regs"
+                                      : cp.qr.whole  ? "householder_qr_whole_smem"
+                                      : cp.qr.lapack ? "geqrf (cuSOLVER)"
+                                                     : "householder_qr")
          << "\", \"panel_width\": " << cp.qr.panel << ", \"jacobi_on\": [" << q << ", " << q << "]}";
       p = q;
     }

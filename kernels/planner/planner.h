@@ -53,7 +53,8 @@ struct QrChoice {
   int64_t panel = 0;   // > 0: the blocked QR, panels of this width
   bool whole = false;  // one launch, a whole matrix in shared memory (qr_whole_smem.h)
   bool regs = false;   // with whole: the matrix in registers instead (qr_whole_regs.h)
-  bool on() const { return whole || panel > 0; }
+  bool lapack = false; // cuSOLVER's geqrf and ormqr (at::geqrf), a matrix at a time
+  bool on() const { return whole || panel > 0 || lapack; }
 };
 
 // What one call runs, decided once, before anything is launched.

@@ -4,7 +4,8 @@
 // application of Q to the Jacobi's vectors. Panels: householder_panel.cu, one
 // launch for the batch; trailing updates and Q: cuBLAS strided batched GEMMs,
 // three a panel, in full float32/float64 (never TF32), called directly on
-// views of the batch (no dispatch, output allocation or copies per GEMM).
+// views of the batch (no dispatch, output allocation or copies per GEMM). Matrices too tall for a
+// panel in one block: cuSOLVER's geqrf and ormqr.
 #include "qr/qr_precondition.h"
 
 #include <ATen/Context.h>
@@ -120,6 +121,25 @@ void apply_q_(const Reflectors& f, const at::Tensor& Mt) {
     apply_block_reflector_(Mt.narrow(2, f.k0[i], Mt.size(2) - f.k0[i]), f.Yt[i], f.T[i].transpose(1, 2));
 }
 
+// The same factorisation by cuSOLVER (at::geqrf: LAPACK's compact form, a matrix at a time), for
+// matrices whose panels do not fit one block: W (B, q, p) as above; `a` holds R above its diagonal.
+struct LapackQr {
+  at::Tensor a, tau;
+};
+
+LapackQr lapack_qr(const at::Tensor& W) {
+  auto [a, tau] = at::geqrf(W.transpose(1, 2));  // the p x q matrices, column-major
+  return {a, tau};
+}
+
+// X = R^T packed column-major (W's layout), i.e. R row-major.
+at::Tensor r_transpose(const LapackQr& f, int64_t q) { return at::triu(f.a.narrow(1, 0, q)).contiguous(); }
+
+// Mt (B, c, p) <- (Q M)^T for M = Mt^T, as apply_q_.
+void apply_lapack_q_(const LapackQr& f, const at::Tensor& Mt) {
+  Mt.transpose(1, 2).copy_(at::ormqr(f.a, f.tau, Mt.transpose(1, 2), /*left=*/true, /*transpose=*/false));
+}
+
 }  // namespace
 
 QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim) {
@@ -155,6 +175,11 @@ QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, const 
       c.panel = w;
       break;
     }
+  // Where not even a panel of 8 columns fits one block (float32 beyond about 6960 rows, float64 beyond
+  // 3480), cuSOLVER's Householder QR: without a QR, one 11008 x 128 float32 matrix took the Gram EVD
+  // level, 160 ms (H100, docs/experiments.md, stop 35).
+  const int lapack = knobs().qr_lapack;
+  if (lapack > 0 || (lapack < 0 && c.panel == 0)) c.lapack = true;
   return c;
 }
 
@@ -183,6 +208,7 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   // (docs/robustness.md, "Sweeps"); V's rows are put back at the end (V_W = P right).
   at::Tensor X, scale, perm, Sf, Y2, tau2, Yq;
   Reflectors f, f2;
+  LapackQr g, g2;
   // And first, in float64, its rows by decreasing max|a_ij| (P_r W; xGEJSV's row pivoting, Cox &
   // Higham's row sorting): Householder QR is backward stable column by column, not row by row, so
   // without it a matrix with graded rows (a wide matrix with graded columns) lost the relative accuracy
@@ -245,11 +271,20 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
                          /*descending=*/true);
       W.copy_(W.gather(1, perm.unsqueeze(2).expand({B, q, p})));
     }
-    f = householder_qr_(W, qc.panel, uv);
-    X = leading_block_transpose(W, q);  // X = R^T, packed column-major: X's column j is R's row j
-    if (twice) {
-      f2 = householder_qr_(X, qc.panel, uv);
-      X = leading_block_transpose(X, q);
+    if (qc.lapack) {
+      g = lapack_qr(W);
+      X = r_transpose(g, q);
+      if (twice) {
+        g2 = lapack_qr(X.view({B, q, q}));
+        X = r_transpose(g2, q);
+      }
+    } else {
+      f = householder_qr_(W, qc.panel, uv);
+      X = leading_block_transpose(W, q);  // X = R^T, packed column-major: X's column j is R's row j
+      if (twice) {
+        f2 = householder_qr_(X, qc.panel, uv);
+        X = leading_block_transpose(X, q);
+      }
     }
   }
   SvdOptions xo = opt;
@@ -281,7 +316,7 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
                                   static_cast<int>(uc), B, stream);
       });
     } else {
-      if (twice) apply_q_(f2, right.view({B, q, q}));
+      if (twice) qc.lapack ? apply_lapack_q_(g2, right.view({B, q, q})) : apply_q_(f2, right.view({B, q, q}));
       r.V = right;
       if (perm.defined()) {  // V_W = P right: row perm[i] of V_W is row i of right
         const at::Tensor Vt = right.view({B, q, q});  // (matrix, column, row)
@@ -296,7 +331,7 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
         Mt.narrow(1, 0, q).narrow(2, 0, q).copy_(left.view({B, q, q}));
         if (uc > q) Mt.narrow(1, q, uc - q).narrow(2, q, p - q).diagonal(0, 1, 2).fill_(1);
       }
-      apply_q_(f, Mt);
+      qc.lapack ? apply_lapack_q_(g, Mt) : apply_q_(f, Mt);
       r.U = Mt.view({-1});
     }
   }

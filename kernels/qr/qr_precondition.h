@@ -19,8 +19,8 @@ namespace cuda {
 
 // How a uniform batch of rows x cols matrices (rows >= cols) is QR-preconditioned: not at all
 // (variable-size batches, fewer than 256 columns in float32, JSVD_QR=0), by one launch that holds a
-// whole matrix in shared memory (qr_whole_smem.h: where it fits), or by the blocked QR with panels
-// of `panel` columns. Float32 from 256 columns; float64 from 32 where the one launch takes it, from
+// whole matrix in shared memory (qr_whole_smem.h: where it fits), by the blocked QR with panels
+// of `panel` columns, or, where no panel fits one block, by cuSOLVER (`lapack`; JSVD_QR_LAPACK). Float32 from 256 columns; float64 from 32 where the one launch takes it, from
 // 128 otherwise, and from 16 where rows >= max(512, 8 cols). JSVD_QR_MIN_COLS sets one bound for both
 // dtypes; JSVD_QR_WHOLE=0 never takes the one launch (nor its float64 bound of 32 columns).
 QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim);
