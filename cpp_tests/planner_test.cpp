@@ -239,30 +239,34 @@ int main() {
   // QR preconditioning (kernels/qr/qr_precondition.h): uniform batches of >= 256 columns (float64:
   // 32 where a matrix fits the one-launch QR in shared memory, else 128, and 16 from max(512, 8 cols)
   // rows); blocked panels of 32 columns, narrower where a panel of all the rows would not fit.
-  auto panel = [&](int64_t r, int64_t c, size_t e, bool u = true) { return qr_choice(r, c, e, u, h100).panel; };
-  auto whole = [&](int64_t r, int64_t c, size_t e) { return qr_choice(r, c, e, true, h100).whole; };
+  auto panel = [&](int64_t r, int64_t c, size_t e, bool u = true) { return qr_choice(r, c, e, u, 2, h100).panel; };
+  auto whole = [&](int64_t r, int64_t c, size_t e) { return qr_choice(r, c, e, true, 2, h100).whole; };
   check(panel(512, 512, 4) == 32 && panel(1536, 1536, 4) == 32, "QR: 512² and 1536² float32 uniform: panels of 32");
   check(panel(1536, 1536, 8) == 16 && panel(3000, 300, 8) == 8, "QR: 1536² float64: 16; 3000x300 float64: 8");
-  check(!qr_choice(512, 255, 4, true, h100).on() && !qr_choice(512, 512, 4, false, h100).on() &&
-            !qr_choice(200, 200, 4, true, h100).on(),
+  check(!qr_choice(512, 255, 4, true, 2, h100).on() && !qr_choice(512, 512, 4, false, 2, h100).on() &&
+            !qr_choice(200, 200, 4, true, 2, h100).on(),
         "QR: none for 255 float32 columns, a list of shapes, or 200² float32");
-  check(qr_choice(4096, 300, 8, true, h100).lapack && qr_choice(7000, 40, 4, true, h100).lapack &&
-            !qr_choice(6900, 40, 4, true, h100).lapack && !qr_choice(3400, 300, 8, true, h100).lapack,
+  check(qr_choice(4096, 300, 8, true, 2, h100).lapack && qr_choice(7000, 40, 4, true, 2, h100).lapack &&
+            !qr_choice(6900, 40, 4, true, 2, h100).lapack && !qr_choice(3400, 300, 8, true, 2, h100).lapack,
         "QR: cuSOLVER's where no 8-column panel fits (float64 beyond 3480 rows, float32 beyond 6960)");
-  check(panel(900, 100, 4) == 32 && whole(128, 32, 4) && whole(1024, 16, 4) && !qr_choice(255, 16, 4, true, h100).on() &&
-            !qr_choice(1024, 15, 4, true, h100).on() && !qr_choice(299, 100, 4, true, h100).on(),
+  check(qr_choice(4096, 256, 4, true, 1, h100).lapack && qr_choice(2000, 500, 8, true, 1, h100).lapack &&
+            !qr_choice(1999, 500, 8, true, 1, h100).lapack && qr_choice(128, 32, 4, true, 1, h100).whole &&
+            !qr_choice(128, 32, 4, true, 1, h100).lapack,
+        "QR: cuSOLVER's for a single matrix of >= 2000 rows the blocked QR would take; the one launch stays");
+  check(panel(900, 100, 4) == 32 && whole(128, 32, 4) && whole(1024, 16, 4) && !qr_choice(255, 16, 4, true, 2, h100).on() &&
+            !qr_choice(1024, 15, 4, true, 2, h100).on() && !qr_choice(299, 100, 4, true, 2, h100).on(),
         "QR: float32 from 32 columns where rows >= 3 cols (900x100 blocked, 128x32 in one launch), from 16 where "
         "rows >= max(256, 16 cols)");
-  auto regs = [&](int64_t r, int64_t c, size_t e) { return qr_choice(r, c, e, true, h100).regs; };
+  auto regs = [&](int64_t r, int64_t c, size_t e) { return qr_choice(r, c, e, true, 2, h100).regs; };
   check(regs(1024, 16, 8) && regs(128, 32, 8) && regs(256, 32, 8) && !regs(257, 32, 8) && !regs(64, 32, 8) &&
             !regs(128, 32, 4) && !regs(1024, 16, 4),
         "QR in registers: float64 of <= 32 columns and >= 4 rows a column, where the rows fit its threads");
-  check(panel(128, 128, 8) == 32 && !whole(128, 128, 8) && panel(512, 64, 8) == 32 && !qr_choice(511, 64, 8, true, h100).on() &&
-            !qr_choice(1024, 15, 8, true, h100).on() && panel(2048, 16, 8) == 8,
+  check(panel(128, 128, 8) == 32 && !whole(128, 128, 8) && panel(512, 64, 8) == 32 && !qr_choice(511, 64, 8, true, 2, h100).on() &&
+            !qr_choice(1024, 15, 8, true, 2, h100).on() && panel(2048, 16, 8) == 8,
         "QR: float64 blocked from 128 columns, or from 16 with rows >= max(512, 8 cols), where not whole");
   check(whole(32, 32, 8) && whole(64, 32, 8) && whole(100, 100, 8) && whole(1024, 16, 8) && !whole(32, 32, 4) &&
-            !qr_choice(120, 120, 8, true, h100).on() && !qr_choice(64, 31, 8, true, h100).on() &&
-            !qr_choice(511, 16, 8, true, h100).on(),
+            !qr_choice(120, 120, 8, true, 2, h100).on() && !qr_choice(64, 31, 8, true, 2, h100).on() &&
+            !qr_choice(511, 16, 8, true, 2, h100).on(),
         "QR: float64 in one launch from 32 columns where p x q + q x q fits (not 120², nor float32 below 256), "
         "and from 16 when tall");
   {
@@ -276,6 +280,17 @@ int main() {
     check(both_pairs && tall.level == Level::kPairSvd && wide.level == Level::kGramEvd && wide.width == 32 &&
               merged.p == 3000 && merged.q == 40,
           "list of 100: 3000x40 then 260x250 float32 block pairs: the second to the Gram EVD level");
+  }
+  {
+    // Pairs that all carry E = J - I at one row count merge under that variant: 1024 x 992 and 1024 x 960
+    // (V's 992 rows a column would not fit; E's 32 do).
+    PairMerge merged;
+    MatrixPlan a = plan_matrix(1024, 992, 4, true, 6, h100), b = plan_matrix(1024, 960, 4, true, 6, h100);
+    const bool delta = a.level == Level::kPairSvd && a.launch.delta && b.level == Level::kPairSvd && b.launch.delta;
+    merge_pair_plan(merged, a, 1024, 992, 4, true, h100);
+    merge_pair_plan(merged, b, 1024, 960, 4, true, h100);
+    check(delta && a.level == Level::kPairSvd && b.level == Level::kPairSvd && merged.launch_delta(true),
+          "list of 1024x992 and 1024x960 float32: one block-pair launch carrying E");
   }
   const DeviceLimits small{48 * 1024, 80};  // the paper's 48 KB
   check(plan_matrix(128, 128, 4, true, 200, small).level == Level::kPairSvd,

@@ -123,8 +123,6 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
           &ncolumn_blocks = P.ncolumn_blocks;
   // the block pairs' merged shape
   PairMerge pairs;  // their maxima (rows, columns, pair width), merge_pair_plan
-  int64_t pair_p_min = -1;
-  bool pair_delta = true;
   TORCH_CHECK(!uni || uplan, "jsvd internal: a uniform batch comes with its plan");
   // Tuning knob for experiments (benchmarks/): JSVD_CROSS_ONLY=0 redoes the
   // pairs inside the blocks in every task.
@@ -182,12 +180,7 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
       continue;
     }
     const bool pair = mp.level == Level::kPairSvd;
-    if (pair) {
-      pair_delta = pair_delta && mp.launch.delta;
-      pair_p_min = pair_p_min < 0 ? p : std::min(pair_p_min, p);
-    } else {
-      gram_c = std::max(gram_c, 2 * w);
-    }
+    if (!pair) gram_c = std::max(gram_c, 2 * w);
     ncolumn_blocks += append_pair_tasks(pair ? pair_steps : gram_steps, static_cast<int32_t>(k), q, w,
                                         static_cast<int32_t>(ncolumn_blocks), !pair || !cross_only, pair);
   }
@@ -207,8 +200,8 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
     // One launch for every matrix's pairs: E is carried when every pair
     // matrix's plan does so at one row count (the kernel's register bucket).
     const int64_t pc = std::max<int64_t>(pairs.c, 2);
-    const bool delta = uv && pair_delta && pair_p_min == pairs.p && pc == 32;
-    P.pair_cfg = uni ? uplan->launch : plan_pair_launch(std::max<int64_t>(pairs.p, 1), pairs.q, pc, es, uv, delta);
+    P.pair_cfg = uni ? uplan->launch
+                     : plan_pair_launch(std::max<int64_t>(pairs.p, 1), pairs.q, pc, es, uv, pairs.launch_delta(uv));
   }
 
   // The pair SVD tasks of a sweep, in step order, each waiting for the tasks

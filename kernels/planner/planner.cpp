@@ -157,7 +157,7 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   // 368 ms with the QR first, 270 without; 1x3072x768 25.9 against 13.9). Else uniform batches of
   // enough columns: the Jacobi on R^T (qr_precondition.h).
   if (!forced) cp.eigh = may_sync && eigh_precondition_on(batch, cols, elem, uniform);
-  if (!forced && !cp.eigh) cp.qr = qr_choice(rows, cols, elem, uniform, lim);
+  if (!forced && !cp.eigh) cp.qr = qr_choice(rows, cols, elem, uniform, batch, lim);
   const int64_t p = cp.qr.on() ? cols : rows;
   if (uniform) {
     TunedLevel tuned;
@@ -187,8 +187,10 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
 void merge_pair_plan(PairMerge& merged, MatrixPlan& mp, int64_t p, int64_t q, size_t elem, bool compute_uv,
                      const DeviceLimits& lim) {
   if (mp.level != Level::kPairSvd) return;
-  const PairMerge next{std::max(merged.p, p), std::max(merged.q, q), std::max(merged.c, 2 * mp.width)};
-  if (pair_smem_config(next.p, next.q, next.c, elem, compute_uv, false).smem > lim.smem_per_block) {
+  const PairMerge next{std::max(merged.p, p), std::max(merged.q, q), std::max(merged.c, 2 * mp.width),
+                       merged.delta && mp.launch.delta, merged.p_min < 0 ? p : std::min(merged.p_min, p)};
+  if (pair_smem_config(next.p, next.q, std::max<int64_t>(next.c, 2), elem, compute_uv, next.launch_delta(compute_uv))
+          .smem > lim.smem_per_block) {
     mp = gram_plan(q);
     return;
   }

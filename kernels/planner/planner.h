@@ -2,6 +2,7 @@
 // real device: for each matrix, where its rotations are generated.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -86,8 +87,13 @@ SmemLaunch plan_pair_launch(int64_t rows, int64_t cols, int64_t c, size_t elem, 
 // (the engine's prepare). `merged`: those maxima so far. A matrix whose pairs (p x q, width w) would
 // take that launch past shared memory (a 3000 x 40 beside a 260 x 250 in float32) takes the Gram EVD
 // level instead, which holds any pair (mp changes); else the maxima take it in. Matrices in list order.
+// The launch carries E = J - I (delta) when every pair matrix's own plan does, at one row count and
+// pairs of 32 columns; else V's rows, sized for the widest q.
 struct PairMerge {
   int64_t p = 0, q = 0, c = 0;
+  bool delta = true;     // every matrix so far plans delta
+  int64_t p_min = -1;    // the fewest rows among them
+  bool launch_delta(bool compute_uv) const { return compute_uv && delta && p_min == p && std::max<int64_t>(c, 2) == 32; }
 };
 void merge_pair_plan(PairMerge& merged, MatrixPlan& mp, int64_t p, int64_t q, size_t elem, bool compute_uv,
                      const DeviceLimits& lim);

@@ -142,7 +142,7 @@ void apply_lapack_q_(const LapackQr& f, const at::Tensor& Mt) {
 
 }  // namespace
 
-QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim) {
+QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, int64_t batch, const DeviceLimits& lim) {
   QrChoice c;
   if (!knobs().qr || !uniform || rows < cols) return c;
   const bool whole = knobs().qr_whole && qr_whole_fits(rows, cols, elem, lim.smem_per_block);
@@ -175,11 +175,17 @@ QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, const 
       c.panel = w;
       break;
     }
-  // Where not even a panel of 8 columns fits one block (float32 beyond about 6960 rows, float64 beyond
-  // 3480), cuSOLVER's Householder QR: without a QR, one 11008 x 128 float32 matrix took the Gram EVD
-  // level, 160 ms (H100, docs/experiments.md, stop 35).
+  // cuSOLVER's Householder QR where not even a panel of 8 columns fits one block (float32 beyond about
+  // 6960 rows, float64 beyond 3480: without a QR, one 11008 x 128 float32 matrix took the Gram EVD
+  // level, 160 ms, now 3.1), and for a single matrix of >= 2000 rows, whose panels would run on one SM
+  // (1 x 4096x64 float32 2.02 -> 1.17 ms, 1 x 4096x256
+  // float32 9.98 -> 5.38 ms, 1 x 2000x500 float64 48.7 -> 35.5; not for batches: 4 x 3000x128 float64
+  // 9.0 -> 13.3, 8 x 1024² float32 62 -> 89; H100, docs/experiments.md, stop 35).
   const int lapack = knobs().qr_lapack;
-  if (lapack > 0 || (lapack < 0 && c.panel == 0)) c.lapack = true;
+  if (lapack > 0 || (lapack < 0 && (c.panel == 0 || (batch == 1 && rows >= 2000)))) {
+    c.lapack = true;
+    c.panel = 0;
+  }
   return c;
 }
 

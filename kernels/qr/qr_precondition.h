@@ -20,10 +20,11 @@ namespace cuda {
 // How a uniform batch of rows x cols matrices (rows >= cols) is QR-preconditioned: not at all
 // (variable-size batches, fewer than 256 columns in float32, JSVD_QR=0), by one launch that holds a
 // whole matrix in shared memory (qr_whole_smem.h: where it fits), by the blocked QR with panels
-// of `panel` columns, or, where no panel fits one block, by cuSOLVER (`lapack`; JSVD_QR_LAPACK). Float32 from 256 columns; float64 from 32 where the one launch takes it, from
+// of `panel` columns, or, for a single tall matrix or where no panel fits one block, by cuSOLVER
+// (`lapack`; JSVD_QR_LAPACK). Float32 from 256 columns; float64 from 32 where the one launch takes it, from
 // 128 otherwise, and from 16 where rows >= max(512, 8 cols). JSVD_QR_MIN_COLS sets one bound for both
 // dtypes; JSVD_QR_WHOLE=0 never takes the one launch (nor its float64 bound of 32 columns).
-QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, const DeviceLimits& lim);
+QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, int64_t batch, const DeviceLimits& lim);
 
 using Engine = std::function<CoreResult(const at::Tensor&, const PackedBatch&, const SvdOptions&)>;
 
