@@ -46,6 +46,8 @@ cases = [
     # QR preconditioning (uniform, >= 256 columns): Householder panels of 32 and (float64, 1600 rows) 16 columns
     ("qr f32", torch.randn(2, 300, 270, device=dev)),
     ("qr f64 narrow panels", torch.randn(1, 1600, 256, dtype=torch.float64, device=dev)),
+    # cuSOLVER's geqrf/ormqr where no panel fits one block (JSVD_QR_LAPACK=1 sends every blocked case there)
+    ("qr f32 cusolver", torch.randn(1, 7000, 24, device=dev)),
     # a warp a panel (batches beyond two blocks an SM, panels of <= 128 rows), and float64's second QR
     ("qr f64 warp panels", torch.randn(300, 128, 128, dtype=torch.float64, device=dev)),
     # the one-launch QR of matrices in shared memory (float64 from 16 columns), tall and square
