@@ -250,9 +250,11 @@ int main() {
             !qr_choice(6900, 40, 4, true, 2, h100).lapack && !qr_choice(3400, 300, 8, true, 2, h100).lapack,
         "QR: cuSOLVER's where no 8-column panel fits (float64 beyond 3480 rows, float32 beyond 6960)");
   check(qr_choice(4096, 256, 4, true, 1, h100).lapack && qr_choice(2000, 500, 8, true, 1, h100).lapack &&
-            !qr_choice(1999, 500, 8, true, 1, h100).lapack && qr_choice(128, 32, 4, true, 1, h100).whole &&
+            !qr_choice(1999, 500, 8, true, 1, h100).lapack && !qr_choice(4096, 1025, 4, true, 1, h100).lapack &&
+            qr_choice(128, 32, 4, true, 1, h100).whole &&
             !qr_choice(128, 32, 4, true, 1, h100).lapack,
-        "QR: cuSOLVER's for a single matrix of >= 2000 rows the blocked QR would take; the one launch stays");
+        "QR: cuSOLVER's for a single matrix of >= 2000 rows, >= 4 a column, the blocked QR would take; the one "
+        "launch stays");
   check(panel(900, 100, 4) == 32 && whole(128, 32, 4) && whole(1024, 16, 4) && !qr_choice(255, 16, 4, true, 2, h100).on() &&
             !qr_choice(1024, 15, 4, true, 2, h100).on() && !qr_choice(299, 100, 4, true, 2, h100).on(),
         "QR: float32 from 32 columns where rows >= 3 cols (900x100 blocked, 128x32 in one launch), from 16 where "

@@ -235,7 +235,7 @@ def test_cusolver_qr_beyond_the_panels():
     # Matrices whose 8-column panel does not fit one block's shared memory (float32 beyond about 6960
     # rows, float64 beyond 3480) take cuSOLVER's geqrf and ormqr; before, they took no QR at all (one
     # 11008 x 128 float32 matrix ran the Gram EVD level, 160 ms), and so do single matrices of >= 2000
-    # rows (faster than panels on one SM). Graded float64 rows are sorted first,
+    # rows and >= 4 rows a column (faster than panels on one SM). Graded float64 rows are sorted first,
     # as on the other paths, and svd_ex never synchronises.
     lapack = {"kernel": "geqrf (cuSOLVER)", "panel_width": 0}
     assert _precondition([(7000, 40)], torch.float32) == [dict(lapack, jacobi_on=[40, 40])]
@@ -244,6 +244,7 @@ def test_cusolver_qr_beyond_the_panels():
     # and a single matrix of >= 2000 rows, whose panels would run on one SM
     assert _precondition([(4096, 256)], torch.float32) == [dict(lapack, jacobi_on=[256, 256])]
     assert _precondition([(1999, 256)], torch.float32)[0]["kernel"] == "householder_qr"
+    assert _precondition([(2048, 1024)], torch.float64)[0]["kernel"] == "householder_qr"
     g = torch.Generator(device="cuda").manual_seed(23)
     for shape, dtype, fulls in (((1, 7000, 40), torch.float32, (False, True)), ((2, 40, 7000), torch.float32, (False,)),
                                 ((2, 3800, 20), torch.float64, (False, True))):

@@ -53,8 +53,9 @@ def _cholqr(Y: Tensor, shift: bool) -> Tuple[Tensor, Tensor, Tensor]:
 
 
 def _cholqr3(Y: Tensor, want_r: bool = False) -> Tuple[Tensor, Optional[Tensor], Tensor]:
-    """Y = Q R for tall Y (..., m, q): Q with orthonormal columns, R upper triangular (want_r), and which
-    matrices failed (bool, batch shape), with no synchronisation.
+    """Y = Q R for tall Y (..., m, q): Q with orthonormal columns, R upper triangular (want_r), and the
+    check's measure (batch shape), with no synchronisation: ‖QᴴQ − I‖_F / (10 q eps), made inf where a
+    Cholesky failed; > 1 (or NaN) is a failure.
 
     Shifted CholeskyQR3 (Fukaya, Kannan, Nakatsukasa, Yamamoto, Yanagisawa 2020): a CholeskyQR of Y with
     a shift, then CholeskyQR2, which makes Q orthonormal to working precision for cond(Y) up to about
@@ -68,10 +69,11 @@ def _cholqr3(Y: Tensor, want_r: bool = False) -> Tuple[Tensor, Optional[Tensor],
     Q, R2, i2 = _cholqr(Q, shift=False)
     Q, R3, i3 = _cholqr(Q, shift=False)
     q = Y.shape[-1]
-    E = Q.mH @ Q
-    E.diagonal(dim1=-2, dim2=-1).sub_(1)
-    bad = ~(torch.linalg.matrix_norm(E) <= 10 * q * torch.finfo(Y.dtype).eps) | ((i1 | i2 | i3) != 0)  # (NaN: bad)
-    return Q, (R3 @ R2 @ R1 if want_r else None), bad
+    with torch.no_grad():
+        E = Q.mH @ Q
+        E.diagonal(dim1=-2, dim2=-1).sub_(1)
+        err = torch.linalg.matrix_norm(E).real.div_(10 * q * torch.finfo(Y.dtype).eps)
+    return Q, (R3 @ R2 @ R1 if want_r else None), err.masked_fill_((i1 | i2 | i3) != 0, float("inf"))
 
 
 def _orth_householder(Y: Tensor) -> Tensor:
@@ -93,14 +95,13 @@ def _sketch(A: Tensor, M: Optional[Tensor], R: Tensor, niter: int, fast: bool) -
     def mul_h(X):  # (A − M)ᴴ X
         return A.mH @ X if M is None else A.mH @ X - M.mH @ X
 
-    bad = torch.zeros(A.shape[:-2], dtype=torch.bool, device=A.device)
+    errs = []  # each basis's check (_cholqr3), compared once at the end: fewer small launches
 
     def orth(Y):
-        nonlocal bad
         if not fast:
             return _orth_householder(Y)
-        Q, _, b = _cholqr3(Y)
-        bad = bad | b
+        Q, _, err = _cholqr3(Y)
+        errs.append(err)
         return Q
 
     Q = orth(mul(R))
@@ -110,11 +111,12 @@ def _sketch(A: Tensor, M: Optional[Tensor], R: Tensor, niter: int, fast: bool) -
     B = Q.mH @ A if M is None else Q.mH @ A - Q.mH @ M
     if not fast:
         Ub, S, Vh = svd(B, full_matrices=False)
-        return Q @ Ub, S, Vh.mH, bad
+        return Q @ Ub, S, Vh.mH, torch.zeros(A.shape[:-2], dtype=torch.bool, device=A.device)
     # The SVD of the q x n B through Bᴴ = Q_b R_b: B = R_bᴴ Q_bᴴ, so the Jacobi runs on the q x q R_bᴴ
     # (one batched launch of small matrices, where B itself would take the QR path a matrix at a time).
-    Qb, Rb, b = _cholqr3(B.mH, want_r=True)
-    bad = bad | b
+    Qb, Rb, err = _cholqr3(B.mH, want_r=True)
+    errs.append(err)
+    bad = ~(torch.stack(errs).amax(0) <= 1)  # (NaN: bad)
     eye = torch.eye(Rb.shape[-1], dtype=Rb.dtype, device=Rb.device)
     Ur, S, Vrh = svd(torch.where(bad[..., None, None], eye, Rb.mH), full_matrices=False)  # (failed: redone)
     return Q @ Ur, S, Qb @ Vrh.mH, bad

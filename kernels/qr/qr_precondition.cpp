@@ -177,12 +177,13 @@ QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, int64_
     }
   // cuSOLVER's Householder QR where not even a panel of 8 columns fits one block (float32 beyond about
   // 6960 rows, float64 beyond 3480: without a QR, one 11008 x 128 float32 matrix took the Gram EVD
-  // level, 160 ms, now 3.1), and for a single matrix of >= 2000 rows, whose panels would run on one SM
-  // (1 x 4096x64 float32 2.02 -> 1.17 ms, 1 x 4096x256
+  // level, 160 ms, now 3.1), and for a single matrix of >= 2000 rows and >= 4 rows a column, whose
+  // panels would run on one SM (1 x 4096x64 float32 2.02 -> 1.17 ms, 1 x 4096x256
   // float32 9.98 -> 5.38 ms, 1 x 2000x500 float64 48.7 -> 35.5; not for batches: 4 x 3000x128 float64
-  // 9.0 -> 13.3, 8 x 1024² float32 62 -> 89; H100, docs/experiments.md, stop 35).
+  // 9.0 -> 13.3, 8 x 1024² float32 62 -> 89; nor for a square 4096² float32, whose U then missed
+  // issue 19's 1e-4 orthogonality, 1.08e-4; H100, docs/experiments.md, stop 35).
   const int lapack = knobs().qr_lapack;
-  if (lapack > 0 || (lapack < 0 && (c.panel == 0 || (batch == 1 && rows >= 2000)))) {
+  if (lapack > 0 || (lapack < 0 && (c.panel == 0 || (batch == 1 && rows >= 2000 && rows >= 4 * cols)))) {
     c.lapack = true;
     c.panel = 0;
   }
