@@ -2,8 +2,9 @@
 
 svd_lowrank follows torch.svd_lowrank's contract (Halko, Martinsson, Tropp 2011, Algorithms 4.4 and 5.1,
 as torch/_lowrank.py) but runs every step batched: the sketch and the power iterations are batched GEMMs,
-the range's orthonormal basis a batched shifted CholeskyQR3 (checked, _orth), and the small SVD of B = Qᴴ A one Jacobi engine call for the
-whole batch (where torch's loops over the batch's small SVDs on the GPU). svd_lowrank_adaptive finds each
+each orthonormal basis of the range a batched shifted CholeskyQR3 (checked per matrix, _cholqr3), and the
+small SVDs of the whole batch one Jacobi engine call (where torch's loops over the batch's small SVDs on the
+GPU). svd_lowrank_adaptive finds each
 matrix's rank for a tolerance (the adaptive approximation of the batched H-matrix compression paper,
 ../shared/papers/batched-qr-svd-hmatrix-compression.txt): the error of a rank-k truncation of Q B is known
 exactly, ‖A − Q B_k‖²_F = ‖A − Q B‖²_F + Σ_{j>k} s_j(B)² (the first term from one batched GEMM), so the rank is the smallest that meets the
@@ -77,9 +78,9 @@ def _cholqr3(Y: Tensor, want_r: bool = False) -> Tuple[Tensor, Optional[Tensor],
 
 
 def _orth_householder(Y: Tensor) -> Tensor:
-    """Q of a QR of each Y (N, m, q) that never fails: Householder (torch.linalg.qr) for a few matrices
-    or under autograd, the Jacobi SVD's U for many (1000 x 256 x 16 float32 on the H100: 0.5 ms
-    against 46; one 11008 x 128 matrix: 1.5 ms against 160; docs/experiments.md, stop 35)."""
+    """Q of a QR of each Y (N, m, q) that never fails: Householder (torch.linalg.qr) for fewer than 4
+    matrices or under autograd (its derivative), the Jacobi SVD's U for many (1000 x 256 x 16 float32,
+    H100: 0.5 ms against 46; docs/experiments.md, stop 35)."""
     if Y.shape[0] < 4 or (torch.is_grad_enabled() and Y.requires_grad):
         return torch.linalg.qr(Y).Q
     return svd(Y, full_matrices=False)[0]
@@ -87,7 +88,7 @@ def _orth_householder(Y: Tensor) -> Tensor:
 
 def _sketch(A: Tensor, M: Optional[Tensor], R: Tensor, niter: int, fast: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """Algorithms 4.4 and 5.1 of Halko, Martinsson, Tropp on tall A − M from the sketch matrix R: U, S, V
-    and which matrices failed (fast: the bases by _cholqr3, unchecked otherwise; else by
+    and which matrices failed (fast: the bases by _cholqr3, whose checks say so; else by
     _orth_householder and the engine's SVD of B, which never fail)."""
     def mul(X):  # (A − M) X
         return A @ X if M is None else A @ X - M @ X
