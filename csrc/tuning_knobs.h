@@ -27,7 +27,7 @@ struct Knobs {
   int qr_twice = -1;     // JSVD_QR_TWICE=0|1: a second QR, of R^T, before the Jacobi (-1: float64 only)
   bool qr_whole = true;  // JSVD_QR_WHOLE=0: never the one-launch QR of a matrix in shared memory
   int qr_regs = 1;        // JSVD_QR_REGS: the one-launch QR in registers (0 never, 1 the planner's rule, 2 where it fits)
-  int qr_lapack = -1;    // JSVD_QR_LAPACK: cuSOLVER's geqrf/ormqr for the QR (0 never, -1 where no panel fits one block, 1 instead of every blocked QR)
+  int qr_lapack = -1;    // JSVD_QR_LAPACK: cuSOLVER's geqrf/ormqr for the QR (0 never, -1 the planner's rule, qr_choice; 1 instead of every blocked QR)
   bool qr_in_place = true;  // JSVD_QR_IN_PLACE=0: the one-launch QRs read a packed copy, not the caller's tensor
   int eigh = -1;         // JSVD_EIGH=0|1: never | always (uniform batches) the Gram eigenvectors as the start V
   // --- CUDA launchers and sweep loop ---

@@ -5,7 +5,7 @@
 // launch for the batch; trailing updates and Q: cuBLAS strided batched GEMMs,
 // three a panel, in full float32/float64 (never TF32), called directly on
 // views of the batch (no dispatch, output allocation or copies per GEMM). Matrices too tall for a
-// panel in one block: cuSOLVER's geqrf and ormqr.
+// panel in one block, and a single tall matrix: cuSOLVER's geqrf and ormqr.
 #include "qr/qr_precondition.h"
 
 #include <ATen/Context.h>
@@ -122,7 +122,8 @@ void apply_q_(const Reflectors& f, const at::Tensor& Mt) {
 }
 
 // The same factorisation by cuSOLVER (at::geqrf: LAPACK's compact form, a matrix at a time), for
-// matrices whose panels do not fit one block: W (B, q, p) as above; `a` holds R above its diagonal.
+// matrices whose panels do not fit one block and single tall ones (qr_choice): W (B, q, p) as above;
+// `a` holds R above its diagonal.
 struct LapackQr {
   at::Tensor a, tau;
 };
