@@ -103,6 +103,17 @@ def test_centering_M(device):
     assert _rel_err(A, U, S, V, M.expand_as(A)) <= 1e-12
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_centering_M_with_low_rank_redo(device, dtype):
+    # A − M of rank 6 < q: in float32 the CholeskyQR fails and the redo takes M's rows of the failed
+    # matrices (M broadcast over the batch, indexed without expanding it).
+    A = random_rank((4, 50, 30), 5, dtype, device)
+    M = A.mean(-2, keepdim=True)
+    U, S, V = torch_jsvd.svd_lowrank(A, q=10, niter=1, M=M)
+    assert _rel_err(A, U, S, V, M.expand_as(A)) <= 100 * bound(50, 30, dtype)
+    assert orthogonality_error(U).max() <= bound(50, 30, dtype)
+
+
 def test_gradients(device):
     A = torch.randn(2, 12, 8, dtype=torch.float64, device=device)
 
