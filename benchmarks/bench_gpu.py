@@ -26,6 +26,7 @@ import argparse, json, math, os, statistics, sys, time
 import torch
 
 import common
+from common import fmt
 
 SMALL_SHAPES = [(8, 32), (16, 16), (32, 32), (32, 8)]
 BIG_SQUARES = [(200, 64), (200, 100), (200, 128), (200, 256), (100, 512), (10, 1024), (1, 1536)]
@@ -145,10 +146,6 @@ def run_case(jsvd, b, m, n, dtype, seed, skip=()):
             best = min(timed_torch, key=timed_torch.get)
             row["best_torch"], row["speedup_best"] = best, timed_torch[best] / ours
     return row
-
-
-def fmt(x, spec):
-    return "-" if x is None else format(x, spec)
 
 
 def table(rows, md=False):

@@ -17,12 +17,13 @@ Output: table, bench_large.json + speedup_large.png in $OUT or benchmarks/result
 bench_large section.
 """
 
-import json, os, sys, time
+import json, os, sys
 
 import torch
 
 import common
-from bench_gpu import F32, F64, case_name, fmt, run_case
+from bench_gpu import F32, F64, case_name, run_case
+from common import fmt
 
 CASES = [(1, 4096, 4096, F32), (1, 1536, 1536, F32), (1, 3072, 768, F32), (1, 11008, 4096, F32),
          (1, 1024, 1024, F32), (10, 1024, 1024, F32), (12, 768, 768, F32), (100, 512, 512, F32),
@@ -57,12 +58,7 @@ def table(rows, md=False):
 
 
 def goal_lines(rows):
-    by = {r["case"]: r for r in rows}
-    out = []
-    for case, ms in GOALS.items():
-        got = by.get(case, {}).get("methods", {}).get("ours", {}).get("ms")
-        out.append(f"{case} <= {ms} ms: {fmt(got, '.1f')} ms " + ("(not run)" if got is None else "MET" if got <= ms else "MISSED"))
-    return out
+    return common.ms_goal_lines(rows, GOALS, ".1f")
 
 
 def markdown(doc):
@@ -110,11 +106,8 @@ def main():
     cases = common.select_cases(CASES, case_name, args.cases)
     meta = common.meta(torch.cuda.get_device_name())
     print(f"device: {meta['device']}, torch {meta['torch']}, torch_jsvd {meta['commit']}; {len(cases)} cases")
-    rows, t0 = [], time.time()
-    for b, m, n, dtype in cases:
-        if time.time() - t0 > args.budget_s:
-            print(f"budget spent: {case_name(b, m, n, dtype)} not run")
-            continue
+
+    def run(b, m, n, dtype):
         tune = torch_jsvd.tune([(b, m, n)], dtype=dtype)[0]  # (calibration outside the timings)
         row = run_case(torch_jsvd, b, m, n, dtype, 0, skip=["gesvdj", "gesvd"])
         row["level"] = tune["levels"][-1]["kernel"] + (f" w{tune['levels'][0]['width']}" if "width" in tune["levels"][0] else "")
@@ -124,11 +117,12 @@ def main():
         if "start_v" in plan:  # (svd_ex, which gives the sweeps, never takes the eigh start: no GFLOP/s)
             row["level"] = "eigh start + " + row["level"]
             row["jacobi_gflops"] = None
-        rows.append(row)
-        print(f"[{time.time() - t0:6.1f} s] " + table([row]).splitlines()[1], flush=True)
+        return row
+
+    rows = common.run_cases(cases, case_name, args.budget_s, run, table)
     outdir = common.results_dir()
     doc = {**meta, "json": "bench_large.json", "rows": rows, "goals": goal_lines(rows),
-           "command": "python benchmarks/bench_large.py" + (f" --cases {args.cases}" if args.cases else "")}
+           "command": common.command("bench_large.py", args)}
     doc["plot"] = plot(rows, outdir)
     common.save_run("bench_large", doc, outdir, markdown, table(rows), args.no_md)
 

@@ -11,11 +11,12 @@ the tall orientation), its rank-q truncation's err beside it, for reference.
 Output: table, bench_lowrank.json in $OUT or benchmarks/results/, and RESULTS.md's bench_lowrank section.
 """
 
-import json, os, sys, time
+import json, os, sys
 
 import torch
 
 import common
+from common import fmt
 
 CASES = [(1000, 256, 256, 16), (64, 1024, 1024, 32), (12, 768, 3072, 64), (1, 4096, 4096, 64), (1, 4096, 11008, 128)]
 GOALS = {"lowrank 1000x256x256 q=16": 5.0, "lowrank 64x1024x1024 q=32": 10.0, "lowrank 12x768x3072 q=64": 6.0}
@@ -63,10 +64,6 @@ def run_case(torch_jsvd, b, m, n, q):
     return row
 
 
-def fmt(x, spec):
-    return "-" if x is None else format(x, spec)
-
-
 def table(rows, md=False):
     head = ["case", "ours ms", "torch.svd_lowrank ms", "speed-up", "ours err", "torch err", "gesvda ms", "gesvda rank-q err"]
     out = []
@@ -109,19 +106,18 @@ def main():
     import torch_jsvd
     cases = common.select_cases(CASES, case_name, args.cases)
     meta = common.meta(torch.cuda.get_device_name())
-    rows, t0 = [], time.time()
     outdir = common.results_dir()
-    for c in cases:
-        if time.time() - t0 > args.budget_s:
-            print(f"budget spent: {case_name(*c)} not run")
-            continue
-        rows.append(run_case(torch_jsvd, *c))
-        print(f"[{time.time() - t0:6.1f} s] " + table(rows[-1:]).splitlines()[1], flush=True)
-        doc = {**meta, "json": "bench_lowrank.json", "rows": rows, "goals": goal_lines(rows),
-               "command": "python benchmarks/bench_lowrank.py" + (f" --cases {args.cases}" if args.cases else "")}
-        with open(os.path.join(outdir, doc["json"]), "w") as f:  # (after every case: a cut run keeps its rows)
-            json.dump(doc, f, indent=1)
-    common.save_run("bench_lowrank", doc, outdir, markdown, table(rows), args.no_md)
+
+    def document(rows):
+        return {**meta, "json": "bench_lowrank.json", "rows": rows, "goals": goal_lines(rows),
+                "command": common.command("bench_lowrank.py", args)}
+
+    def keep(rows):  # (the JSON after every case: a cut run keeps its rows)
+        with open(os.path.join(outdir, "bench_lowrank.json"), "w") as f:
+            json.dump(document(rows), f, indent=1)
+
+    rows = common.run_cases(cases, case_name, args.budget_s, lambda *c: run_case(torch_jsvd, *c), table, keep)
+    common.save_run("bench_lowrank", document(rows), outdir, markdown, table(rows), args.no_md)
 
 
 if __name__ == "__main__":

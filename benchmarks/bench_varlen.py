@@ -28,6 +28,7 @@ from collections import Counter
 import torch
 
 import common
+from common import fmt
 
 LISTS = [(2000, 4, 64), (300, 16, 256), (40, 100, 600),
          (46, 17, 32), (85, 33, 64), (156, 65, 128), (243, 129, 256), (458, 257, 512)]
@@ -115,10 +116,6 @@ def run_list(torch_jsvd, count, lo, hi):
     return row
 
 
-def fmt(x, spec):
-    return "-" if x is None else format(x, spec)
-
-
 def table(rows, md=False):
     head = ["list", "ours ms", "loop ms", "speed-up", "uniform ms", "ours/uniform", "similar ms", "ours/similar",
             "host us/matrix", "recon ours", "orth ours", "orth loop", "levels"]
@@ -134,11 +131,7 @@ def table(rows, md=False):
 
 
 def goal_lines(rows):
-    by = {r["case"]: r for r in rows}
-    out = []
-    for case, ms in GOALS.items():
-        got = by.get(case, {}).get("methods", {}).get("ours", {}).get("ms")
-        out.append(f"{case} <= {ms} ms: {fmt(got, '.2f')} ms " + ("(not run)" if got is None else "MET" if got <= ms else "MISSED"))
+    out = common.ms_goal_lines(rows, GOALS, ".2f")
     for r in rows:
         ratio = r["methods"]["ours"]["ms"] / r["methods"]["similar"]["ms"]
         out.append(f"{r['case']} within 1.5x of a uniform batch of similar work: {ratio:.2f}x " + ("MET" if ratio <= 1.5 else "MISSED"))
@@ -191,16 +184,10 @@ def main():
     lists = common.select_cases(LISTS, case_name, args.cases)
     meta = common.meta(torch.cuda.get_device_name())
     print(f"device: {meta['device']}, torch {meta['torch']}, torch_jsvd {meta['commit']}; {len(lists)} lists")
-    rows, t0 = [], time.time()
-    for c in lists:
-        if time.time() - t0 > args.budget_s:
-            print(f"budget spent: {case_name(*c)} not run")
-            continue
-        rows.append(run_list(torch_jsvd, *c))
-        print(f"[{time.time() - t0:6.1f} s] " + table(rows[-1:]).splitlines()[1], flush=True)
+    rows = common.run_cases(lists, case_name, args.budget_s, lambda *c: run_list(torch_jsvd, *c), table)
     outdir = common.results_dir()
     doc = {**meta, "json": "bench_varlen.json", "rows": rows, "goals": goal_lines(rows),
-           "command": "python benchmarks/bench_varlen.py" + (f" --cases {args.cases}" if args.cases else "")}
+           "command": common.command("bench_varlen.py", args)}
     doc["plot"] = plot(rows, outdir)
     common.save_run("bench_varlen", doc, outdir, markdown, table(rows), args.no_md)
 

@@ -105,6 +105,41 @@ def bench_parser(description, budget_s):
     return p
 
 
+def fmt(x, spec):
+    """x formatted by spec, or "-" for None (a value a case did not produce)."""
+    return "-" if x is None else format(x, spec)
+
+
+def command(script, args):
+    """The command line of a benchmark run, as RESULTS.md shows it."""
+    return f"python benchmarks/{script}" + (f" --cases {args.cases}" if args.cases else "")
+
+
+def run_cases(cases, name, budget_s, run, table, after=None):
+    """run(*case) for each case, starting none after budget_s seconds (those are reported not run); prints each
+    row as table's line, calls after(rows) after each; returns the rows."""
+    rows, t0 = [], time.time()
+    for c in cases:
+        if time.time() - t0 > budget_s:
+            print(f"budget spent: {name(*c)} not run")
+            continue
+        rows.append(run(*c))
+        print(f"[{time.time() - t0:6.1f} s] " + table(rows[-1:]).splitlines()[1], flush=True)
+        if after is not None:
+            after(rows)
+    return rows
+
+
+def ms_goal_lines(rows, goals, spec):
+    """For each case: ms goal of `goals`, whether ours (methods.ours.ms) met it, or "(not run)"."""
+    by = {r["case"]: r for r in rows}
+    out = []
+    for case, ms in goals.items():
+        got = by.get(case, {}).get("methods", {}).get("ours", {}).get("ms")
+        out.append(f"{case} <= {ms} ms: {fmt(got, spec)} ms " + ("(not run)" if got is None else "MET" if got <= ms else "MISSED"))
+    return out
+
+
 def select_cases(cases, name, spec):
     """The cases whose name(*case) contains one of the comma-separated substrings of spec (all if none)."""
     keys = [s.strip() for s in (spec or "").split(",") if s.strip()]
