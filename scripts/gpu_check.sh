@@ -87,17 +87,13 @@ for s in $stages; do
       JSVD_SANITIZE_ONLY=gemm JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard --launch-count 3 \
         --kernel-name kns=pair_evd_kernel --error-exitcode 9 $PY scripts/sanitize_cases.py >"$OUT/racecheck_gemm.log" 2>&1
       echo "racecheck (gemm) rc=$?"; grep -E "RACECHECK SUMMARY|hazard" "$OUT/racecheck_gemm.log" | head -5 ;;
-    bench-large)
-      $PY benchmarks/bench_large.py 2>&1 | tee "$OUT/bench_large.log" | tail -30
+    bench-large|bench-lowrank|bench-varlen)
+      # (each writes its JSON and plot to $OUT itself: benchmarks/common.py, results_dir)
+      b=bench_${s#bench-}
+      $PY benchmarks/$b.py 2>&1 | tee "$OUT/$b.log" | tail -32
       cp benchmarks/RESULTS.md "$OUT/" ;;
-    bench-lowrank)
-      $PY benchmarks/bench_lowrank.py 2>&1 | tee "$OUT/bench_lowrank.log" | tail -12
-      cp benchmarks/RESULTS.md "$OUT/" ;;  # (its JSON is written to $OUT itself: common.results_dir)
     demo-compress)
       $PY examples/compress_demo.py --train-s ${DEMO_TRAIN_S:-60} --out "$OUT" 2>&1 | tee "$OUT/demo_compress.log" | tail -12 ;;
-    bench-varlen)
-      $PY benchmarks/bench_varlen.py 2>&1 | tee "$OUT/bench_varlen.log" | tail -20
-      cp benchmarks/RESULTS.md "$OUT/" ;;
     bench)
       $PY benchmarks/bench_gpu.py --budget-s 420 2>&1 | tee "$OUT/bench.log" | tail -45
       cp benchmarks/RESULTS.md "$OUT/" ;;  # (its bench_gpu section rewritten: copy it back into the tree)
