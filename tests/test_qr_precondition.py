@@ -266,6 +266,25 @@ def test_cusolver_qr_beyond_the_panels():
     assert (info >= 0).all() and rel_reconstruction_error(A, U, S, Vh).max() <= bound(7000, 40, torch.float32)
 
 
+def test_cusolver_qr_rank_deficient_zero_and_non_finite():
+    # The cuSOLVER path on structured inputs: rank 5 of 40 columns, a zero matrix and repeated columns
+    # (float64 beyond 3480 rows), then a NaN, which must come back flagged (info -2), not as converged.
+    g = torch.Generator(device="cuda").manual_seed(29)
+    A = torch.randn(3, 3800, 5, dtype=torch.float64, device="cuda", generator=g) @ torch.randn(
+        5, 40, dtype=torch.float64, device="cuda", generator=g)
+    A[1] = 0
+    A[2] = torch.randn(3800, 40, dtype=torch.float64, device="cuda", generator=g)
+    A[2, :, 20:] = A[2, :, :20]
+    assert _precondition([(3800, 40)] * 3, torch.float64)[0]["kernel"] == "geqrf (cuSOLVER)"
+    for full in (False, True):
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
+        assert_valid_svd(A, U, S, Vh, full)
+    assert (S[1] == 0).all() and (S[0, 5:] <= 1e-12 * S[0, 0]).all() and (S[2, 20:] <= 1e-12 * S[2, 0]).all()
+    A[0, 7, 3] = float("nan")
+    info = torch_jsvd.svd_ex(A, full_matrices=False).info
+    assert info[0] == -2 and (info[1:] >= 0).all()
+
+
 def test_rank_deficient_and_zero():
     A = torch.randn(3, 400, 40, device="cuda", dtype=torch.float64) @ torch.randn(40, 300, device="cuda", dtype=torch.float64)
     A[1] = 0
