@@ -1,6 +1,7 @@
 #include "svd_wrapper.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/ops/from_blob.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 #include <c10/util/accumulate.h>
@@ -122,12 +123,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
   const int64_t B = c10::multiply_integers(batch);
   const auto opts = A.options();
   const auto info_opts = A.options().dtype(at::kInt);
-  const Tensor no_uv = at::empty({0}, opts);
+  // (created only where returned: an allocation is host time a small call feels)
+  const auto no_uv = [&] { return at::empty({0}, opts); };
 
   if (B == 0 || k == 0) {
     Tensor S = at::empty(with_tail(batch, {k}), opts);
     Tensor info = at::zeros(batch, info_opts);
-    if (!compute_uv) return {no_uv, S, no_uv.clone(), info};
+    if (!compute_uv) return {no_uv(), S, no_uv(), info};
     auto [U, Vh] = empty_factors(batch, m, n, full_matrices, opts);
     return {U, S, Vh, info};
   }
@@ -154,7 +156,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
   Tensor S = r.S.view(with_tail(batch, {k}));
   Tensor info = r.info.view(batch);
   if (S.scalar_type() != A.scalar_type()) S = S.to(A.scalar_type());
-  if (!compute_uv) return {no_uv, S, no_uv.clone(), info};
+  if (!compute_uv) return {no_uv(), S, no_uv(), info};
 
   // Packed U_w (p x wu) and V_w (q x q) read row-major are U_w^T and V_w^T.
   // Tall A = U_w S V_w^T: U = U_w, Vh = V_w^T. Wide A = V_w S U_w^T: U = V_w,
@@ -208,6 +210,33 @@ void copy_all(const std::vector<std::pair<Piece, Piece>>& pairs, BatchedCopyFn b
   batched_copy(copies, s0.scalar_type(), d0.scalar_type(), d0.device());
 }
 
+// Tensors that are pieces of one buffer, each with a storage of its own that keeps the buffer's
+// alive: svd_varlen's per-matrix results without an allocation or a copy each (2000 matrices:
+// 6000 allocations took 7 ms of host time on the H100's host, 1.2 us each; issue 21). Disjoint pieces, so the
+// results do not alias one another (torch.library.opcheck compares storages). Tensor.record_stream
+// on a piece does not reach the buffer's allocation (documented in svd_varlen).
+class PieceOf {
+ public:
+  explicit PieceOf(const Tensor& buffer) : buffer_(buffer) {}
+  Tensor operator()(int64_t offset, c10::IntArrayRef sizes, c10::IntArrayRef strides) const {
+    c10::StorageImpl* owner = buffer_.storage().unsafeGetStorageImpl();
+    c10::raw::intrusive_ptr::incref(owner);
+    return at::for_blob(static_cast<char*>(buffer_.data_ptr()) + offset * buffer_.element_size(), sizes)
+        .strides(strides)
+        .context(owner, [](void* o) { c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(o)); })
+        .options(buffer_.options())
+        .target_device(buffer_.device())
+        .make_tensor();
+  }
+  // A (0,)-shaped tensor like `t` with a storage of its own and no allocation.
+  static Tensor empty_like(const Tensor& t) {
+    return at::for_blob(nullptr, {0}).options(t.options()).target_device(t.device()).make_tensor();
+  }
+
+ private:
+  Tensor buffer_;
+};
+
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_impl(const Tensor& A, bool full_matrices, bool compute_uv,
@@ -252,26 +281,14 @@ std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_va
   const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, /*may_sync=*/true, op);
   const auto opts = As[0].options();
   const auto cdt = compute_dtype(As[0].scalar_type());
-  // Each matrix's outputs (storage of their own) straight from the allocator at::empty uses, without a
-  // dispatcher call a tensor: a list of 2000 small matrices spent most of its host time in its 6000
-  // at::empty calls (H100 host: 24-38 ms of 33 under the profiler; issue 21).
-  const c10::OptionalDeviceGuard on_device(As[0].device());
-  c10::Allocator* const allocator = at::empty({0}, opts).storage().allocator();
-  const c10::DispatchKeySet keys(opts.computeDispatchKey());
-  const auto fresh = [&](c10::IntArrayRef sizes, c10::IntArrayRef strides) -> Tensor {
-    return at::detail::empty_strided_generic(sizes, strides, allocator, keys, opts.dtype().toScalarType());
-  };
-
   std::vector<Tensor> Us(nmat), Ss(nmat), Vhs(nmat);
   // Matrices with min(m, n) == 0 need no engine; the others share one PackedBatch.
   std::vector<int64_t> slot(nmat, -1), rows, cols;
   for (int64_t i = 0; i < nmat; ++i) {
     const int64_t m = As[i].size(0), n = As[i].size(1);
     if (std::min(m, n) == 0) {
-      Ss[i] = fresh({0}, {1});
-      if (compute_uv) {
-        std::tie(Us[i], Vhs[i]) = empty_factors({}, m, n, full_matrices, opts);
-      }
+      Ss[i] = at::empty({0}, opts);
+      if (compute_uv) std::tie(Us[i], Vhs[i]) = empty_factors({}, m, n, full_matrices, opts);
       continue;
     }
     slot[i] = static_cast<int64_t>(rows.size());
@@ -283,6 +300,7 @@ std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_va
     Tensor packed = at::empty({pb.a_numel}, opts.dtype(cdt));
     // A tall A goes in as A^T (column-major), a wide one as itself (see svd_ex_common).
     std::vector<std::pair<Piece, Piece>> in;
+    in.reserve(rows.size());
     for (int64_t i = 0; i < nmat; ++i) {
       if (slot[i] < 0) continue;
       const int64_t s = slot[i], p = pb.rows[s], q = pb.cols[s];
@@ -292,35 +310,33 @@ std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_va
     copy_all(in, batched_copy);
     const CoreResult r = engine(packed, pb, opt);
 
-    // Each per-matrix result gets its own storage: views into the packed
-    // buffers would alias each other, which a fake kernel cannot express (and
-    // torch.library.opcheck rejects). U as svd's (F-contiguous), S and Vh C-contiguous.
-    std::vector<std::pair<Piece, Piece>> out;
+    // Each matrix's results are pieces of the packed results (in the input's dtype: one cast for
+    // float16/bfloat16), with the strides svd gives them: U F-contiguous, S and Vh C-contiguous.
+    const auto as_input = [&](const Tensor& t) { return t.scalar_type() == opts.dtype().toScalarType() ? t : t.to(opts.dtype()); };
+    const PieceOf S_of(as_input(r.S));
+    const PieceOf U_of(compute_uv ? as_input(r.U) : Tensor()), V_of(compute_uv ? as_input(r.V) : Tensor());
     for (int64_t i = 0; i < nmat; ++i) {
       if (slot[i] < 0) continue;
       const int64_t s = slot[i], p = pb.rows[s], q = pb.cols[s], wu = pb.ucols[s];
-      const int64_t m = As[i].size(0), n = As[i].size(1);
-      Ss[i] = fresh({q}, {1});
-      out.emplace_back(Piece{&r.S, pb.s_off[s], q, 1, 1, 1}, whole(Ss[i]));
+      Ss[i] = S_of(pb.s_off[s], {q}, {1});
       if (!compute_uv) continue;
-      // Packed U_w^T (wu x p) and V_w^T (q x q), row-major.
-      const Piece Uw_t{&r.U, pb.u_off[s], wu, p, p, 1};
-      const Piece Vw_t{&r.V, pb.v_off[s], q, q, q, 1};
-      const bool tall = m >= n;
-      const Piece& direct = tall ? Vw_t : Uw_t;      // -> Vh
-      const Piece& to_u = tall ? Uw_t : Vw_t;        // -> U^T
-      Us[i] = fresh({to_u.cols, to_u.rows}, {1, to_u.cols});  // (U^T row-major)
-      Vhs[i] = fresh({direct.rows, direct.cols}, {direct.cols, 1});
-      out.emplace_back(to_u, transposed(whole(Us[i])));
-      out.emplace_back(direct, whole(Vhs[i]));
+      // Packed, U_w^T is wu x p and V_w^T q x q, row-major. Tall A = U_w S V_w^T: U = U_w, Vh = V_w^T;
+      // wide A = V_w S U_w^T: U = V_w, Vh = U_w^T.
+      if (As[i].size(0) >= As[i].size(1)) {
+        Us[i] = U_of(pb.u_off[s], {p, wu}, {1, p});
+        Vhs[i] = V_of(pb.v_off[s], {q, q}, {q, 1});
+      } else {
+        Us[i] = V_of(pb.v_off[s], {q, q}, {1, q});
+        Vhs[i] = U_of(pb.u_off[s], {wu, p}, {p, 1});
+      }
     }
-    copy_all(out, batched_copy);
     check_info(r.info, op, opt);
   }
   if (!compute_uv) {
+    const Tensor none = at::empty({0}, opts);
     for (int64_t i = 0; i < nmat; ++i) {
-      Us[i] = fresh({0}, {1});
-      Vhs[i] = fresh({0}, {1});
+      Us[i] = PieceOf::empty_like(none);
+      Vhs[i] = PieceOf::empty_like(none);
     }
   }
   return {Us, Ss, Vhs};

@@ -1,5 +1,6 @@
 """torch_jsvd.svd_varlen: a list (or nested tensor) of matrices of different shapes in one call."""
 
+import gc
 import textwrap
 
 import pytest
@@ -53,6 +54,32 @@ def test_outputs_do_not_alias(device):
     U, S, Vh = torch_jsvd.svd_varlen(_mats(device, shapes=[(4, 3), (3, 4), (5, 5)]))
     ptrs = [t.untyped_storage().data_ptr() for t in (*U, *S, *Vh)]
     assert len(set(ptrs)) == len(ptrs)
+
+
+def test_results_outlive_each_other(device):
+    """Each result is a piece of the call's buffer with a storage of its own that keeps the buffer
+    alive (csrc/svd_wrapper.cpp, PieceOf): one kept while the others are freed stays intact."""
+    As = _mats(device, shapes=[(6, 4), (3, 5), (7, 7)])
+    U, S, Vh = torch_jsvd.svd_varlen(As)
+    keep, ref = Vh[1], Vh[1].clone()
+    assert keep.untyped_storage().nbytes() == keep.numel() * keep.element_size()
+    del U, S, Vh
+    gc.collect()
+    junk = [torch.full((1 << 12,), float("nan"), dtype=keep.dtype, device=device) for _ in range(64)]
+    assert torch.equal(keep, ref) and len(junk) == 64
+
+
+def test_no_autograd_graph_without_grad(device):
+    """Calls with nothing to differentiate skip the autograd layer (_ops._call) and record no graph;
+    with an input that requires grad they do."""
+    As = _mats(device, shapes=[(4, 3), (3, 5)])
+    assert all(t.grad_fn is None for t in torch_jsvd.svd_varlen(As).U)
+    assert torch_jsvd.svd(As[0]).S.grad_fn is None
+    As[0].requires_grad_()
+    assert torch_jsvd.svd_varlen(As).S[0].grad_fn is not None
+    assert torch_jsvd.svd(As[0]).S.grad_fn is not None
+    with torch.no_grad():
+        assert torch_jsvd.svd(As[0]).S.grad_fn is None
 
 
 def test_compute_uv_false(device):

@@ -25,6 +25,24 @@ def default_tol(rows: int, dtype: torch.dtype) -> float:
     return math.sqrt(max(rows, 1)) * eps
 
 
+def _fast_path(tensors: Sequence[Tensor]) -> bool:
+    """Whether a call may go straight below the autograd layer: eager, outside torch.func transforms,
+    and nothing to differentiate. The autograd kernel of torch.library.register_autograd (_autograd.py)
+    is Python: it converts a call's arguments and results to Python objects and back once more, which
+    small calls and long svd_varlen lists feel (docs/experiments.md, "Stop 36")."""
+    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+        return False
+    return not (torch.is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in tensors))
+
+
+def _call(op, tensors: Sequence[Tensor], *args):
+    """op(*args), below the autograd layer where _fast_path allows it."""
+    if _fast_path(tensors):
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(*args)
+    return op(*args)
+
+
 class SVDResult(NamedTuple):
     U: Tensor
     S: Tensor
@@ -105,7 +123,7 @@ def svd(A: Tensor, full_matrices: bool = True, *, driver: Optional[str] = None, 
     _check_driver("svd", driver)
     if out is not None:
         _check_out("svd", A, out, 3)
-    U, S, Vh = torch.ops.jsvd.svd.default(A, full_matrices, True, tol, max_sweeps)
+    U, S, Vh = _call(torch.ops.jsvd.svd.default, (A,), A, full_matrices, True, tol, max_sweeps)
     if out is not None:
         copied = []
         for r, o in zip((U, S, Vh), out):  # (a loop, not a generator: the warning's stacklevel)
@@ -131,7 +149,7 @@ def svd_ex(A: Tensor, full_matrices: bool = True, *, compute_uv: bool = True, to
     max_sweeps near the expected count (15-20 sweeps at such sizes); info tells
     whether it sufficed.
     """
-    U, S, Vh, info = torch.ops.jsvd.svd_ex.default(A, full_matrices, compute_uv, tol, max_sweeps)
+    U, S, Vh, info = _call(torch.ops.jsvd.svd_ex.default, (A,), A, full_matrices, compute_uv, tol, max_sweeps)
     return SVDExResult(U, S, Vh, info)
 
 
@@ -141,11 +159,11 @@ def svdvals(A: Tensor, *, driver: Optional[str] = None, out: Optional[Tensor] = 
     _check_driver("svdvals", driver)
     if out is not None:
         _check_out("svdvals", A, out, 1)
-        return _copy_out(torch.ops.jsvd.svdvals.default(A, tol, max_sweeps), out)
+        return _copy_out(_call(torch.ops.jsvd.svdvals.default, (A,), A, tol, max_sweeps), out)
     if torch.is_grad_enabled() and A.requires_grad:
         # As torch.linalg.svdvals: the gradient needs U and V, so compute them now.
         return torch.ops.jsvd.svd.default(A, False, True, tol, max_sweeps)[1]
-    return torch.ops.jsvd.svdvals.default(A, tol, max_sweeps)
+    return _call(torch.ops.jsvd.svdvals.default, (A,), A, tol, max_sweeps)
 
 
 def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False, compute_uv: bool = True, *,
@@ -160,6 +178,13 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
     full_matrices, or where some m_i < n) is a strided nested tensor, the only
     layout that holds it. With compute_uv=False, each U_i and Vh_i is an
     empty tensor of shape (0,). Raises like svd on non-convergence or NaN/Inf.
+
+    The results of one call are pieces of one buffer per kind (U, S, Vh), each
+    with a storage of its own (no allocation or copy a matrix); the buffer
+    lives while any of them does. Tensor.record_stream on one of them does not
+    reach that buffer: to use the results on another stream, make that stream
+    wait for the current one (torch.cuda.Stream.wait_stream) and keep them
+    alive until it is done.
     """
     nested = isinstance(As, Tensor) and As.is_nested
     if nested:
@@ -172,7 +197,7 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
     if not mats:
         # The dispatcher cannot pick a backend for an empty Tensor[]: say what is wrong here.
         raise ValueError("torch_jsvd.svd_varlen: expected a non-empty list of matrices, but got an empty list")
-    U, S, Vh = torch.ops.jsvd.svd_varlen.default(mats, full_matrices, compute_uv, tol, max_sweeps)
+    U, S, Vh = _call(torch.ops.jsvd.svd_varlen.default, mats, mats, full_matrices, compute_uv, tol, max_sweeps)
     if nested:
         U, S, Vh = (_nest(t, As.layout) for t in (U, S, Vh))
     return SVDVarlenResult(U, S, Vh)
