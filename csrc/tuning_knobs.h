@@ -20,7 +20,6 @@ struct Knobs {
   int gemm_min_cols = 1024;  // JSVD_GEMM_MIN_COLS: the GEMM level from this many columns (without the tuner)
   int gemm_width = 0;        // JSVD_GEMM_WIDTH: its block width (0: the planner's)
   int gemm_inner = 0;        // JSVD_GEMM_INNER: sweeps of its pairs' Gram EVD (0: the planner's)
-  int gemm_check = 1;        // JSVD_GEMM_CHECK=0: no whole-matrix Gram test after each sweep (levels/gemm/gemm_level.h)
   bool qr = true;        // JSVD_QR=0: no QR preconditioning
   int qr_min_cols = 0;   // JSVD_QR_MIN_COLS: QR-precondition uniform batches from this many columns (0: the planner's)
   bool qr_sort = true;   // JSVD_QR_SORT=0: no sorting of the columns by norm before the QR
@@ -67,7 +66,6 @@ inline Knobs read() {
   k.gemm_min_cols = integer("JSVD_GEMM_MIN_COLS", k.gemm_min_cols);
   k.gemm_width = integer("JSVD_GEMM_WIDTH", k.gemm_width);
   k.gemm_inner = integer("JSVD_GEMM_INNER", k.gemm_inner);
-  k.gemm_check = integer("JSVD_GEMM_CHECK", k.gemm_check);
   k.pair_width = integer("JSVD_PAIR_WIDTH", k.pair_width);
   k.inner_sweeps = integer("JSVD_INNER_SWEEPS", k.inner_sweeps);
   if (k.inner_sweeps < 1) k.inner_sweeps = 1;

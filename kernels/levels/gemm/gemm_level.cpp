@@ -95,23 +95,6 @@ void GemmLevel<T>::sweep(const EngineArgs<T>& args, cudaStream_t stream) {
 }
 
 template <typename T>
-void GemmLevel<T>::check(const EngineArgs<T>& args, cudaStream_t stream) {
-  const int64_t mp = g_.m_pad, np = g_.n_pad;
-  if (!whole_gram_.defined()) {
-    whole_gram_ = at::empty({nmats_ * np * np}, xa_[0].options());
-    dirty_ = at::empty({nmats_}, xa_[0].options().dtype(at::kInt));
-  }
-  const cublasHandle_t h = at::cuda::getCurrentCUDABlasHandle();
-  const double one = 1, zero = 0;
-  const int n = static_cast<int>(np), k = static_cast<int>(mp);
-  cublas_check(cublasDgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, k, &one, xa_[cur_].data_ptr<double>(), k,
-                                         mp * np, xa_[cur_].data_ptr<double>(), k, mp * np, &zero,
-                                         whole_gram_.data_ptr<double>(), n, np * np, nmats_),
-               "whole Gram DGEMM");
-  launch_gemm_check(args, mats_, nmats_, g_, whole_gram_.data_ptr<double>(), dirty_.data_ptr<int32_t>(), stream);
-}
-
-template <typename T>
 void GemmLevel<T>::finish(const EngineArgs<T>& args, cudaStream_t stream) {
   launch_gemm_copy(args, mats_, nmats_, g_, xa_[cur_].data_ptr<double>(),
                    uv_ ? xv_[cur_].data_ptr<double>() : nullptr, /*in=*/false, stream);

@@ -19,14 +19,6 @@
 // straight to its slot of the next step in a second buffer (the circle
 // method's fixed permutation, round_robin.h), so no data moves besides the
 // GEMMs, and after each whole sweep every slot is back in place.
-//
-// The sweep that confirms convergence (no pair above the convergence test)
-// still costs every step's GEMMs. So from the second sweep on, `check` tests
-// all pairs of a matrix at once on its whole Gram matrix X^T X (one DGEMM,
-// about a step's cost): where no pair is above the threshold down to which
-// rotations are applied, the next sweep would change nothing, and the matrix
-// counts as converged now (the tests and thresholds of gram_pair_evd, on the
-// same float64 data).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -69,9 +61,6 @@ class GemmLevel {
             const at::Device& device, cudaStream_t stream);
   // One sweep: 2P - 1 steps.
   void sweep(const EngineArgs<T>& args, cudaStream_t stream);
-  // After a sweep, before end_sweep: clears state.rotated of each matrix whose every pair is below
-  // the rotation threshold (the whole Gram matrix's test).
-  void check(const EngineArgs<T>& args, cudaStream_t stream);
   void finish(const EngineArgs<T>& args, cudaStream_t stream);
 
  private:
@@ -81,7 +70,6 @@ class GemmLevel {
   bool uv_;
   int cur_ = 0;  // the buffer holding the current step's input
   at::Tensor xa_[2], xv_[2], gram_, rot_, tables_;
-  at::Tensor whole_gram_, dirty_;  // check's: X^T X of every matrix, and a flag each (allocated at its first use)
   // The pointer tables in tables_ (cuBLAS's const double* const[] / double* const[]).
   const double* const* t_gram_a_[2];
   double* const* t_gram_c_;
@@ -105,12 +93,6 @@ void launch_gemm_tables(const GemmShape& g, int nmats, double* const* xa, double
 template <typename T>
 void launch_gemm_pair_evd(const EngineArgs<T>& args, const int32_t* mats, int nmats, const GemmShape& g,
                           const double* gram, double* rot, int inner_sweeps, cudaStream_t stream);
-
-// check's test: dirty[b] = 1 where some pair of matrix b's whole Gram matrix G (n_pad^2, column-major)
-// is above the rotation threshold; then state.rotated = 0 where none is.
-template <typename T>
-void launch_gemm_check(const EngineArgs<T>& args, const int32_t* mats, int nmats, const GemmShape& g,
-                       const double* G, int32_t* dirty, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace jsvd

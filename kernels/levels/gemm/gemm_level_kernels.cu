@@ -108,53 +108,7 @@ __global__ void __launch_bounds__(kEvdThreads)
   for (int idx = threadIdx.x; idx < cc; idx += blockDim.x) J[idx] = e.J[idx];
 }
 
-// check (gemm_level.h): some pair (l < j) of matrix b above the rotation threshold of
-// gram_pair_evd (f64_data), by the whole Gram matrix's entries. Matrices that converged, or
-// whose sweep rotated nothing above the convergence test anyway, are left to end_sweep.
-template <typename T>
-__global__ void check_kernel(EngineArgs<T> args, const int32_t* mats, GemmShape g, const double* G, int32_t* dirty) {
-  const int b = blockIdx.y;
-  const MatrixState& st = args.state[list_at(mats, b)];
-  if (st.converged || !st.rotated) return;  // (the whole block)
-  const int64_t np = g.n_pad, n = g.n;
-  const double* Gb = G + b * np * np;
-  const int p = static_cast<int>(g.m);
-  const double tol = convergence_tol<T>(args.tol, p);
-  const double eps = static_cast<double>(eps_of<T>()) / 8;
-  const double apply = sizeof(T) == sizeof(float) && args.U ? fmin(tol, eps) : tol;
-  const double negl = negligible_norm2<T>(p);
-  int above = 0;
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < n * n; idx += gridDim.x * int64_t(blockDim.x)) {
-    const int64_t j = idx / n, l = idx - j * n;
-    if (l >= j) continue;
-    const double gll = Gb[l * np + l], gjj = Gb[j * np + j];
-    above |= gll > negl && gjj > negl && fabs(Gb[j * np + l]) > apply * sqrt(gll) * sqrt(gjj);
-  }
-  if (__syncthreads_or(above) && threadIdx.x == 0) dirty[b] = 1;
-}
-
-// The matrices with nothing above the threshold: end_sweep counts them converged.
-template <typename T>
-__global__ void clear_rotated_kernel(EngineArgs<T> args, const int32_t* mats, int nmats, const int32_t* dirty) {
-  const int b = blockIdx.x * blockDim.x + threadIdx.x;
-  if (b >= nmats) return;
-  MatrixState& st = args.state[list_at(mats, b)];
-  if (!st.converged && !dirty[b]) st.rotated = 0;
-}
-
 }  // namespace
-
-template <typename T>
-void launch_gemm_check(const EngineArgs<T>& args, const int32_t* mats, int nmats, const GemmShape& g,
-                       const double* G, int32_t* dirty, cudaStream_t stream) {
-  C10_CUDA_CHECK(cudaMemsetAsync(dirty, 0, nmats * sizeof(int32_t), stream));
-  const int64_t per = g.n * g.n;
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((per + 255) / 256, 1024)), nmats);
-  check_kernel<T><<<grid, 256, 0, stream>>>(args, mats, g, G, dirty);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  clear_rotated_kernel<T><<<(nmats + 255) / 256, 256, 0, stream>>>(args, mats, nmats, dirty);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
 
 template <typename T>
 void launch_gemm_copy(const EngineArgs<T>& args, const int32_t* mats, int nmats, const GemmShape& g, double* xa,
@@ -187,9 +141,7 @@ void launch_gemm_pair_evd(const EngineArgs<T>& args, const int32_t* mats, int nm
   template void launch_gemm_copy<T>(const EngineArgs<T>&, const int32_t*, int, const GemmShape&, double*, double*, \
                                     bool, cudaStream_t);                                                          \
   template void launch_gemm_pair_evd<T>(const EngineArgs<T>&, const int32_t*, int, const GemmShape&, const double*, \
-                                        double*, int, cudaStream_t);                                              \
-  template void launch_gemm_check<T>(const EngineArgs<T>&, const int32_t*, int, const GemmShape&, const double*,   \
-                                     int32_t*, cudaStream_t);
+                                        double*, int, cudaStream_t);
 JSVD_GEMM_LEVEL(float)
 JSVD_GEMM_LEVEL(double)
 #undef JSVD_GEMM_LEVEL
