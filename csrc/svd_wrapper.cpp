@@ -77,10 +77,16 @@ std::pair<Tensor, Tensor> empty_factors(c10::IntArrayRef batch, int64_t m, int64
 // Raises like torch.linalg.svd when any info < 0. The only host sync of the op layer.
 void check_info(const Tensor& info, const char* op, const SvdOptions& opt) {
   if (info.numel() == 0) return;
-  // A small batch's info is copied to the host whole: one copy instead of a
-  // reduction kernel and then a copy (host time that small calls are made of).
-  const int32_t worst = info.numel() <= 65536 ? info.to(at::kCPU).min().item<int32_t>()
-                                              : info.min().item<int32_t>();
+  // A small batch's info is copied to the host whole and its minimum taken there by a loop: no
+  // reduction kernel, and no CPU reduction op either (host time that small calls are made of).
+  int32_t worst = 0;
+  if (info.numel() <= 65536) {
+    const Tensor host = info.to(at::kCPU).contiguous();
+    const int32_t* v = host.const_data_ptr<int32_t>();
+    worst = *std::min_element(v, v + host.numel());
+  } else {
+    worst = info.min().item<int32_t>();
+  }
   TORCH_CHECK_LINALG(worst != kInfoNonFinite, op,
                      ": the input contains NaN or Inf, so its SVD is not defined (info = ",
                      kInfoNonFinite, "). Use torch_jsvd.svd_ex to get per-matrix info without raising.");

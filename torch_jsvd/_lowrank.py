@@ -12,13 +12,16 @@ tolerance, and matrices whose sketch was too small are sketched again, wider, as
 svd_truncated returns the leading triplets of the exact (Jacobi) SVD.
 """
 
+import functools
 import numbers
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from ._ops import svd
+from . import _lowrank_graphs
+from ._ops import svd, svd_ex
+from ._plan import plan
 
 
 def _check_matrix(name: str, A: Tensor, fn: str) -> None:
@@ -119,8 +122,23 @@ def _sketch(A: Tensor, M: Optional[Tensor], R: Tensor, niter: int, fast: bool) -
     errs.append(err)
     bad = ~(torch.stack(errs).amax(0) <= 1)  # (NaN: bad)
     eye = torch.eye(Rb.shape[-1], dtype=Rb.dtype, device=Rb.device)
-    Ur, S, Vrh = svd(torch.where(bad[..., None, None], eye, Rb.mH), full_matrices=False)  # (failed: redone)
+    X = torch.where(bad[..., None, None], eye, Rb.mH)  # (failed: redone)
+    if _one_launch(X.shape[-1], X.dtype, X.device):  # svd_ex: no synchronisation, info < 0 redone too
+        Ur, S, Vrh, info = svd_ex(X, full_matrices=False)
+        bad = bad | (info < 0)
+    else:
+        Ur, S, Vrh = svd(X, full_matrices=False)
     return Q @ Ur, S, Qb @ Vrh.mH, bad
+
+
+@functools.lru_cache(maxsize=None)
+def _one_launch(q: int, dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether the engine solves q x q matrices whole, in one launch that runs until they converge (on
+    CUDA: a register or shared-memory level); the blocked levels' svd_ex would queue every sweep."""
+    if device.type != "cuda":
+        return True
+    first = plan([(q, q)], dtype=dtype, device=device)["matrices"][0]["levels"][0]["kernel"]
+    return first in ("whole_svd_warp", "whole_svd_smem")
 
 
 def svd_lowrank(A: Tensor, q: Optional[int] = 6, niter: int = 2, M: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
@@ -159,7 +177,10 @@ def svd_lowrank(A: Tensor, q: Optional[int] = 6, niter: int = 2, M: Optional[Ten
     R = torch.randn(A.shape[-1], q, dtype=A.dtype, device=A.device)
     # Under torch.compile the fallback's data-dependent branch cannot be traced: Householder throughout.
     fast = not torch.compiler.is_compiling()
-    U, S, V, bad = _sketch(A, M, R, niter, fast)
+    out = None
+    if fast and _lowrank_graphs.eligible(A, M) and _one_launch(q, A.dtype, A.device):
+        out = _lowrank_graphs.replay(_sketch, A, R, niter)  # (None: eager this time)
+    U, S, V, bad = out if out is not None else _sketch(A, M, R, niter, fast)
     if fast and bad.any():
         if bad.dim() == 0:
             U, S, V, _ = _sketch(A, M, R, niter, fast=False)
