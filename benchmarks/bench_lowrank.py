@@ -11,7 +11,7 @@ the tall orientation), its rank-q truncation's err beside it, for reference.
 Output: table, bench_lowrank.json in $OUT or benchmarks/results/, and RESULTS.md's bench_lowrank section.
 """
 
-import json, os, sys
+import json, os, sys, time
 
 import torch
 
@@ -50,10 +50,17 @@ def run_case(torch_jsvd, b, m, n, q):
     A = make(b, m, n)
     row = {"case": case_name(b, m, n, q), "batch": b, "m": m, "n": n, "q": q, "niter": 2, "dtype": "float32",
            "methods": {}}
-    for name, fn in (("ours", lambda: torch_jsvd.svd_lowrank(A, q=q, niter=2)),
-                     ("torch_svd_lowrank", lambda: torch.svd_lowrank(A, q=q, niter=2))):
-        ms, out = common.time_ms(seeded(fn), "cuda", max_repeat=10)
+    ours = seeded(lambda: torch_jsvd.svd_lowrank(A, q=q, niter=2))
+    row["first_calls_ms"] = first_calls(ours)
+    for name, fn in (("ours", ours), ("torch_svd_lowrank", seeded(lambda: torch.svd_lowrank(A, q=q, niter=2)))):
+        ms, out = common.time_ms(fn, "cuda", max_repeat=10)
         row["methods"][name] = {"ms": ms, "err": err(A, *out)}
+    os.environ["JSVD_LOWRANK_GRAPHS"] = "0"
+    try:
+        ms, out = common.time_ms(ours, "cuda", max_repeat=10)
+        row["methods"]["ours_eager"] = {"ms": ms, "err": err(A, *out)}
+    finally:
+        del os.environ["JSVD_LOWRANK_GRAPHS"]
     At = A if m >= n else A.mT
     try:
         ms, (U, S, Vh) = common.time_ms(lambda: torch.linalg.svd(At, full_matrices=False, driver="gesvda"), "cuda",
@@ -64,12 +71,30 @@ def run_case(torch_jsvd, b, m, n, q):
     return row
 
 
+def first_calls(fn):
+    """Wall ms of a shape's first call (eager) and second (its sketch captured as a CUDA graph, then
+    replayed: torch_jsvd/_lowrank_graphs.py), each alone."""
+    from torch_jsvd import _lowrank_graphs
+    _lowrank_graphs.clear()
+    out = []
+    for _ in range(2):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        out.append(1e3 * (time.perf_counter() - t0))
+    return out
+
+
 def table(rows, md=False):
-    head = ["case", "ours ms", "torch.svd_lowrank ms", "speed-up", "ours err", "torch err", "gesvda ms", "gesvda rank-q err"]
+    head = ["case", "ours ms", "torch.svd_lowrank ms", "speed-up", "ours eager ms", "1st / 2nd call ms", "ours err",
+            "torch err", "gesvda ms", "gesvda rank-q err"]
     out = []
     for r in rows:
         o, t, g = r["methods"]["ours"], r["methods"]["torch_svd_lowrank"], r["methods"].get("gesvda", {})
+        e, fc = r["methods"].get("ours_eager", {}), r.get("first_calls_ms") or [None, None]
         out.append([r["case"], fmt(o["ms"], ".2f"), fmt(t["ms"], ".2f"), fmt(t["ms"] / o["ms"], ".2f") + "x",
+                    fmt(e.get("ms"), ".2f"), f"{fmt(fc[0], '.1f')} / {fmt(fc[1], '.1f')}",
                     fmt(o["err"], ".4f"), fmt(t["err"], ".4f"), fmt(g.get("ms"), ".1f") if "ms" in g else "error",
                     fmt(g.get("err"), ".4f")])
     return common.render_table(head, out, md)
@@ -90,8 +115,10 @@ def goal_lines(rows):
 
 def markdown(doc):
     note = ("- float32, niter = 2, same q and seed for both; inputs with singular values 1/(1+j) (benchmarks/bench_lowrank.py); "
-            "median wall time of one call; err = ‖A − U diag(S) Vᴴ‖_F/‖A‖_F, max over the batch; gesvda: the full "
-            "SVD (cuSOLVER) and its rank-q truncation's err, for reference")
+            "median wall time of one call after a warm-up, so ours is the replay of its sketch's CUDA graph "
+            "(torch_jsvd/_lowrank_graphs.py; ours eager: JSVD_LOWRANK_GRAPHS=0; 1st / 2nd call: a shape's first "
+            "call, eager, and second, which captures the graph); err = ‖A − U diag(S) Vᴴ‖_F/‖A‖_F, max over the "
+            "batch; gesvda: the full SVD (cuSOLVER) and its rank-q truncation's err, for reference")
     return common.section("## GPU, batched randomized SVD (issue 22): torch_jsvd.svd_lowrank vs torch.svd_lowrank", doc, note,
                           table(doc["rows"], md=True), "Goals (issue 22, H100, same run):")
 
