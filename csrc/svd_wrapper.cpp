@@ -1,8 +1,6 @@
 #include "svd_wrapper.h"
 
-#include <ATen/EmptyTensor.h>
 #include <ATen/ops/from_blob.h>
-#include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 #include <c10/util/accumulate.h>
 
