@@ -30,7 +30,6 @@ struct Knobs {
   int qr_lapack = -1;    // JSVD_QR_LAPACK: cuSOLVER's geqrf/ormqr for the QR (0 never, -1 the planner's rule, qr_choice; 1 instead of every blocked QR)
   bool qr_in_place = true;  // JSVD_QR_IN_PLACE=0: the one-launch QRs read a packed copy, not the caller's tensor
   int eigh = -1;         // JSVD_EIGH=0|1: never | always (uniform batches) the Gram eigenvectors as the start V
-  int eigh_f64 = 1;      // JSVD_EIGH_F64=0: that start from a float32 Gram matrix and eigh (precondition/)
   // --- CUDA launchers and sweep loop ---
   bool cross_only = true;      // JSVD_CROSS_ONLY=0: every block-pair task redoes its blocks' inner pairs
   bool sweep_pipeline = true;  // JSVD_SWEEP_PIPELINE=0: read the convergence count without running ahead
@@ -80,7 +79,6 @@ inline Knobs read() {
   k.qr_lapack = integer("JSVD_QR_LAPACK", k.qr_lapack);
   k.qr_in_place = on("JSVD_QR_IN_PLACE", k.qr_in_place);
   k.eigh = integer("JSVD_EIGH", k.eigh);
-  k.eigh_f64 = integer("JSVD_EIGH_F64", k.eigh_f64);
   k.cross_only = on("JSVD_CROSS_ONLY", k.cross_only);
   k.sweep_pipeline = on("JSVD_SWEEP_PIPELINE", k.sweep_pipeline);
   k.pair_queue = on("JSVD_PAIR_QUEUE", k.pair_queue);

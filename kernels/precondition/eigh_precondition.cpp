@@ -32,34 +32,25 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
                                                                          : std::numeric_limits<double>::max());
   if (!std::isfinite(top) || top > limit / (4 * std::sqrt(static_cast<double>(p) * q))) return engine(A, b, opt);
   const at::Tensor Ws = W / at::where(amax > 0, amax, at::ones_like(amax));
-  // The Gram matrix and its eigenvectors in float64 (products of float32 entries are exact there), and
-  // X = M V0 formed in float64 and rounded once: X's columns then start orthogonal to about float32's
-  // rounding, below the convergence test, so the Jacobi's first sweep is its last. float64 syevd costs
-  // about what float32's does up to 2048² (H100: 19.4 against 18.7 ms at 1536², 127 against 97 at 4096²).
-  // JSVD_EIGH_F64=0: the float32 route, whose V0 is only an approximation (3 sweeps at 4096²).
-  const bool f64 = knobs().eigh_f64 != 0 || A.scalar_type() == at::kDouble;
-  const at::Tensor Wg = f64 ? Ws.to(at::kDouble) : Ws;
+  // The Gram matrix, its eigenvectors and X = M V0 in float64 (products of float32 entries are exact
+  // there), X rounded once: its columns start orthogonal to about float32's rounding. float64 syevd costs
+  // about what float32's does up to 2048² (H100: 19.4 against 18.7 ms at 1536², 127 against 97 at 4096²),
+  // and the float32 route's V0, an approximation, left the Jacobi more sweeps: same build (a9e2a25,
+  // JSVD_EIGH_F64), 1x4096² 276 -> 202 ms with the residual 1.1e-6 -> 6.1e-8, 1x1024² 18.3 -> 14.2,
+  // 1x3072x768 14.9 -> 12.6, 1x1536² 31.1 -> 29.2, 1x11008x4096 unchanged.
+  const at::Tensor Wd = Ws.to(at::kDouble);
   at::Tensor V0;
   try {
-    V0 = std::get<1>(at::linalg_eigh(at::matmul(Wg, Wg.mT()))).flip(-1);  // by decreasing eigenvalue
+    V0 = std::get<1>(at::linalg_eigh(at::matmul(Wd, Wd.mT()))).flip(-1);  // by decreasing eigenvalue
   } catch (const c10::Error&) {
     return engine(A, b, opt);  // (syevd did not converge)
   }
-  at::Tensor V0d = V0.to(at::kDouble);
-  at::Tensor X;
-  if (f64) {
-    X = at::matmul(V0d.mT(), W.to(at::kDouble)).to(A.scalar_type());  // packed, X = M V0 is V0^T W
-  } else {
-    // float32 syevd's V0 is orthogonal to about q eps (||V0^T V0 - I||_F 1.8e-4 at 4096², H100), which
-    // V = V0 V_x would keep: one Newton-Schulz step in float64, V0 (3 I - V0^T V0) / 2, squares it.
-    V0d = 1.5 * V0d - 0.5 * at::matmul(V0d, at::matmul(V0d.mT(), V0d));
-    X = at::matmul(V0d.mT().to(A.scalar_type()), W);
-  }
+  const at::Tensor X = at::matmul(V0.mT(), W.to(at::kDouble)).to(A.scalar_type());  // packed, M V0 is V0^T W
   CoreResult r = engine(X.contiguous().view({-1}), b, opt);
   // V = V0 V_x; packed, V^T = V_x^T V0^T. In float64: a float32 product's errors of about q eps
   // would cost V as much orthogonality again.
   if (opt.compute_uv)
-    r.V = at::matmul(r.V.view({B, q, q}).to(at::kDouble), V0d.mT()).to(A.scalar_type()).contiguous().view({-1});
+    r.V = at::matmul(r.V.view({B, q, q}).to(at::kDouble), V0.mT()).to(A.scalar_type()).contiguous().view({-1});
   return r;
 }
 
