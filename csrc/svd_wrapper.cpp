@@ -215,8 +215,8 @@ void copy_all(const std::vector<std::pair<Piece, Piece>>& pairs, BatchedCopyFn b
 }
 
 // Tensors that are pieces of one buffer, each with a storage of its own that keeps the buffer's
-// alive: svd_varlen's per-matrix results without an allocation or a copy each (2000 matrices:
-// 6000 allocations took 7 ms of host time on the H100's host, 1.2 us each; issue 21). Disjoint pieces, so the
+// alive: svd_varlen's per-matrix results without an allocation or a copy each (2000 matrices: their
+// 6000 allocations took about 7 ms of host time on the H100's host; issue 21). Disjoint pieces, so the
 // results do not alias one another (torch.library.opcheck compares storages). Tensor.record_stream
 // on a piece does not reach the buffer's allocation (documented in svd_varlen).
 class PieceOf {
@@ -232,9 +232,9 @@ class PieceOf {
         .target_device(buffer_.device())
         .make_tensor();
   }
-  // A (0,)-shaped tensor like `t` with a storage of its own and no allocation.
-  static Tensor empty_like(const Tensor& t) {
-    return at::for_blob(nullptr, {0}).options(t.options()).target_device(t.device()).make_tensor();
+  // A (0,)-shaped tensor with a storage of its own and no allocation.
+  static Tensor empty(const at::TensorOptions& o) {
+    return at::for_blob(nullptr, {0}).options(o).target_device(o.device()).make_tensor();
   }
 
  private:
@@ -316,7 +316,9 @@ std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_va
 
     // Each matrix's results are pieces of the packed results (in the input's dtype: one cast for
     // float16/bfloat16), with the strides svd gives them: U F-contiguous, S and Vh C-contiguous.
-    const auto as_input = [&](const Tensor& t) { return t.scalar_type() == opts.dtype().toScalarType() ? t : t.to(opts.dtype()); };
+    const auto as_input = [&](const Tensor& t) {
+      return t.scalar_type() == opts.dtype().toScalarType() ? t : t.to(opts.dtype());
+    };
     const PieceOf S_of(as_input(r.S));
     const PieceOf U_of(compute_uv ? as_input(r.U) : Tensor()), V_of(compute_uv ? as_input(r.V) : Tensor());
     for (int64_t i = 0; i < nmat; ++i) {
@@ -337,10 +339,9 @@ std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_va
     check_info(r.info, op, opt);
   }
   if (!compute_uv) {
-    const Tensor none = at::empty({0}, opts);
     for (int64_t i = 0; i < nmat; ++i) {
-      Us[i] = PieceOf::empty_like(none);
-      Vhs[i] = PieceOf::empty_like(none);
+      Us[i] = PieceOf::empty(opts);
+      Vhs[i] = PieceOf::empty(opts);
     }
   }
   return {Us, Ss, Vhs};

@@ -6,10 +6,10 @@
 //
 // H100, float32, bench_large at acb6907 against 6eca140's QR path: 1x4096² 947 -> 275 ms,
 // 1x3072x768 42.5 -> 14.4, 1x1536² 61 -> 30 (a prototype counted 13 -> 3 and 10 -> 1 sweeps); with the
-// eigh in float64 (stop 36) 202, 11.6 and 27.5 ms. The eigh alone is 127 ms at 4096², and batched eigh loops over the matrices (100x512²: 1.5 s), so one matrix a
-// call only. Accuracy (docs/robustness.md, "The Gram eigenvectors' start"): X = fl(M V0) carries
-// errors of eps |M||V0|, so a singular value far below eps ||M|| can lose the relative accuracy the
-// Jacobi alone would keep: float64 never takes the start.
+// eigh in float64 (stop 36) 202, 11.6 and 27.5 ms. The eigh alone is 127 ms at 4096², and batched eigh
+// loops over the matrices (100x512²: 1.5 s), so one matrix a call only. Accuracy (docs/robustness.md,
+// "The Gram eigenvectors' start"): X = fl(M V0) carries errors of eps |M||V0|, so a singular value far
+// below eps ||M|| can lose the relative accuracy the Jacobi alone would keep: float64 never takes the start.
 #pragma once
 
 #include "core.h"
