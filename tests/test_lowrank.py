@@ -230,3 +230,6 @@ def test_replayed_graph_is_the_eager_computation(dtype, monkeypatch):
     assert (S[2] == 0).all() and orthogonality_error(U).max() <= tol and orthogonality_error(V).max() <= tol
     assert _rel_err(A[1:2], U[1:2], S[1:2], V[1:2]) <= 100 * tol
     _lowrank_graphs.clear()
+    monkeypatch.setattr(_lowrank_graphs, "_MAX_A_BYTES", A.numel() * A.element_size() - 1)  # A too large: eager
+    call(A), call(A)
+    assert not _lowrank_graphs._graphs

@@ -7,8 +7,9 @@ wall time; docs/experiments.md, stop 35). So the second call with one key (A's s
 device, the current stream, q, niter) captures _sketch's fast path, which never synchronises, in a CUDA
 graph, and that call and later ones copy A and the sketch matrix into the graph's inputs, replay it and
 clone its outputs. Only without M, outside autograd, torch.compile, autocast, torch.func transforms and
-other captures. At most _MAX graphs are kept (the least recently used dropped), each holding a copy of A
-and its intermediates in a private memory pool. JSVD_LOWRANK_GRAPHS=0 turns replays off.
+other captures, and for A of at most _MAX_A_BYTES (larger ones are GPU-bound anyway, and each graph keeps a
+copy of A). At most _MAX graphs are kept (the least recently used dropped), each holding that copy and its
+intermediates in a private memory pool. JSVD_LOWRANK_GRAPHS=0 turns replays off.
 """
 
 import os
@@ -20,6 +21,7 @@ import torch
 from torch import Tensor
 
 _MAX = 4
+_MAX_A_BYTES = 512 << 20
 _lock = threading.Lock()
 _graphs: "OrderedDict[tuple, _Replay]" = OrderedDict()
 _seen: "OrderedDict[tuple, None]" = OrderedDict()  # keys called once: captured at their second call
@@ -28,6 +30,7 @@ _failed = set()  # keys whose capture raised: eager from then on
 
 def eligible(A: Tensor, M: Optional[Tensor]) -> bool:
     return (A.is_cuda and M is None and os.environ.get("JSVD_LOWRANK_GRAPHS", "1") != "0"
+            and A.numel() * A.element_size() <= _MAX_A_BYTES
             and not (torch.is_grad_enabled() and A.requires_grad)
             and not torch.cuda.is_current_stream_capturing()
             and not torch.is_autocast_enabled("cuda")
