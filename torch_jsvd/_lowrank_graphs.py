@@ -20,6 +20,8 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import Tensor
 
+from ._ops import _fast_path
+
 _MAX = 4
 _MAX_A_BYTES = 512 << 20
 _lock = threading.Lock()
@@ -29,12 +31,11 @@ _failed = set()  # keys whose capture raised: eager from then on
 
 
 def eligible(A: Tensor, M: Optional[Tensor]) -> bool:
+    """(The caller checks torch.compile; _fast_path covers autograd and torch.func transforms.)"""
     return (A.is_cuda and M is None and os.environ.get("JSVD_LOWRANK_GRAPHS", "1") != "0"
-            and A.numel() * A.element_size() <= _MAX_A_BYTES
-            and not (torch.is_grad_enabled() and A.requires_grad)
+            and A.numel() * A.element_size() <= _MAX_A_BYTES and _fast_path((A,))
             and not torch.cuda.is_current_stream_capturing()
-            and not torch.is_autocast_enabled("cuda")
-            and not torch._C._are_functorch_transforms_active())
+            and not torch.is_autocast_enabled("cuda"))
 
 
 class _Replay:
