@@ -36,6 +36,9 @@ struct SvdOptions {
   // (jsvd::svd, which synchronises anyway to check info); false for svd_ex,
   // which must never synchronise.
   bool may_sync = false;
+  // With compute_uv: false asks a CUDA engine for U and S only (its levels
+  // carry no V): the QR path's V by a triangular solve (qr_precondition.h).
+  bool want_v = true;
 };
 
 // Default convergence threshold: a pair (i, j) is orthogonal when

@@ -29,6 +29,7 @@ struct Knobs {
   int qr_regs = 1;        // JSVD_QR_REGS: the one-launch QR in registers (0 never, 1 the planner's rule, 2 where it fits)
   int qr_lapack = -1;    // JSVD_QR_LAPACK: cuSOLVER's geqrf/ormqr for the QR (0 never, -1 the planner's rule, qr_choice; 1 instead of every blocked QR)
   bool qr_in_place = true;  // JSVD_QR_IN_PLACE=0: the one-launch QRs read a packed copy, not the caller's tensor
+  int v_solve = -1;      // JSVD_V_SOLVE=0|1: the QR path's V_x by a triangular solve (-1: float64 only; qr_precondition.h)
   int eigh = -1;         // JSVD_EIGH=0|1: never | always (uniform batches) the Gram eigenvectors as the start V
   // --- CUDA launchers and sweep loop ---
   bool cross_only = true;      // JSVD_CROSS_ONLY=0: every block-pair task redoes its blocks' inner pairs
@@ -78,6 +79,7 @@ inline Knobs read() {
   k.qr_regs = integer("JSVD_QR_REGS", k.qr_regs);
   k.qr_lapack = integer("JSVD_QR_LAPACK", k.qr_lapack);
   k.qr_in_place = on("JSVD_QR_IN_PLACE", k.qr_in_place);
+  k.v_solve = integer("JSVD_V_SOLVE", k.v_solve);
   k.eigh = integer("JSVD_EIGH", k.eigh);
   k.cross_only = on("JSVD_CROSS_ONLY", k.cross_only);
   k.sweep_pipeline = on("JSVD_SWEEP_PIPELINE", k.sweep_pipeline);

@@ -19,8 +19,9 @@ pytestmark = [
 ]
 
 
-def _precondition(shapes, dtype):
-    return [m.get("precondition") for m in torch_jsvd.plan(shapes, dtype=dtype, device="cuda")["matrices"]]
+def _precondition(shapes, dtype, keep_v=False):
+    pre = [m.get("precondition") for m in torch_jsvd.plan(shapes, dtype=dtype, device="cuda")["matrices"]]
+    return pre if keep_v else [p and {k: v for k, v in p.items() if k != "v"} for p in pre]
 
 
 def test_plan_reports_the_qr():
@@ -342,3 +343,55 @@ def test_graph_capture_and_side_stream():
     torch.cuda.synchronize()
     assert (info > 0).all()
     assert_valid_svd(A, U, S, Vh, False)
+
+
+def _mixed_float64_batch(m, n):
+    """Gaussian (0, 5), graded columns (1), graded rows (2), rank n/2 (3), singular values graded to
+    1e-8 with random singular vectors (4)."""
+    g = torch.Generator(device="cuda").manual_seed(41)
+    kw = dict(dtype=torch.float64, device="cuda")
+    A = torch.randn(6, m, n, generator=g, **kw)
+    A[1] = A[1] * torch.logspace(0, -12, n, **kw)
+    A[2] = A[2] * torch.logspace(0, -12, m, **kw)[:, None]
+    A[3] = A[3, :, : n // 2] @ torch.randn(n // 2, n, generator=g, **kw)
+    q1 = torch.linalg.qr(torch.randn(m, n, generator=g, **kw)).Q
+    q2 = torch.linalg.qr(torch.randn(n, n, generator=g, **kw)).Q
+    A[4] = q1 @ torch.diag(torch.logspace(0, -8, n, **kw)) @ q2.mT
+    return A
+
+
+_V_SHAPES = ((128, 128, False), (200, 200, False), (520, 40, True))
+
+
+def test_float64_v_by_triangular_solve(tmp_path):
+    """svd's float64 QR path: the Jacobi on X = R2^T carries no V; V_x = X^{-1} U_x S by a triangular
+    solve, kept where orthogonal to 4 q eps, and the other matrices (graded rows or columns, rank
+    deficient) run the Jacobi again with V. Those give exactly the accumulated path's results
+    (JSVD_V_SOLVE=0, in a fresh process); the Gaussian ones agree with it to rounding, not exactly (so
+    the solve ran); every result is a valid SVD whose S agree with float64 LAPACK's."""
+    assert _precondition([(128, 128)] * 4, torch.float64, keep_v=True)[0]["v"] == "triangular_solve"
+    assert _precondition([(520, 40)] * 4, torch.float64, keep_v=True)[0]["v"] == "triangular_solve"
+    assert _precondition([(64, 32)] * 3, torch.float64, keep_v=True)[0]["v"] == "rotations"  # (the warp level)
+    assert _precondition([(512, 512)] * 2, torch.float32, keep_v=True)[0]["v"] == "rotations"
+    plan = torch_jsvd.plan([(128, 128)] * 4, dtype=torch.float64, device="cuda", compute_uv=False)
+    assert "v" not in plan["matrices"][0]["precondition"]
+    ref_path = tmp_path / "accumulated.pt"
+    run_child(
+        "import os, torch, torch_jsvd\n"
+        "from test_qr_precondition import _mixed_float64_batch, _V_SHAPES\n"
+        "out = [torch_jsvd.svd(_mixed_float64_batch(m, n), full_matrices=full) for m, n, full in _V_SHAPES]\n"
+        "torch.save([[t.cpu() for t in r] for r in out], os.environ['JSVD_TEST_OUT'])\n",
+        timeout=300, JSVD_V_SOLVE="0", JSVD_TEST_OUT=str(ref_path))
+    refs = torch.load(ref_path)
+    for (m, n, full), ref in zip(_V_SHAPES, refs):
+        A = _mixed_float64_batch(m, n)
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
+        assert_valid_svd(A, U, S, Vh, full)
+        exact = torch.linalg.svdvals(A)
+        assert ((S - exact).abs().amax(-1) / exact[:, 0]).max() <= bound(m, n, A.dtype)
+        U, S, Vh = U.cpu(), S.cpu(), Vh.cpu()
+        for k in (1, 2, 3):  # run again with V: the accumulated path's results
+            assert torch.equal(S[k], ref[1][k]) and torch.equal(U[k], ref[0][k]) and torch.equal(Vh[k], ref[2][k]), k
+        for k in (0, 5):  # solved for: other rounding
+            assert not torch.equal(Vh[k], ref[2][k])
+            assert (Vh[k] - ref[2][k]).abs().max() <= 1e-9

@@ -113,7 +113,7 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
   auto prep = std::make_shared<Prep>();
   Prep& P = *prep;
   const int64_t N = b.size();
-  const bool uv = opt.compute_uv;
+  const bool uv = opt.compute_uv && opt.want_v;  // (the launches' sizes: V carried or not)
   const bool uni = b.uniform;
   std::vector<MatrixDesc> desc(uni ? 0 : N);
   auto& whole = P.whole;
@@ -242,7 +242,7 @@ std::shared_ptr<const Prep> uniform_prep(const PackedBatch& b, const SvdOptions&
   static std::mutex mu;
   static auto* cache = new std::map<Key, std::shared_ptr<const Prep>>();  // (never destroyed: CUDA may be gone at exit)
   // (with the plan's level and width: the auto-tuner times other plans of a shape)
-  const Key key{device.index(), b.size(), b.rows[0], b.cols[0], es, opt.compute_uv, opt.full_matrices,
+  const Key key{device.index(), b.size(), b.rows[0], b.cols[0], es, opt.compute_uv && opt.want_v, opt.full_matrices,
                 static_cast<int>(plan.level), plan.width};
   const at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
   {
@@ -273,6 +273,7 @@ template <typename T>
 CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt, const MatrixPlan& plan) {
   const int64_t N = b.size();
   const bool uv = opt.compute_uv;
+  const bool wv = uv && opt.want_v;  // V too (else U and S: SvdOptions::want_v)
   const size_t es = sizeof(T);
   const DeviceLimits lim = device_limits(A.get_device());
 
@@ -308,9 +309,11 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
     // Every column is written: the first q by the level kernels (zero where S
     // has no direction), those from the rank on by the completion kernel.
     r.U = fresh(b.u_numel, dt);
-    r.V = fresh(b.v_numel, dt);
-    if (!blocked.mats.empty()) Vw = fresh(b.v_numel, dt);  // (before the fork: see StreamFork)
+    if (wv) r.V = fresh(b.v_numel, dt);
+    if (wv && !blocked.mats.empty()) Vw = fresh(b.v_numel, dt);  // (before the fork: see StreamFork)
   }
+  // (the warp levels write U only with V)
+  TORCH_CHECK(wv == uv || warp.empty(), "jsvd internal: the warp levels compute U only with V");
   at::Tensor rank = fresh(N, at::kInt);
   at::Tensor state;  // (the blocked levels')
   if (!blocked.mats.empty()) state = fresh(static_cast<int64_t>(N * sizeof(MatrixState)), at::kByte);
@@ -323,7 +326,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
   }
   args.U = uv ? r.U.data_ptr<T>() : nullptr;
   args.S = r.S.data_ptr<T>();
-  args.V = uv ? r.V.data_ptr<T>() : nullptr;
+  args.V = wv ? r.V.data_ptr<T>() : nullptr;
   args.Vw = Vw.defined() ? Vw.data_ptr<T>() : nullptr;
   args.info = r.info.data_ptr<int32_t>();
   args.rank = rank.data_ptr<int32_t>();
@@ -353,7 +356,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
     for (const auto& kv : whole) {
       const WholeGroup* g = &kv.second;
       groups.emplace_back(g->cost, [&, g](cudaStream_t s) {
-        launch_svd_whole(args, list_ptr(*g), list_len(*g), g->cfg, uv, s);
+        launch_svd_whole(args, list_ptr(*g), list_len(*g), g->cfg, wv, s);
       });
     }
     std::stable_sort(groups.begin(), groups.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
@@ -418,9 +421,9 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
     for (int64_t sweep = 1; sweep <= max_sweeps; ++sweep) {
       if (queued) {
         C10_CUDA_CHECK(cudaMemsetAsync(inner.pair_next, 0, queue_ints * sizeof(int32_t), stream));
-        launch_svd_pair(inner, queue_tasks, static_cast<int>(prep->pair_queue_size), pair_cfg, uv, stream);
+        launch_svd_pair(inner, queue_tasks, static_cast<int>(prep->pair_queue_size), pair_cfg, wv, stream);
       } else {
-        for (const auto& r : pair_step_range) launch_svd_pair(inner, queue_tasks + r.first, r.second, pair_cfg, uv, stream);
+        for (const auto& r : pair_step_range) launch_svd_pair(inner, queue_tasks + r.first, r.second, pair_cfg, wv, stream);
       }
       for (const auto& g : gram_where)
         launch_gram_evd(inner, reinterpret_cast<const PairTask*>(base + g.first), g.second, gram_c, stream);
@@ -503,13 +506,14 @@ CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, co
   }
   AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "jacobi_svd_cuda", [&] {
     // The Jacobi on the Gram eigenvectors' start, or on R^T after the QR, or on A, as planned.
+    // (after the QR, the Jacobi carries no V where v_solve, but for the matrices it runs again with V)
     const Engine jacobi = [&cp](const at::Tensor& X, const PackedBatch& xb, const SvdOptions& xo) {
-      return run<scalar_t>(X, xb, xo, cp.jacobi);
+      return run<scalar_t>(X, xb, xo, cp.v_solve && xo.want_v ? cp.jacobi_v : cp.jacobi);
     };
     if (cp.eigh)
       r = svd_eigh_preconditioned(A, batch, opt, jacobi);
     else if (cp.qr.on())
-      r = svd_qr_preconditioned(A, batch, opt, cp.qr, jacobi);
+      r = svd_qr_preconditioned(A, batch, opt, cp.qr, cp.v_solve, jacobi);
     else
       r = jacobi(A, batch, opt);
   });

@@ -159,14 +159,28 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   if (!forced) cp.eigh = may_sync && eigh_precondition_on(batch, cols, elem, uniform);
   if (!forced && !cp.eigh) cp.qr = qr_choice(rows, cols, elem, uniform, batch, lim);
   const int64_t p = cp.qr.on() ? cols : rows;
+  // After the QR, svd (which may read on the host, for the matrices the solve does not serve) runs the
+  // Jacobi on R^T without V in float64 and solves for V (qr_precondition.h; 200 x 128² float64: the
+  // Jacobi's V no longer fits one block's shared memory beside A). Not at the warp level, which
+  // computes U only with V.
+  const int vs = knobs().v_solve;
+  cp.v_solve = !forced && cp.qr.on() && compute_uv && may_sync && (vs > 0 || (vs < 0 && elem == sizeof(double)));
   if (uniform) {
     TunedLevel tuned;
+    const bool carry_v = compute_uv && !cp.v_solve;
     if (!forced && tuner_decides(cols)) {
-      tuned = tuned_level(batch, p, cols, elem, compute_uv, device, may_calibrate);
+      tuned = tuned_level(batch, p, cols, elem, carry_v, device, may_calibrate);
       cp.tuner = tuned.why;
     }
-    cp.jacobi = plan_matrix(p, cols, elem, compute_uv, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr);
-    plan_variant(cp.jacobi, elem, compute_uv);
+    cp.jacobi = plan_matrix(p, cols, elem, carry_v, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr);
+    plan_variant(cp.jacobi, elem, carry_v);
+    if (cp.jacobi.level == Level::kWholeWarp) cp.v_solve = false;  // (the same plan either way)
+    if (cp.v_solve) {
+      cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr);
+      plan_variant(cp.jacobi_v, elem, true);
+    }
+  } else {
+    cp.v_solve = false;
   }
   // Only the warp level never writes its input, so only a uniform batch that
   // it takes whole is read in place: for small matrices the packing copy is a
@@ -240,7 +254,11 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
                                       : cp.qr.whole  ? "householder_qr_whole_smem"
                                       : cp.qr.lapack ? "geqrf (cuSOLVER)"
                                                      : "householder_qr")
-         << "\", \"panel_width\": " << cp.qr.panel << ", \"jacobi_on\": [" << q << ", " << q << "]}";
+         << "\", \"panel_width\": " << cp.qr.panel << ", \"jacobi_on\": [" << q << ", " << q
+         << "]";
+      // V of the Jacobi on R^T: its rotations accumulated, or a triangular solve after (svd only)
+      if (compute_uv) os << ", \"v\": \"" << (cp.v_solve ? "triangular_solve" : "rotations") << "\"";
+      os << "}";
       p = q;
     }
     if (cp.eigh)

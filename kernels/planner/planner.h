@@ -61,6 +61,8 @@ struct QrChoice {
 // What one call runs, decided once, before anything is launched.
 struct CallPlan {
   QrChoice qr;            // QR preconditioning, if on()
+  bool v_solve = false;   // with it: the Jacobi on R^T carries no V, solved for after (qr_precondition.h)
+  MatrixPlan jacobi_v;    // v_solve: the plan with V, for the matrices the solve does not serve
   bool eigh = false;      // else the Gram eigenvectors as the Jacobi's start V (precondition/eigh_precondition.h)
   bool read_in_place = false;  // the caller's 3-D tensor is read as is (no packing copy)
   MatrixPlan jacobi;      // uniform batches: every matrix's plan, on the shape the Jacobi sees

@@ -14,6 +14,7 @@
 #include <ATen/cuda/Exceptions.h>
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -141,6 +142,38 @@ void apply_lapack_q_(const LapackQr& f, const at::Tensor& Mt) {
   Mt.transpose(1, 2).copy_(at::ormqr(f.a, f.tau, Mt.transpose(1, 2), /*left=*/true, /*transpose=*/false));
 }
 
+// X = U_x S V_x^T for the Jacobi's lower triangular X = R^T (X0: (B, q, q), row j X's column j, as
+// the engine got it), whose U_x and S are in rx: V_x = X^{-1} (U_x S), one batched triangular solve
+// instead of the Jacobi's rotations accumulated. Its error grows with X's grading, not with its
+// condition: on an H100 probe (X = R2^T of 128² float64 matrices, docs/experiments.md, stop 37)
+// ||V_x^T V_x - I||_F was 4e-14 for Gaussian matrices, 1e-13 for singular values graded to 1e-8 or
+// 1e-12 with random vectors (accumulated: 2e-14 to 3e-14), but 1e-9 for graded rows or columns, and
+// V_x is meaningless where X is singular. So each matrix keeps V_x where it is orthogonal
+// to 4 q eps; the others (found by one read on the host) run the Jacobi again, with V. Returns V_x
+// packed, and fills rx's U, S and info of the matrices run again.
+at::Tensor solve_v(const at::Tensor& X0, CoreResult& rx, const SvdOptions& xo, const Engine& engine) {
+  const int64_t B = X0.size(0), q = X0.size(1);
+  const at::Tensor Y = rx.U.view({B, q, q}).mT() * rx.S.view({B, 1, q});
+  const at::Tensor Vx = at::linalg_solve_triangular(X0.mT(), Y, /*upper=*/false);
+  const double eps = X0.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
+                                                     : static_cast<double>(std::numeric_limits<float>::epsilon());
+  const at::Tensor err = at::linalg_matrix_norm(at::matmul(Vx.mT(), Vx) - at::eye(q, X0.options()));
+  const at::Tensor redo = at::logical_not(err <= 4.0 * static_cast<double>(q) * eps);  // (NaN too)
+  at::Tensor V = Vx.mT().contiguous();  // packed: row j is V_x's column j
+  const int64_t nredo = redo.sum().item<int64_t>();
+  if (nredo > 0) {
+    const at::Tensor idx = redo.nonzero().squeeze(1);
+    SvdOptions vo = xo;
+    vo.want_v = true;
+    const CoreResult rs = engine(X0.index_select(0, idx).view({-1}), PackedBatch::uniform_of(nredo, q, q, false), vo);
+    rx.U.view({B, q, q}).index_copy_(0, idx, rs.U.view({nredo, q, q}));
+    rx.S.view({B, q}).index_copy_(0, idx, rs.S.view({nredo, q}));
+    rx.info.index_copy_(0, idx, rs.info);
+    V.index_copy_(0, idx, rs.V.view({nredo, q, q}));
+  }
+  return V.view({-1});
+}
+
 }  // namespace
 
 QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, int64_t batch, const DeviceLimits& lim) {
@@ -192,7 +225,7 @@ QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, int64_
 }
 
 CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
-                                 const QrChoice& qc, const Engine& engine) {
+                                 const QrChoice& qc, bool v_solve, const Engine& engine) {
   const int64_t B = b.size(), p = b.rows[0], q = b.cols[0];
   // A: the packed batch, or (the planner's read_in_place, one-launch QRs only) the caller's (B, q, p) view.
   const bool in_place = A.dim() == 3;
@@ -298,7 +331,11 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   SvdOptions xo = opt;
   xo.full_matrices = false;
   xo.tol = resolve_tol(opt, p, A.scalar_type());  // W's own threshold
+  v_solve = v_solve && uv;
+  xo.want_v = !v_solve;
+  const at::Tensor X0 = v_solve ? X.view({B, q, q}).clone() : at::Tensor();  // (the engine may overwrite X)
   CoreResult rx = engine(X.view({-1}), PackedBatch::uniform_of(B, q, q, false), xo);
+  if (v_solve) rx.V = solve_v(X0, rx, xo, engine);
   CoreResult r;
   r.S = rx.S.view({B, q}).mul_(scale.view({B, 1})).view({-1});
   r.info = rx.info;

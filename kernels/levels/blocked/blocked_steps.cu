@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kPassThreads) scale_kernel(EngineArgs<T> args,
       for (int r = lane; r < md.p; r += 32) x[r] /= div;
     });
   }
-  if (args.U) {
+  if (args.Vw) {  // (V wanted)
     for_warp_columns(md.q, [&](int c) {
       T* v = args.Vw + md.v_off + static_cast<int64_t>(c) * md.q;
 #pragma unroll 4
@@ -173,6 +173,7 @@ __global__ void __launch_bounds__(kPassThreads)
     T* u = args.U + md.u_off + static_cast<int64_t>(o) * p;
 #pragma unroll 4
     for (int r = lane; r < p; r += 32) u[r] = x[r] * inv;
+    if (!args.V) return;  // (U only: SvdOptions::want_v)
     const T* vw = args.Vw + md.v_off + static_cast<int64_t>(l) * q;
     T* v = args.V + md.v_off + static_cast<int64_t>(o) * q;
 #pragma unroll 4

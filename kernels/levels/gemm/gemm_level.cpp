@@ -37,7 +37,7 @@ GemmShape gemm_shape(int64_t m, int64_t n, int64_t w, int64_t batch, int sm_coun
 template <typename T>
 GemmLevel<T>::GemmLevel(const EngineArgs<T>& args, const int32_t* mats, int nmats, const GemmShape& shape,
                         int inner_sweeps, const at::Device& device, cudaStream_t stream)
-    : g_(shape), mats_(mats), nmats_(nmats), inner_sweeps_(inner_sweeps), uv_(args.U != nullptr) {
+    : g_(shape), mats_(mats), nmats_(nmats), inner_sweeps_(inner_sweeps), uv_(args.Vw != nullptr) {
   const auto f64 = at::TensorOptions().device(device).dtype(at::kDouble);
   const int64_t c = g_.c(), NG = nmats * g_.pairs * g_.split, NU = 2 * nmats * g_.pairs;
   for (int t = 0; t < 2; ++t) {

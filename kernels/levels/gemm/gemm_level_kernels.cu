@@ -30,7 +30,7 @@ __global__ void copy_kernel(EngineArgs<T> args, const int32_t* mats, GemmShape g
     else if (real)
       A[j * m + i] = static_cast<T>(X[idx]);
   }
-  if (!args.U) return;
+  if (!args.Vw) return;  // (V not wanted)
   T* Vw = args.Vw + md.v_off;
   double* Y = xv + b * np * np;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < np * np; idx += gridDim.x * int64_t(blockDim.x)) {
@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kEvdThreads)
   }
   __syncthreads();
   // (the same tests and thresholds as the Gram EVD level)
-  if (!done) gram_pair_evd<T>(e, c, static_cast<int>(g.m), args.tol, args.U != nullptr, /*f64_data=*/true, inner_sweeps, &args.state[k].rotated);
+  if (!done) gram_pair_evd<T>(e, c, static_cast<int>(g.m), args.tol, args.Vw != nullptr, /*f64_data=*/true, inner_sweeps, &args.state[k].rotated);
   for (int idx = threadIdx.x; idx < cc; idx += blockDim.x) J[idx] = e.J[idx];
 }
 

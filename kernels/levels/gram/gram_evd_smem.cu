@@ -108,11 +108,11 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
   __syncthreads();
 
   // 2.-3. Already orthogonal? Else the EVD (gram_evd.cuh).
-  if (!gram_pair_evd<T>(s.evd, c, p, args.tol, args.U != nullptr, /*f64_data=*/false, args.max_sweeps, &args.state[k].rotated)) return;
+  if (!gram_pair_evd<T>(s.evd, c, p, args.tol, args.Vw != nullptr, /*f64_data=*/false, args.max_sweeps, &args.state[k].rotated)) return;
 
   // 4. Apply J to the pair's columns of A and of the V workspace.
   apply_rotation(A, p, p, c, c0, w0, c1, s);
-  if (args.U) apply_rotation(args.Vw + md.v_off, md.q, md.q, c, c0, w0, c1, s);
+  if (args.Vw) apply_rotation(args.Vw + md.v_off, md.q, md.q, c, c0, w0, c1, s);
 }
 
 }  // namespace
