@@ -160,9 +160,10 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   if (!forced && !cp.eigh) cp.qr = qr_choice(rows, cols, elem, uniform, batch, lim);
   const int64_t p = cp.qr.on() ? cols : rows;
   // After the QR, svd (which may read on the host, for the matrices the solve does not serve) runs the
-  // Jacobi on R^T without V in float64 and solves for V (qr_precondition.h; 200 x 128² float64: the
-  // Jacobi's V no longer fits one block's shared memory beside A). Not at the warp level, which
-  // computes U only with V.
+  // Jacobi on R^T without V in float64 and solves for V (qr_precondition.h), where V would not fit one
+  // block's shared memory beside A (200 x 128² float64: block pairs with V, whole matrices without).
+  // Where it fits, carrying V costs less than the solve (100 x 512x64 float64: 1.65 ms with V, 2.06
+  // without; H100, docs/experiments.md, stop 37).
   const int vs = knobs().v_solve;
   cp.v_solve = !forced && cp.qr.on() && compute_uv && may_sync && (vs > 0 || (vs < 0 && elem == sizeof(double)));
   if (uniform) {
@@ -174,10 +175,14 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
     }
     cp.jacobi = plan_matrix(p, cols, elem, carry_v, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr);
     plan_variant(cp.jacobi, elem, carry_v);
-    if (cp.jacobi.level == Level::kWholeWarp) cp.v_solve = false;  // (the same plan either way)
     if (cp.v_solve) {
       cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr);
       plan_variant(cp.jacobi_v, elem, true);
+      // (the warp level computes U only with V)
+      if (cp.jacobi_v.level == Level::kWholeWarp || cp.jacobi_v.level == Level::kWholeSmem) {
+        cp.v_solve = false;
+        cp.jacobi = cp.jacobi_v;
+      }
     }
   } else {
     cp.v_solve = false;

@@ -144,22 +144,22 @@ void apply_lapack_q_(const LapackQr& f, const at::Tensor& Mt) {
 
 // X = U_x S V_x^T for the Jacobi's lower triangular X = R^T (X0: (B, q, q), row j X's column j, as
 // the engine got it), whose U_x and S are in rx: V_x = X^{-1} (U_x S), one batched triangular solve
-// instead of the Jacobi's rotations accumulated. Its error grows with X's grading, not with its
-// condition: on an H100 probe (X = R2^T of 128² float64 matrices, docs/experiments.md, stop 37)
-// ||V_x^T V_x - I||_F was 4e-14 for Gaussian matrices, 1e-13 for singular values graded to 1e-8 or
-// 1e-12 with random vectors (accumulated: 2e-14 to 3e-14), but 1e-9 for graded rows or columns, and
-// V_x is meaningless where X is singular. So each matrix keeps V_x where it is orthogonal
-// to 4 q eps; the others (found by one read on the host) run the Jacobi again, with V. Returns V_x
-// packed, and fills rx's U, S and info of the matrices run again.
+// instead of the Jacobi's rotations accumulated (xGEJSV computes V so where R is well conditioned).
+// The solve is backward stable, X V_x = Y + componentwise small, so where V_x is orthogonal to
+// 10 q eps (issue 20's bound) X = U_x S V_x^T holds to about that much of ||X|| too; V_x is then
+// made orthogonal to rounding by one Newton-Schulz step, V_x (3I - V_x^T V_x) / 2, from the check's
+// own product. Elsewhere (a singular X, in practice: rank-deficient inputs; docs/experiments.md,
+// stop 37) the matrix's Jacobi runs again, with V: the matrices are found by one read on the host.
+// Returns V_x packed, and fills rx's U, S and info of the matrices run again.
 at::Tensor solve_v(const at::Tensor& X0, CoreResult& rx, const SvdOptions& xo, const Engine& engine) {
   const int64_t B = X0.size(0), q = X0.size(1);
   const at::Tensor Y = rx.U.view({B, q, q}).mT() * rx.S.view({B, 1, q});
   const at::Tensor Vx = at::linalg_solve_triangular(X0.mT(), Y, /*upper=*/false);
   const double eps = X0.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
                                                      : static_cast<double>(std::numeric_limits<float>::epsilon());
-  const at::Tensor err = at::linalg_matrix_norm(at::matmul(Vx.mT(), Vx) - at::eye(q, X0.options()));
-  const at::Tensor redo = at::logical_not(err <= 4.0 * static_cast<double>(q) * eps);  // (NaN too)
-  at::Tensor V = Vx.mT().contiguous();  // packed: row j is V_x's column j
+  const at::Tensor F = at::matmul(Vx.mT(), Vx).sub_(at::eye(q, X0.options()));  // V_x^T V_x - I
+  const at::Tensor redo = at::logical_not(at::linalg_matrix_norm(F) <= 10.0 * static_cast<double>(q) * eps);  // (NaN too)
+  at::Tensor V = at::baddbmm(Vx, Vx, F, /*beta=*/1, /*alpha=*/-0.5).mT().contiguous();  // packed: row j, column j
   const int64_t nredo = redo.sum().item<int64_t>();
   if (nredo > 0) {
     const at::Tensor idx = redo.nonzero().squeeze(1);

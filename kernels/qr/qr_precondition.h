@@ -32,7 +32,7 @@ using Engine = std::function<CoreResult(const at::Tensor&, const PackedBatch&, c
 // the Jacobi `engine` on R^T; outputs packed as `engine`'s would be for A.
 // `v_solve` (CallPlan::v_solve; svd only, it reads a count on the host): the
 // Jacobi carries no V, and V_x = X^{-1} (U_x S) by a triangular solve (as
-// xGEJSV does where R is well conditioned), kept where orthogonal to 4 q eps;
+// xGEJSV does where R is well conditioned), kept where orthogonal to 10 q eps;
 // the other matrices' Jacobi runs again with V (`engine` with want_v).
 CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
                                  const QrChoice& qc, bool v_solve, const Engine& engine);
