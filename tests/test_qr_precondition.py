@@ -360,19 +360,21 @@ def _mixed_float64_batch(m, n):
     return A
 
 
-_V_SHAPES = ((128, 128, False), (200, 200, False), (600, 128, True))
+_V_SHAPES = ((128, 128, False), (600, 128, True), (512, 512, False))
 
 
 def test_float64_v_by_triangular_solve(tmp_path):
-    """svd's float64 QR path where V would not fit beside A in one block: the Jacobi on X = R2^T carries
-    no V; V_x = X^{-1} U_x S by a triangular solve, kept where orthogonal to 10 q eps, and the other
+    """svd's float64 QR path where V would move the Jacobi off one block, and from 512 columns: the
+    Jacobi on X = R2^T carries no V; V_x = X^{-1} U_x S by a triangular solve, kept where orthogonal to 10 q eps, and the other
     matrices (the rank-deficient one) run the Jacobi again with V. That one gets exactly the accumulated
     path's results (JSVD_V_SOLVE=0, in a fresh process); the Gaussian ones agree with it to rounding,
     not exactly (so the solve ran); every result is a valid SVD whose S agree with float64 LAPACK's."""
     assert _precondition([(128, 128)] * 4, torch.float64, keep_v=True)[0]["v"] == "triangular_solve"
     assert _precondition([(600, 128)] * 4, torch.float64, keep_v=True)[0]["v"] == "triangular_solve"
-    # (V fits beside A: the Jacobi carries it)
+    assert _precondition([(512, 512)] * 2, torch.float64, keep_v=True)[0]["v"] == "triangular_solve"
+    # (V fits beside A, or both Jacobis take block pairs of fewer than 512 columns: it carries V)
     assert _precondition([(520, 40)] * 4, torch.float64, keep_v=True)[0]["v"] == "rotations"
+    assert _precondition([(200, 200)] * 4, torch.float64, keep_v=True)[0]["v"] == "rotations"
     assert _precondition([(64, 32)] * 3, torch.float64, keep_v=True)[0]["v"] == "rotations"
     assert _precondition([(512, 512)] * 2, torch.float32, keep_v=True)[0]["v"] == "rotations"
     plan = torch_jsvd.plan([(128, 128)] * 4, dtype=torch.float64, device="cuda", compute_uv=False)
@@ -396,3 +398,21 @@ def test_float64_v_by_triangular_solve(tmp_path):
         assert torch.equal(S[3], ref[1][3]) and torch.equal(U[3], ref[0][3]) and torch.equal(Vh[3], ref[2][3]), (m, n)
         for k in (0, 5):  # the Gaussian ones, solved for: other rounding
             assert not torch.equal(Vh[k], ref[2][k]), (m, n, k)
+
+
+def test_v_by_triangular_solve_on_every_blocked_level():
+    """The Jacobi without V (U and S only) on block pairs (float32 512², the solve forced on) and on the
+    GEMM level (float64 512², the level forced), in fresh processes: valid SVDs of the mixed batch."""
+    code = (
+        "import torch, torch_jsvd, jsvd_testutils as t\n"
+        "from test_qr_precondition import _mixed_float64_batch\n"
+        "A = _mixed_float64_batch(512, 512).to(torch.{dt})\n"
+        "p = torch_jsvd.plan([(512, 512)], dtype=A.dtype, device='cuda')['matrices'][0]\n"
+        "assert p['precondition']['v'] == 'triangular_solve' and p['levels'][-1]['kernel'] == '{kernel}', p\n"
+        "U, S, Vh = torch_jsvd.svd(A)\n"
+        "t.assert_valid_svd(A, U, S, Vh, False)\n"
+        "print('ok')\n")
+    out = run_child(code.format(dt="float32", kernel="pair_svd_smem"), timeout=300, JSVD_V_SOLVE="1", JSVD_TUNER="0")
+    assert out.strip().endswith("ok"), out[-2000:]
+    out = run_child(code.format(dt="float64", kernel="gemm_gram_evd"), timeout=300, JSVD_LEVEL="gemm")
+    assert out.strip().endswith("ok"), out[-2000:]

@@ -22,7 +22,9 @@ def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True):
     and 16 where rows >= max(512, 8 columns)) also has ``precondition``
     (``householder_qr_whole_smem``, one launch, or ``householder_qr`` and its panel width,
     and ``jacobi_on``: the Jacobi then runs on R^T of W = QR, and ``levels``
-    are that Jacobi's). One float32 matrix of at least 768 columns has ``start_v``
+    are that Jacobi's; with compute_uv, ``v``: ``rotations`` where that Jacobi
+    accumulates V, ``triangular_solve`` where svd solves for it afterwards, float64
+    only, docs/design.md). One float32 matrix of at least 768 columns has ``start_v``
     instead (``gram_eigh``: svd and svdvals run the Jacobi on A V0, V0 the eigenvectors
     of A^T A from torch.linalg.eigh; svd_ex, which never synchronises, runs without it
     and with the QR). The device's real shared

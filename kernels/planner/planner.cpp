@@ -160,10 +160,12 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   if (!forced && !cp.eigh) cp.qr = qr_choice(rows, cols, elem, uniform, batch, lim);
   const int64_t p = cp.qr.on() ? cols : rows;
   // After the QR, svd (which may read on the host, for the matrices the solve does not serve) runs the
-  // Jacobi on R^T without V in float64 and solves for V (qr_precondition.h), where V would not fit one
-  // block's shared memory beside A (200 x 128² float64: block pairs with V, whole matrices without).
-  // Where it fits, carrying V costs less than the solve (100 x 512x64 float64: 1.65 ms with V, 2.06
-  // without; H100, docs/experiments.md, stop 37).
+  // Jacobi on R^T without V in float64 and solves for V (qr_precondition.h) where that pays (H100,
+  // docs/experiments.md, stop 37): where V moves the Jacobi off one block's shared memory (200 x 128²
+  // float64: whole matrices without V, block pairs with; 13.9 -> 6.3 ms) and from 512 columns (100 x
+  // 512² 254 -> 197 ms, 1 x 1024² 77 -> 42). Not where V fits beside A (100 x 512x64: 1.65 ms with
+  // V, 2.06 without), nor where both Jacobis take block pairs of fewer columns (64 x 200²: 13.9 -> 11.4
+  // on Gaussian matrices, but 8.2 -> 11.6 on graded ones, which the solve does not serve).
   const int vs = knobs().v_solve;
   cp.v_solve = !forced && cp.qr.on() && compute_uv && may_sync && (vs > 0 || (vs < 0 && elem == sizeof(double)));
   if (uniform) {
@@ -179,7 +181,8 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
       cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr);
       plan_variant(cp.jacobi_v, elem, true);
       // (the warp level computes U only with V)
-      if (cp.jacobi_v.level == Level::kWholeWarp || cp.jacobi_v.level == Level::kWholeSmem) {
+      const bool pays = cp.jacobi.level == Level::kWholeSmem || cols >= 512;
+      if (cp.jacobi_v.level == Level::kWholeWarp || cp.jacobi_v.level == Level::kWholeSmem || !pays) {
         cp.v_solve = false;
         cp.jacobi = cp.jacobi_v;
       }
