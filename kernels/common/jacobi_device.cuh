@@ -266,10 +266,10 @@ template <typename T>
 __device__ void write_non_finite(const EngineArgs<T>& args, const MatrixDesc& md, int k, int first, int stride) {
   const T nan = quiet_nan<T>();
   for (int i = first; i < md.q; i += stride) args.S[md.s_off + i] = nan;
-  if (args.U) {
+  if (args.U)
     for (int64_t i = first; i < static_cast<int64_t>(md.p) * md.ucols; i += stride) args.U[md.u_off + i] = nan;
+  if (args.V)  // (U without V: SvdOptions::want_v)
     for (int64_t i = first; i < static_cast<int64_t>(md.q) * md.q; i += stride) args.V[md.v_off + i] = nan;
-  }
   if (first == 0) {
     args.info[k] = -2;
     args.rank[k] = md.ucols;
