@@ -180,8 +180,8 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
     if (cp.v_solve) {
       cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr);
       plan_variant(cp.jacobi_v, elem, true);
-      // (the warp level computes U only with V)
       const bool pays = cp.jacobi.level == Level::kWholeSmem || cols >= 512;
+      // (and the warp level computes U only with V)
       if (cp.jacobi_v.level == Level::kWholeWarp || cp.jacobi_v.level == Level::kWholeSmem || !pays) {
         cp.v_solve = false;
         cp.jacobi = cp.jacobi_v;
