@@ -148,9 +148,9 @@ void apply_lapack_q_(const LapackQr& f, const at::Tensor& Mt) {
 // The solve is backward stable, X V_x = Y + componentwise small, so where V_x is orthogonal to
 // 10 q eps (issue 20's bound) X = U_x S V_x^T holds to about that much of ||X|| too; V_x is then
 // made orthogonal to rounding by one Newton-Schulz step, V_x (3I - V_x^T V_x) / 2, from the check's
-// own product. Elsewhere (a singular X: rank-deficient inputs; and, from about 200 columns, X's
-// columns graded by the input's; docs/experiments.md, stop 37) the matrix's Jacobi runs again, with
-// V: the matrices are found by one read on the host.
+// own product. Elsewhere (a singular X: rank-deficient inputs; and a few with strongly graded
+// columns; docs/experiments.md, stop 37) the matrix's Jacobi runs again, with V: the matrices are
+// found by one read on the host.
 // Returns V_x packed, and fills rx's U, S and info of the matrices run again.
 at::Tensor solve_v(const at::Tensor& X0, CoreResult& rx, const SvdOptions& xo, const Engine& engine) {
   const int64_t B = X0.size(0), q = X0.size(1);
