@@ -15,28 +15,22 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/EmptyTensor.h>
 #include <ATen/cuda/CachingHostAllocator.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <tuple>
 #include <utility>
 
 #include "levels/blocked/blocked_steps.h"
-#include "engine/device_upload.h"
 #include "engine/engine_types.h"
+#include "engine/launch_groups.h"
 #include "engine/finite_check.h"
 #include "engine/stream_fork.h"
 #include "levels/gemm/gemm_level.h"
 #include "levels/gram/gram_evd_smem.h"
-#include "levels/blocked/pair_tasks.h"
 #include "planner/planner.h"
 #include "precondition/eigh_precondition.h"
 #include "qr/qr_precondition.h"
@@ -48,225 +42,6 @@ namespace jsvd {
 namespace {
 
 using namespace cuda;
-
-// Host data for the launches, gathered in one buffer and uploaded in one copy.
-class Staging {
- public:
-  template <typename X>
-  size_t push(const std::vector<X>& v) {
-    const size_t off = (bytes_.size() + 15) / 16 * 16;
-    bytes_.resize(off + v.size() * sizeof(X));
-    if (!v.empty()) std::memcpy(bytes_.data() + off, v.data(), v.size() * sizeof(X));
-    return off;
-  }
-  // Undefined when nothing was pushed (a uniform batch at a whole-matrix level).
-  at::Tensor upload(const at::Device& device) const {
-    return bytes_.empty() ? at::Tensor() : upload_bytes(bytes_.data(), bytes_.size(), device);
-  }
-
- private:
-  std::vector<uint8_t> bytes_;
-};
-
-// The matrices of one launch, listed for the device; a uniform batch lists
-// none (its launches take every matrix, list_at).
-struct MatList {
-  std::vector<int32_t> mats;
-  size_t off = 0;     // in the staged upload
-  int64_t cost = 0;   // a list's group: rows x columns of its largest matrix (the order of launches)
-};
-
-struct WholeGroup : MatList {
-  SmemLaunch cfg;
-};
-
-// Matrices of one shape at the GEMM level.
-struct GemmGroup : MatList {
-  int64_t width = 0;
-  int inner = 0;
-};
-
-// What a call launches, from the shapes alone: every matrix's plan, grouped
-// into launches, and the task lists and descriptors uploaded in one copy.
-struct Prep {
-  std::map<std::pair<int, int>, WholeGroup> whole;  // by lanes per rotation (and threads, JSVD_WHOLE_MERGE=0)
-  std::map<std::pair<int, int>, MatList> warp;      // by (lanes per matrix, rows per lane)
-  MatList blocked;  // every matrix of a blocked level (pairs, Gram EVD, GEMM): prologue, sweeps, finalisation
-  std::map<std::pair<int64_t, int64_t>, GemmGroup> gemm;  // by shape
-  int64_t gram_c = 0, blocked_q = 0, max_p = 0, max_cols = 0;
-  int64_t ncolumn_blocks = 0;  // block columns of the blocked matrices (the pair queue's counts)
-  SmemLaunch pair_cfg;  // the launch of every block pair (planner: plan_pair_launch)
-  size_t pair_queue_size = 0, pair_queue_off = 0, desc_off = 0;
-  std::vector<std::pair<size_t, int>> pair_step_range;  // each step's first task in the queue, and count
-  std::vector<std::pair<size_t, int>> gram_where;       // each Gram step's tasks in the upload, and count
-  at::Tensor staged;                                    // the upload (undefined: nothing to upload)
-  std::shared_ptr<at::cuda::CUDAEvent> uploaded;        // cached preps: the upload's completion
-};
-
-// `uplan`: a uniform batch's plan (CallPlan::jacobi); other batches are
-// planned here, matrix by matrix.
-std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_t es, const DeviceLimits& lim,
-                              const at::Device& device, const MatrixPlan* uplan) {
-  // Group the matrices' plans into launches. A uniform batch has one plan,
-  // and needs neither descriptors nor matrix lists on the device
-  // (EngineArgs::uni, list_at).
-  auto prep = std::make_shared<Prep>();
-  Prep& P = *prep;
-  const int64_t N = b.size();
-  const bool uv = opt.compute_uv && opt.want_v;  // (the launches' sizes: V carried or not)
-  const bool uni = b.uniform;
-  std::vector<MatrixDesc> desc(uni ? 0 : N);
-  auto& whole = P.whole;
-  auto& warp = P.warp;
-  MatList& blocked = P.blocked;
-  std::vector<std::vector<PairTask>> pair_steps, gram_steps;
-  int64_t &gram_c = P.gram_c, &blocked_q = P.blocked_q, &max_p = P.max_p, &max_cols = P.max_cols,
-          &ncolumn_blocks = P.ncolumn_blocks;
-  // the block pairs' merged shape
-  PairMerge pairs;  // their maxima (rows, columns, pair width), merge_pair_plan
-  TORCH_CHECK(!uni || uplan, "jsvd internal: a uniform batch comes with its plan");
-  // Tuning knob for experiments (benchmarks/): JSVD_CROSS_ONLY=0 redoes the
-  // pairs inside the blocks in every task.
-  const bool cross_only = knobs().cross_only;
-  // A list's whole matrices of one lane count share a launch of the widest block among them: fewer,
-  // fuller launches (a block of a small matrix idles some lane groups, which cost it nothing: its
-  // steps are as many either way).
-  const bool whole_merge = knobs().whole_merge;
-  for (int64_t k = 0; k < N; ++k) {
-    const int64_t p = b.p(k), q = b.q(k);
-    if (!uni)
-      desc[k] = MatrixDesc{b.a_at(k), b.u_at(k), b.s_at(k), b.v_at(k), static_cast<int32_t>(p),
-                           static_cast<int32_t>(q), static_cast<int32_t>(b.uc(k)), 0};
-    max_p = std::max(max_p, p);
-    max_cols = std::max(max_cols, opt.full_matrices ? b.uc(k) : q);
-    MatrixPlan mp = uni ? *uplan : plan_matrix(p, q, es, uv, N, lim);
-    if (!uni) merge_pair_plan(pairs, mp, p, q, es, uv, lim);
-    // At the whole-matrix levels a uniform batch is one group of every
-    // matrix, known from its first: the loop stops there.
-    if (mp.level == Level::kWholeWarp) {
-      MatList& g = warp[{mp.warp_lanes, mp.warp_rows}];
-      if (uni) break;
-      g.mats.push_back(static_cast<int32_t>(k));
-      g.cost = std::max(g.cost, p * q);
-      continue;
-    }
-    if (mp.level == Level::kWholeSmem) {
-      // Matrices of one block shape share a launch sized for the largest
-      // (its variant planned below, plan_whole_group).
-      const SmemLaunch& l = mp.launch;
-      WholeGroup& g = whole[{l.tpp, uni || !whole_merge ? l.threads : 0}];
-      if (uni) {
-        g.cfg = l;
-        break;
-      }
-      g.cfg.tpp = l.tpp;
-      g.cfg.threads = std::max(g.cfg.threads, l.threads);
-      g.cost = std::max(g.cost, p * q);
-      g.cfg.smem = std::max(g.cfg.smem, l.smem);
-      g.cfg.rows = std::max(g.cfg.rows, l.rows);
-      g.cfg.reg_groups = std::max(g.cfg.reg_groups, l.reg_groups);
-      g.mats.push_back(static_cast<int32_t>(k));
-      continue;
-    }
-    // Blocked: round-robin over nb block columns; step s of every matrix is
-    // launched together (Gram EVD, GEMM), or queued in step order (pair SVD).
-    blocked.mats.push_back(static_cast<int32_t>(k));
-    blocked_q = std::max(blocked_q, q);
-    const int64_t w = mp.width;
-    if (mp.level == Level::kGemm) {
-      GemmGroup& g = P.gemm[{p, q}];
-      g.width = w;
-      g.inner = mp.gemm_inner;
-      g.mats.push_back(static_cast<int32_t>(k));
-      continue;
-    }
-    const bool pair = mp.level == Level::kPairSvd;
-    if (!pair) gram_c = std::max(gram_c, 2 * w);
-    ncolumn_blocks += append_pair_tasks(pair ? pair_steps : gram_steps, static_cast<int32_t>(k), q, w,
-                                        static_cast<int32_t>(ncolumn_blocks), !pair || !cross_only, pair);
-  }
-
-  if (!uni) {
-    for (auto& kv : whole) plan_whole_group(kv.second.cfg, es, uv);
-    // Largest matrices first in each group: blocks start about in their order, so the longest
-    // ones do not start last (longest-processing-time order).
-    auto largest_first = [&](MatList& l) {
-      std::stable_sort(l.mats.begin(), l.mats.end(),
-                       [&](int32_t x, int32_t y) { return b.p(x) * b.q(x) > b.p(y) * b.q(y); });
-    };
-    for (auto& kv : whole) largest_first(kv.second);
-    for (auto& kv : warp) largest_first(kv.second);
-  }
-  if (!pair_steps.empty()) {
-    // One launch for every matrix's pairs: E is carried when every pair
-    // matrix's plan does so at one row count (the kernel's register bucket).
-    const int64_t pc = std::max<int64_t>(pairs.c, 2);
-    P.pair_cfg = uni ? uplan->launch
-                     : plan_pair_launch(std::max<int64_t>(pairs.p, 1), pairs.q, pc, es, uv, pairs.launch_delta(uv));
-  }
-
-  // The pair SVD tasks of a sweep, in step order, each waiting for the tasks
-  // before it on its two block columns (svd_smem_kernel.cuh).
-  const std::vector<PairTask> pair_queue = queue_in_step_order(pair_steps, ncolumn_blocks, P.pair_step_range);
-  P.pair_queue_size = pair_queue.size();
-
-  Staging st;
-  P.desc_off = uni ? 0 : st.push(desc);
-  for (auto& kv : whole) kv.second.off = uni ? 0 : st.push(kv.second.mats);
-  for (auto& kv : warp) kv.second.off = uni ? 0 : st.push(kv.second.mats);
-  blocked.off = uni ? 0 : st.push(blocked.mats);
-  for (auto& kv : P.gemm) kv.second.off = uni ? 0 : st.push(kv.second.mats);
-  auto push_steps = [&](const std::vector<std::vector<PairTask>>& steps) {
-    std::vector<std::pair<size_t, int>> where;
-    for (const auto& s : steps) where.emplace_back(st.push(s), static_cast<int>(s.size()));
-    return where;
-  };
-  P.pair_queue_off = st.push(pair_queue);
-  P.gram_where = push_steps(gram_steps);
-  P.staged = st.upload(device);
-  return prep;
-}
-
-// A uniform batch's Prep depends only on its shape and options, and building
-// it (tens of thousands of pair tasks at 512², their upload) costs
-// milliseconds of host time before the first kernel (docs/kernel-notes.md).
-// So it is kept, per device and shape, and
-// later calls wait on the stream for its upload's event instead (a no-op once
-// it has run; the allocator learns of each stream that reads it). Not during
-// a CUDA graph capture, which builds its own.
-std::shared_ptr<const Prep> uniform_prep(const PackedBatch& b, const SvdOptions& opt, size_t es,
-                                         const DeviceLimits& lim, const at::Device& device, const MatrixPlan& plan) {
-  if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None)
-    return prepare(b, opt, es, lim, device, &plan);
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, size_t, bool, bool, int, int64_t>;
-  static std::mutex mu;
-  static auto* cache = new std::map<Key, std::shared_ptr<const Prep>>();  // (never destroyed: CUDA may be gone at exit)
-  // (with the plan's level and width: the auto-tuner times other plans of a shape)
-  const Key key{device.index(), b.size(), b.rows[0], b.cols[0], es, opt.compute_uv && opt.want_v, opt.full_matrices,
-                static_cast<int>(plan.level), plan.width};
-  const at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache->find(key);
-    if (it != cache->end()) {
-      const Prep& hit = *it->second;
-      if (hit.uploaded) {
-        hit.uploaded->block(stream);
-        c10::cuda::CUDACachingAllocator::recordStream(hit.staged.storage().data_ptr(), stream);
-      }
-      return it->second;
-    }
-  }
-  std::shared_ptr<Prep> prep = prepare(b, opt, es, lim, device, &plan);
-  if (prep->staged.defined()) {
-    prep->uploaded = std::make_shared<at::cuda::CUDAEvent>();
-    prep->uploaded->record(stream);
-  }
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache->size() >= 32) cache->clear();  // (a bound: shapes in use are few)
-  cache->emplace(key, prep);
-  return prep;
-}
 
 // `plan`: the call's plan of a uniform batch (unused otherwise).
 template <typename T>
