@@ -41,12 +41,16 @@ struct SvdOptions {
   bool want_v = true;
 };
 
+// Machine epsilon of the engines' compute dtype (float64, else float32).
+inline double eps_of(at::ScalarType dtype) {
+  return dtype == at::kDouble ? std::numeric_limits<double>::epsilon()
+                              : static_cast<double>(std::numeric_limits<float>::epsilon());
+}
+
 // Default convergence threshold: a pair (i, j) is orthogonal when
 // |a_i^T a_j| <= tol * ||a_i|| * ||a_j||, with tol = sqrt(rows) * eps (as LAPACK's xGESVJ).
 inline double default_tol(int64_t rows, at::ScalarType dtype) {
-  const double eps = dtype == at::kDouble ? std::numeric_limits<double>::epsilon()
-                                          : static_cast<double>(std::numeric_limits<float>::epsilon());
-  return std::sqrt(static_cast<double>(rows < 1 ? 1 : rows)) * eps;
+  return std::sqrt(static_cast<double>(rows < 1 ? 1 : rows)) * eps_of(dtype);
 }
 
 inline double resolve_tol(const SvdOptions& o, int64_t rows, at::ScalarType dtype) {

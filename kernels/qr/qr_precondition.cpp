@@ -14,7 +14,6 @@
 #include <ATen/cuda/Exceptions.h>
 
 #include <algorithm>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -156,8 +155,7 @@ at::Tensor solve_v(const at::Tensor& X0, CoreResult& rx, const SvdOptions& xo, c
   const int64_t B = X0.size(0), q = X0.size(1);
   const at::Tensor Y = rx.U.view({B, q, q}).mT() * rx.S.view({B, 1, q});
   const at::Tensor Vx = at::linalg_solve_triangular(X0.mT(), Y, /*upper=*/false);
-  const double eps = X0.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
-                                                     : static_cast<double>(std::numeric_limits<float>::epsilon());
+  const double eps = eps_of(X0.scalar_type());
   const at::Tensor F = at::matmul(Vx.mT(), Vx).sub_(at::eye(q, X0.options()));  // V_x^T V_x - I
   const at::Tensor redo = at::logical_not(at::linalg_matrix_norm(F) <= 10.0 * static_cast<double>(q) * eps);  // (NaN too)
   at::Tensor V = at::baddbmm(Vx, Vx, F, /*beta=*/1, /*alpha=*/-0.5).mT().contiguous();  // packed: row j, column j
