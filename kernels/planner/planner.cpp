@@ -166,7 +166,7 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   // 512² 254 -> 197 ms, 1 x 1024² 77 -> 42). Not where V fits beside A (100 x 512x64: 1.65 ms with
   // V, 2.06 without), nor where both Jacobis take block pairs of fewer columns (64 x 200²: 13.9 -> 11.4
   // on Gaussian matrices, but 8.2 -> 11.6 on graded ones, which the solve does not serve).
-  const int vs = knobs().v_solve;
+  const int vs = knobs().v_solve;  // (the QR is only for uniform batches: qr_choice)
   cp.v_solve = !forced && cp.qr.on() && compute_uv && may_sync && (vs > 0 || (vs < 0 && elem == sizeof(double)));
   if (uniform) {
     TunedLevel tuned;
@@ -187,8 +187,6 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
         cp.jacobi = cp.jacobi_v;
       }
     }
-  } else {
-    cp.v_solve = false;
   }
   // Only the warp level never writes its input, so only a uniform batch that
   // it takes whole is read in place: for small matrices the packing copy is a
