@@ -1,5 +1,7 @@
 #include "svd_wrapper.h"
 
+#include "op_common.h"
+
 #include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 #include <c10/util/accumulate.h>
@@ -12,10 +14,7 @@ namespace jsvd {
 
 using at::Tensor;
 
-namespace {
-
-// `index` >= 0: A is base[index] of a list (built into the message only on failure).
-void check_matrix(const Tensor& A, const char* op, const char* base, int64_t index = -1, int64_t exact_dim = -1) {
+void check_matrix(const Tensor& A, const char* op, const char* base, int64_t index, int64_t exact_dim) {
   const auto name = [&] { return index < 0 ? std::string(base) : std::string(base) + "[" + std::to_string(index) + "]"; };
   if (exact_dim > 0) {
     TORCH_CHECK(A.dim() == exact_dim, op, ": expected ", name(), " to be a 2-D matrix (m, n), but got a ",
@@ -32,7 +31,6 @@ void check_matrix(const Tensor& A, const char* op, const char* base, int64_t ind
               dt);
 }
 
-// float16 / bfloat16 are computed in float32 and returned in their own dtype.
 at::ScalarType compute_dtype(at::ScalarType dt) {
   return dt == at::kDouble ? at::kDouble : at::kFloat;
 }
@@ -54,14 +52,14 @@ SvdOptions make_options(bool full_matrices, bool compute_uv, std::optional<doubl
   return o;
 }
 
+namespace {
 std::vector<int64_t> with_tail(c10::IntArrayRef batch, std::initializer_list<int64_t> tail) {
   std::vector<int64_t> s(batch.begin(), batch.end());
   s.insert(s.end(), tail);
   return s;
 }
+}  // namespace
 
-// The (U, Vh) torch.linalg.svd returns when min(m, n) == 0: nothing to
-// decompose, and the "full" bases of the empty side are identities.
 std::pair<Tensor, Tensor> empty_factors(c10::IntArrayRef batch, int64_t m, int64_t n, bool full_matrices,
                                         const at::TensorOptions& opts) {
   const int64_t k = std::min(m, n);
@@ -72,7 +70,6 @@ std::pair<Tensor, Tensor> empty_factors(c10::IntArrayRef batch, int64_t m, int64
   return {U, Vh};
 }
 
-// Raises like torch.linalg.svd when any info < 0. The only host sync of the op layer.
 void check_info(const Tensor& info, const char* op, const SvdOptions& opt) {
   if (info.numel() == 0) return;
   // A small batch's info is copied to the host whole and its minimum taken there by a loop: no
@@ -99,6 +96,8 @@ void check_info(const Tensor& info, const char* op, const SvdOptions& opt) {
                      "scale the input down, or compute in float64.");
   TORCH_CHECK(worst >= 0, op, ": engine returned an unknown info code ", worst);
 }
+
+namespace {
 
 // t (batch..., r, c) as a (B, r, c) view, or undefined where the batch
 // dimensions do not merge into one stride.
@@ -179,68 +178,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
   return {U, S, Vh, info};
 }
 
-// A strided matrix inside a tensor: element offset from its data pointer,
-// shape and strides (in elements). A vector is a one-column matrix.
-struct Piece {
-  const Tensor* base;
-  int64_t offset, rows, cols, rs, cs;
-};
-
-Piece whole(const Tensor& t) {
-  return t.dim() == 2 ? Piece{&t, 0, t.size(0), t.size(1), t.stride(0), t.stride(1)}
-                      : Piece{&t, 0, t.size(0), 1, t.stride(0), 1};
-}
-
-Piece transposed(Piece p) {
-  std::swap(p.rows, p.cols);
-  std::swap(p.rs, p.cs);
-  return p;
-}
-
-// dst <- src for every pair, by the backend's batched copy: no per-matrix
-// tensor, one launch (or pass). All srcs share one dtype, as do all dsts.
-void copy_all(const std::vector<std::pair<Piece, Piece>>& pairs, BatchedCopyFn batched_copy) {
-  if (pairs.empty()) return;
-  const Tensor& s0 = *pairs[0].first.base;
-  const Tensor& d0 = *pairs[0].second.base;
-  const int64_t se = s0.element_size(), de = d0.element_size();
-  std::vector<MatrixCopy> copies;
-  copies.reserve(pairs.size());
-  for (const auto& [src, dst] : pairs) {
-    copies.push_back(MatrixCopy{static_cast<const char*>(src.base->const_data_ptr()) + src.offset * se,
-                                static_cast<char*>(dst.base->data_ptr()) + dst.offset * de, src.rows, src.cols,
-                                src.rs, src.cs, dst.rs, dst.cs});
-  }
-  batched_copy(copies, s0.scalar_type(), d0.scalar_type(), d0.device());
-}
-
-// Tensors that are pieces of one buffer, each with a storage of its own that keeps the buffer's
-// alive: svd_varlen's per-matrix results without an allocation or a copy each (2000 matrices: their
-// 6000 allocations took about 7 ms of host time on the H100's host; issue 21). Disjoint pieces, so the
-// results do not alias one another (torch.library.opcheck compares storages). Tensor.record_stream
-// on a piece does not reach the buffer's allocation (documented in svd_varlen).
-class PieceOf {
- public:
-  explicit PieceOf(const Tensor& buffer) : buffer_(buffer) {}
-  Tensor operator()(int64_t offset, c10::IntArrayRef sizes, c10::IntArrayRef strides) const {
-    c10::StorageImpl* owner = buffer_.storage().unsafeGetStorageImpl();
-    c10::raw::intrusive_ptr::incref(owner);
-    return at::for_blob(static_cast<char*>(buffer_.data_ptr()) + offset * buffer_.element_size(), sizes)
-        .strides(strides)
-        .context(owner, [](void* o) { c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(o)); })
-        .options(buffer_.options())
-        .target_device(buffer_.device())
-        .make_tensor();
-  }
-  // A (0,)-shaped tensor with a storage of its own and no allocation.
-  static Tensor empty(const at::TensorOptions& o) {
-    return at::for_blob(nullptr, {0}).options(o).target_device(o.device()).make_tensor();
-  }
-
- private:
-  Tensor buffer_;
-};
-
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_impl(const Tensor& A, bool full_matrices, bool compute_uv,
@@ -266,85 +203,6 @@ Tensor svdvals_impl(const Tensor& A, std::optional<double> tol, std::optional<in
   auto res = svd_ex_common(A, false, false, tol, max_sweeps, engine, "jsvd.svdvals", /*may_sync=*/true, &opt);
   check_info(std::get<3>(res), "jsvd.svdvals", opt);
   return std::get<1>(res);
-}
-
-std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_varlen_impl(
-    at::TensorList As, bool full_matrices, bool compute_uv, std::optional<double> tol,
-    std::optional<int64_t> max_sweeps, EngineFn engine, BatchedCopyFn batched_copy) {
-  constexpr const char* op = "jsvd.svd_varlen";
-  TORCH_CHECK(!As.empty(), op, ": expected a non-empty list of matrices, but got an empty list");
-  const auto nmat = static_cast<int64_t>(As.size());
-  for (int64_t i = 0; i < nmat; ++i) {
-    check_matrix(As[i], op, "As", i, 2);
-    TORCH_CHECK(As[i].scalar_type() == As[0].scalar_type(), op, ": all matrices must have the same dtype, but As[",
-                i, "] has dtype ", As[i].scalar_type(), " and As[0] has dtype ", As[0].scalar_type());
-    TORCH_CHECK(As[i].device() == As[0].device(), op, ": all matrices must be on the same device, but As[", i,
-                "] is on ", As[i].device(), " and As[0] is on ", As[0].device());
-  }
-  // svd_varlen synchronises anyway (to raise on info < 0).
-  const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, /*may_sync=*/true, op);
-  const auto opts = As[0].options();
-  const auto cdt = compute_dtype(As[0].scalar_type());
-  std::vector<Tensor> Us(nmat), Ss(nmat), Vhs(nmat);
-  // Matrices with min(m, n) == 0 need no engine; the others share one PackedBatch.
-  std::vector<int64_t> slot(nmat, -1), rows, cols;
-  for (int64_t i = 0; i < nmat; ++i) {
-    const int64_t m = As[i].size(0), n = As[i].size(1);
-    if (std::min(m, n) == 0) {
-      Ss[i] = at::empty({0}, opts);
-      if (compute_uv) std::tie(Us[i], Vhs[i]) = empty_factors({}, m, n, full_matrices, opts);
-      continue;
-    }
-    slot[i] = static_cast<int64_t>(rows.size());
-    rows.push_back(std::max(m, n));
-    cols.push_back(std::min(m, n));
-  }
-  if (!rows.empty()) {
-    const PackedBatch pb = PackedBatch::make(rows, cols, full_matrices);
-    Tensor packed = at::empty({pb.a_numel}, opts.dtype(cdt));
-    // A tall A goes in as A^T (column-major), a wide one as itself (see svd_ex_common).
-    std::vector<std::pair<Piece, Piece>> in;
-    in.reserve(rows.size());
-    for (int64_t i = 0; i < nmat; ++i) {
-      if (slot[i] < 0) continue;
-      const int64_t s = slot[i], p = pb.rows[s], q = pb.cols[s];
-      const bool tall = As[i].size(0) >= As[i].size(1);
-      in.emplace_back(tall ? transposed(whole(As[i])) : whole(As[i]), Piece{&packed, pb.a_off[s], q, p, p, 1});
-    }
-    copy_all(in, batched_copy);
-    const CoreResult r = engine(packed, pb, opt);
-
-    // Each matrix's results are pieces of the packed results (in the input's dtype: one cast for
-    // float16/bfloat16), with the strides svd gives them: U F-contiguous, S and Vh C-contiguous.
-    const auto as_input = [&](const Tensor& t) {
-      return t.scalar_type() == opts.dtype().toScalarType() ? t : t.to(opts.dtype());
-    };
-    const PieceOf S_of(as_input(r.S));
-    const PieceOf U_of(compute_uv ? as_input(r.U) : Tensor()), V_of(compute_uv ? as_input(r.V) : Tensor());
-    for (int64_t i = 0; i < nmat; ++i) {
-      if (slot[i] < 0) continue;
-      const int64_t s = slot[i], p = pb.rows[s], q = pb.cols[s], wu = pb.ucols[s];
-      Ss[i] = S_of(pb.s_off[s], {q}, {1});
-      if (!compute_uv) continue;
-      // Packed, U_w^T is wu x p and V_w^T q x q, row-major. Tall A = U_w S V_w^T: U = U_w, Vh = V_w^T;
-      // wide A = V_w S U_w^T: U = V_w, Vh = U_w^T.
-      if (As[i].size(0) >= As[i].size(1)) {
-        Us[i] = U_of(pb.u_off[s], {p, wu}, {1, p});
-        Vhs[i] = V_of(pb.v_off[s], {q, q}, {q, 1});
-      } else {
-        Us[i] = V_of(pb.v_off[s], {q, q}, {1, q});
-        Vhs[i] = U_of(pb.u_off[s], {wu, p}, {p, 1});
-      }
-    }
-    check_info(r.info, op, opt);
-  }
-  if (!compute_uv) {
-    for (int64_t i = 0; i < nmat; ++i) {
-      Us[i] = PieceOf::empty(opts);
-      Vhs[i] = PieceOf::empty(opts);
-    }
-  }
-  return {Us, Ss, Vhs};
 }
 
 }  // namespace jsvd

@@ -58,7 +58,17 @@ std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Ten
 svd_varlen_impl(at::TensorList As, bool full_matrices, bool compute_uv, std::optional<double> tol,
                 std::optional<int64_t> max_sweeps, EngineFn engine, BatchedCopyFn batched_copy);
 
-// The four op kernels of one backend, bound to its engine (and, optionally,
+// jsvd::svd_varlen_packed: the matrices of one 1-D buffer `values`, member i
+// described by row i of `members` (int64, CPU, (count, 5): rows, cols, offset,
+// row stride, column stride, in elements of values), as a nested tensor holds
+// them. Returns U, S and Vh as 1-D buffers holding each member's factor
+// C-contiguous, in member order (U_i m_i x (full ? m_i : k_i), S_i k_i,
+// Vh_i (full ? n_i : k_i) x n_i): no tensor a matrix. Raises like svd_impl.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> svd_varlen_packed_impl(
+    const at::Tensor& values, const at::Tensor& members, bool full_matrices, bool compute_uv,
+    std::optional<double> tol, std::optional<int64_t> max_sweeps, EngineFn engine, BatchedCopyFn batched_copy);
+
+// The five op kernels of one backend, bound to its engine (and, optionally,
 // its batched copy):
 //   TORCH_LIBRARY_IMPL(jsvd, CPU, m) { register_kernels<&jacobi_svd_cpu>(m); }
 template <EngineFn kEngine, BatchedCopyFn kBatchedCopy>
@@ -77,6 +87,11 @@ void register_kernels(torch::Library& m) {
   m.impl("svd_varlen", [](at::TensorList As, bool full_matrices, bool compute_uv, std::optional<double> tol,
                           std::optional<int64_t> max_sweeps) {
     return svd_varlen_impl(As, full_matrices, compute_uv, tol, max_sweeps, kEngine, kBatchedCopy);
+  });
+  m.impl("svd_varlen_packed", [](const at::Tensor& values, const at::Tensor& members, bool full_matrices,
+                                 bool compute_uv, std::optional<double> tol, std::optional<int64_t> max_sweeps) {
+    return svd_varlen_packed_impl(values, members, full_matrices, compute_uv, tol, max_sweeps, kEngine,
+                                  kBatchedCopy);
   });
 }
 

@@ -18,6 +18,9 @@ def _opcheck_cases(device):
     mats = [torch.randn(4, 3, **f64), torch.randn(2, 5, **f64), torch.randn(3, 3, **f64)]
     mats_g = [t.clone().requires_grad_() for t in mats]
     T = torch.randn(3, 20, 12, **f64)  # taller; defaults and keyword arguments
+    packed = torch.ops.jsvd.svd_varlen_packed.default
+    buf = torch.randn(40, **f64)
+    members = torch.tensor([[4, 3, 0, 3, 1], [2, 5, 12, 1, 2], [0, 3, 30, 3, 1], [3, 3, 31, 3, 1]])
     return [
         (svd, (A, True, True, None, None)),
         (svd, (W, False, True, 1e-10, 40)),
@@ -38,6 +41,10 @@ def _opcheck_cases(device):
         (svd_ex, (T,), {"full_matrices": False}),
         (svdvals, (T,)),
         (varlen, ([T[0], T[1, :5]],)),
+        (packed, (buf, members, False, True, None, None)),
+        (packed, (buf, members, True, True, 1e-12, 30)),
+        (packed, (buf, members, True, False, None, None)),
+        (packed, (buf, members)),
     ]
 
 

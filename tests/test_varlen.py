@@ -135,6 +135,103 @@ def test_jagged_nested(device, full_matrices):
         assert_valid_svd(A, u, s, vh, False, check_strides=False)
 
 
+def _ops_run(fn):
+    """The jsvd op names that one call of fn dispatched (torch.profiler, CPU activity)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    return {e.name for e in prof.events() if e.name.startswith("jsvd::")}
+
+
+@pytest.mark.parametrize("layout", [torch.strided, torch.jagged])
+def test_nested_solved_in_place(device, layout):
+    # A nested input that needs no gradient goes to svd_varlen_packed (no tensor a matrix); one that
+    # needs a gradient to the list op, which has the derivative. Same results either way.
+    shapes = [(5, 4), (9, 4), (2, 4), (0, 4)] if layout == torch.jagged else SHAPES
+    As = _mats(device, shapes=shapes)
+    nt = torch.nested.nested_tensor(As, layout=layout)
+    assert _ops_run(lambda: torch_jsvd.svd_varlen(nt)) == {"jsvd::svd_varlen_packed"}
+    ref = torch_jsvd.svd_varlen(As)
+    ntg = torch.nested.nested_tensor(As, layout=layout, requires_grad=True)
+    assert "jsvd::svd_varlen" in _ops_run(lambda: torch_jsvd.svd_varlen(ntg))
+    for res in (torch_jsvd.svd_varlen(nt), torch_jsvd.svd_varlen(ntg)):
+        for got, want in zip(res, ref):
+            for a, b in zip(got.unbind(), want):
+                torch.testing.assert_close(a.detach(), b, rtol=0, atol=0)
+
+
+def test_nest_contiguous_helper():
+    # The Python layer's nested views of a result buffer (csrc/python_module.cpp): components back to back,
+    # from the buffer's first element even where it starts inside its storage; bad sizes raise.
+    from torch_jsvd import _C
+    buf = torch.arange(12.0)[2:]
+    nt = _C._nest_contiguous(buf, torch.tensor([[2, 3], [1, 4], [0, 3]]))
+    a, b, c = nt.unbind()
+    assert torch.equal(a, buf[:6].view(2, 3)) and torch.equal(b, buf[6:10].view(1, 4)) and c.shape == (0, 3)
+    with pytest.raises(RuntimeError, match="need 12 elements, the buffer has 10"):
+        _C._nest_contiguous(buf, torch.tensor([[3, 4]]))
+    with pytest.raises(RuntimeError, match="negative size"):
+        _C._nest_contiguous(buf, torch.tensor([[-1, 4]]))
+
+
+def _buffer_of(As, device, dtype=torch.float64):
+    """The matrices As laid into one buffer with gaps, half of them transposed (column-major): the
+    buffer and its (count, 5) members table."""
+    parts, rows, at = [], [], 0
+    for i, A in enumerate(As):
+        m, n = A.shape
+        col_major = i % 2 == 1
+        flat = (A.mT if col_major else A).reshape(-1)
+        parts += [flat, torch.full((3,), float("nan"), dtype=dtype, device=device)]  # gaps never read
+        rows.append([m, n, at, 1 if col_major else n, m if col_major else 1])
+        at += flat.numel() + 3
+    return torch.cat(parts), torch.tensor(rows, dtype=torch.int64)
+
+
+@pytest.mark.parametrize("full_matrices", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_packed_op_matches_the_list(device, full_matrices, dtype):
+    As = _mats(device, dtype, shapes=SHAPES + [(1, 6), (6, 1)])
+    values, members = _buffer_of(As, device, dtype)
+    U, S, Vh = torch.ops.jsvd.svd_varlen_packed(values, members, full_matrices)
+    assert U.dtype == S.dtype == Vh.dtype == dtype and U.dim() == S.dim() == Vh.dim() == 1
+    Ul, Sl, Vhl = torch_jsvd.svd_varlen(As, full_matrices)
+    uo = so = vo = 0
+    for u, s, vh in zip(Ul, Sl, Vhl):  # each member's factors C-contiguous, back to back
+        for buf, at, ref in ((U, uo, u), (S, so, s), (Vh, vo, vh)):
+            torch.testing.assert_close(buf[at:at + ref.numel()].view(ref.shape), ref, rtol=0, atol=0)
+        uo, so, vo = uo + u.numel(), so + s.numel(), vo + vh.numel()
+    assert (uo, so, vo) == (U.numel(), S.numel(), Vh.numel())
+    U2, S2, Vh2 = torch.ops.jsvd.svd_varlen_packed(values, members, full_matrices, False)
+    assert U2.shape == Vh2.shape == (0,)  # (without U and V the engine may take another path: rounding)
+    torch.testing.assert_close(S2, S, rtol=0, atol=50 * torch.finfo(dtype).eps * S.abs().max().item())
+
+
+def test_packed_op_bad_arguments(device):
+    op = torch.ops.jsvd.svd_varlen_packed
+    v = torch.randn(20, dtype=torch.float64, device=device)
+    good = torch.tensor([[3, 2, 0, 2, 1]])
+    with pytest.raises(RuntimeError, match="values to be a 1-D tensor"):
+        op(v.view(4, 5), good)
+    with pytest.raises(RuntimeError, match="values to be a floating point tensor"):
+        op(v.long(), good)
+    for bad in (good.int(), good[:, :4], good.to(device) if device != "cpu" else good.view(1, 1, 5)):
+        with pytest.raises(RuntimeError, match="members to be an int64 CPU tensor of shape"):
+            op(v, bad)
+    with pytest.raises(RuntimeError, match="at least one matrix"):
+        op(v, good[:0])
+    with pytest.raises(RuntimeError, match=r"members\[1\].*negative entry"):
+        op(v, torch.tensor([[3, 2, 0, 2, 1], [2, 2, -1, 2, 1]]))
+    with pytest.raises(RuntimeError, match=r"members\[0\].*past the end of values \(20 elements\)"):
+        op(v, torch.tensor([[4, 4, 5, 4, 1]]))
+    with pytest.raises(RuntimeError, match="not differentiable"):
+        op(v.clone().requires_grad_(), good)
+    bad = v.clone()
+    bad[3] = float("inf")
+    with pytest.raises(torch.linalg.LinAlgError, match="NaN or Inf"):
+        op(bad, good)
+
+
 # A list that takes every level of the CUDA engine at once: thread and warp (<= 32 columns), whole
 # matrices in shared memory, block pairs, Gram EVD pairs (too tall for a pair) and the GEMM level
 # (>= 1024 columns), with size-0, 1 x n and n x 1 members.

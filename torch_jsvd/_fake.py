@@ -68,3 +68,22 @@ def _svd_varlen_fake(As, full_matrices=False, compute_uv=True, tol=None, max_swe
         Ss.append(S)
         Vhs.append(Vh)
     return Us, Ss, Vhs
+
+
+@torch.library.register_fake("jsvd::svd_varlen_packed")
+def _svd_varlen_packed_fake(values, members, full_matrices=False, compute_uv=True, tol=None, max_sweeps=None):
+    # Same checks as svd_varlen_packed_impl (csrc/svd_varlen.cpp); the results' lengths depend on the
+    # values of members, so they are dynamic sizes.
+    op = "jsvd.svd_varlen_packed"
+    torch._check(values.dim() == 1, lambda: f"{op}: expected values to be a 1-D tensor, but got a "
+                                            f"{values.dim()}-D tensor")
+    torch._check(values.dtype in _FLOATS, lambda: f"{op}: expected values to be a floating point tensor (float32, "
+                                                  f"float64, float16 or bfloat16), but got {values.dtype}")
+    torch._check(members.dim() == 2 and members.shape[1] == 5 and members.dtype == torch.int64
+                 and members.device.type == "cpu",
+                 lambda: f"{op}: expected members to be an int64 CPU tensor of shape (count, 5)")
+    ctx = torch.library.get_ctx()
+    S = values.new_empty((ctx.new_dynamic_size(),))
+    if not compute_uv:
+        return values.new_empty((0,)), S, values.new_empty((0,))
+    return values.new_empty((ctx.new_dynamic_size(),)), S, values.new_empty((ctx.new_dynamic_size(),))

@@ -7,6 +7,8 @@ from typing import List, NamedTuple, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
+from . import _C
+
 # info codes (csrc/core.h): info >= 0 is the number of sweeps taken.
 INFO_NOT_CONVERGED = -1  # max_sweeps reached; the result is the last iterate
 INFO_NON_FINITE = -2  # the input held NaN or Inf; outputs are NaN
@@ -179,6 +181,11 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
     layout that holds it. With compute_uv=False, each U_i and Vh_i is an
     empty tensor of shape (0,). Raises like svd on non-convergence or NaN/Inf.
 
+    A nested input that needs no gradient is solved in place by
+    torch.ops.jsvd.svd_varlen_packed: the matrices are read from its buffer
+    and the results are nested views of one buffer each, so the host makes no
+    tensor a matrix (thousands of small matrices: the fastest form).
+
     The results of one call are pieces of one buffer per kind (U, S, Vh), each
     with a storage of its own (no allocation or copy a matrix); the buffer
     lives while any of them does. Tensor.record_stream on one of them does not
@@ -187,6 +194,14 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
     alive until it is done.
     """
     nested = isinstance(As, Tensor) and As.is_nested
+    if nested and _fast_path((As,)):
+        packed = _packed_members(As)
+        if packed is not None:  # the nested tensor's own buffer, no tensor a matrix (docs/design.md)
+            values, members, row_offsets = packed
+            U, S, Vh = torch.ops.jsvd.svd_varlen_packed.default(values, members, full_matrices, compute_uv, tol,
+                                                                max_sweeps)
+            return SVDVarlenResult(*_nest_results(U, S, Vh, members, full_matrices, compute_uv, As.layout,
+                                                  row_offsets))
     if nested:
         mats = list(As.unbind())
     elif isinstance(As, Tensor):
@@ -201,6 +216,55 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
     if nested:
         U, S, Vh = (_nest(t, As.layout) for t in (U, S, Vh))
     return SVDVarlenResult(U, S, Vh)
+
+
+def _packed_members(As: Tensor):
+    """(values, members, row offsets or None) describing a nested tensor of 2-D matrices in place, for
+    jsvd.svd_varlen_packed; None where its layout cannot be described so (the list path then decides)."""
+    if As.layout == torch.strided:
+        sizes = As._nested_tensor_size()
+        if sizes.dim() != 2 or sizes.shape[0] == 0 or sizes.shape[1] != 2:
+            return None
+        members = torch.cat([sizes, As._nested_tensor_storage_offsets()[:, None], As._nested_tensor_strides()], 1)
+        return As.values(), members, None
+    # jagged: rows ragged (ragged_idx 1), one column count, no holes (lengths)
+    if As.dim() != 3 or As._ragged_idx != 1 or As._lengths is not None:
+        return None
+    values = As.values().contiguous()
+    n = values.shape[1]
+    offsets = As.offsets()
+    rows_at = offsets.to("cpu", torch.int64)
+    count = rows_at.numel() - 1
+    if count == 0:
+        return None
+    col = torch.full((count,), n, dtype=torch.int64)
+    members = torch.stack([rows_at.diff(), col, rows_at[:-1] * n, col, torch.ones_like(col)], 1)
+    return values.view(-1), members, offsets
+
+
+def _nest_buffer(buf: Tensor, sizes: Tensor, layout: torch.layout, row_offsets: Optional[Tensor]) -> Tensor:
+    """The components of `sizes` (count, d), C-contiguous back to back in `buf`, as a nested tensor of
+    `layout` where it can hold them (as _nest: jagged only when ragged in the first dimension)."""
+    if layout == torch.jagged and bool((sizes[:, 1:] == sizes[:1, 1:]).all()):
+        if row_offsets is None:
+            row_offsets = torch.cat([sizes.new_zeros(1), sizes[:, 0].cumsum(0)]).to(buf.device)
+        return torch.nested.nested_tensor_from_jagged(buf.view(-1, *sizes[0, 1:].tolist()), row_offsets)
+    # (torch._nested_view_from_buffer checks each component with tensor ops: ~2 us a matrix on a CPU)
+    return _C._nest_contiguous(buf, sizes)
+
+
+def _nest_results(U: Tensor, S: Tensor, Vh: Tensor, members: Tensor, full_matrices: bool, compute_uv: bool,
+                  layout: torch.layout, row_offsets: Optional[Tensor]):
+    """svd_varlen_packed's three buffers as the nested tensors svd_varlen returns for a nested input."""
+    m, n = members[:, 0], members[:, 1]
+    k = torch.minimum(m, n)
+    S = _nest_buffer(S, k[:, None], layout, None)
+    if not compute_uv:
+        empty = torch.zeros_like(m)[:, None]
+        return _nest_buffer(U, empty, layout, None), S, _nest_buffer(Vh, empty, layout, None)
+    U = _nest_buffer(U, torch.stack([m, m if full_matrices else k], 1), layout, row_offsets)
+    Vh = _nest_buffer(Vh, torch.stack([n if full_matrices else k, n], 1), layout, None)
+    return U, S, Vh
 
 
 def _nest(ts: Sequence[Tensor], layout: torch.layout) -> Tensor:

@@ -1,0 +1,276 @@
+// jsvd::svd_varlen (a list of matrices) and jsvd::svd_varlen_packed (matrices
+// described by a table over one buffer, as a nested tensor holds them): both
+// pack their members into one PackedBatch, solve it with one engine call and
+// move the factors out with one batched copy (or none).
+#include "svd_wrapper.h"
+
+#include "op_common.h"
+
+#include <ATen/ops/from_blob.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <string>
+
+namespace jsvd {
+
+using at::Tensor;
+
+namespace {
+
+// A strided matrix inside a tensor: element offset from its data pointer,
+// shape and strides (in elements). A vector is a one-column matrix.
+struct Piece {
+  const Tensor* base;
+  int64_t offset, rows, cols, rs, cs;
+};
+
+Piece whole(const Tensor& t) {
+  return t.dim() == 2 ? Piece{&t, 0, t.size(0), t.size(1), t.stride(0), t.stride(1)}
+                      : Piece{&t, 0, t.size(0), 1, t.stride(0), 1};
+}
+
+Piece transposed(Piece p) {
+  std::swap(p.rows, p.cols);
+  std::swap(p.rs, p.cs);
+  return p;
+}
+
+// dst <- src for every pair, by the backend's batched copy: no per-matrix
+// tensor, one launch (or pass). All srcs share one dtype, as do all dsts.
+void copy_all(const std::vector<std::pair<Piece, Piece>>& pairs, BatchedCopyFn batched_copy) {
+  if (pairs.empty()) return;
+  const Tensor& s0 = *pairs[0].first.base;
+  const Tensor& d0 = *pairs[0].second.base;
+  const int64_t se = s0.element_size(), de = d0.element_size();
+  std::vector<MatrixCopy> copies;
+  copies.reserve(pairs.size());
+  for (const auto& [src, dst] : pairs) {
+    copies.push_back(MatrixCopy{static_cast<const char*>(src.base->const_data_ptr()) + src.offset * se,
+                                static_cast<char*>(dst.base->data_ptr()) + dst.offset * de, src.rows, src.cols,
+                                src.rs, src.cs, dst.rs, dst.cs});
+  }
+  batched_copy(copies, s0.scalar_type(), d0.scalar_type(), d0.device());
+}
+
+// Tensors that are pieces of one buffer, each with a storage of its own that keeps the buffer's
+// alive: svd_varlen's per-matrix results without an allocation or a copy each (2000 matrices: their
+// 6000 allocations took about 7 ms of host time on the H100's host; issue 21). Disjoint pieces, so the
+// results do not alias one another (torch.library.opcheck compares storages). Tensor.record_stream
+// on a piece does not reach the buffer's allocation (documented in svd_varlen).
+class PieceOf {
+ public:
+  explicit PieceOf(const Tensor& buffer) : buffer_(buffer) {}
+  Tensor operator()(int64_t offset, c10::IntArrayRef sizes, c10::IntArrayRef strides) const {
+    c10::StorageImpl* owner = buffer_.storage().unsafeGetStorageImpl();
+    c10::raw::intrusive_ptr::incref(owner);
+    return at::for_blob(static_cast<char*>(buffer_.data_ptr()) + offset * buffer_.element_size(), sizes)
+        .strides(strides)
+        .context(owner, [](void* o) { c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(o)); })
+        .options(buffer_.options())
+        .target_device(buffer_.device())
+        .make_tensor();
+  }
+  // A (0,)-shaped tensor with a storage of its own and no allocation.
+  static Tensor empty(const at::TensorOptions& o) {
+    return at::for_blob(nullptr, {0}).options(o).target_device(o.device()).make_tensor();
+  }
+
+ private:
+  Tensor buffer_;
+};
+
+// One engine call for a list's members. slot[i]: member i's place in pb, or
+// -1 where min(m, n) == 0 (nothing to decompose; pb holds the others). The
+// work is queued, not waited for: the callers build their outputs first.
+struct ListSolve {
+  std::vector<int64_t> slot;
+  PackedBatch pb;
+  CoreResult r;
+};
+
+ListSolve solve_list(const std::vector<Piece>& members, const SvdOptions& opt, EngineFn engine,
+                     BatchedCopyFn batched_copy) {
+  ListSolve ls;
+  const auto nmat = static_cast<int64_t>(members.size());
+  ls.slot.assign(nmat, -1);
+  std::vector<int64_t> rows, cols;
+  rows.reserve(nmat);
+  cols.reserve(nmat);
+  for (int64_t i = 0; i < nmat; ++i) {
+    const int64_t m = members[i].rows, n = members[i].cols;
+    if (std::min(m, n) == 0) continue;
+    ls.slot[i] = static_cast<int64_t>(rows.size());
+    rows.push_back(std::max(m, n));
+    cols.push_back(std::min(m, n));
+  }
+  if (rows.empty()) return ls;
+  ls.pb = PackedBatch::make(rows, cols, opt.full_matrices);
+  const Tensor& base = *members[0].base;
+  Tensor packed = at::empty({ls.pb.a_numel}, base.options().dtype(compute_dtype(base.scalar_type())));
+  // A tall A goes in as A^T (column-major), a wide one as itself (see svd_ex_common).
+  std::vector<std::pair<Piece, Piece>> in;
+  in.reserve(rows.size());
+  for (int64_t i = 0; i < nmat; ++i) {
+    const int64_t s = ls.slot[i];
+    if (s < 0) continue;
+    const Piece& a = members[i];
+    in.emplace_back(a.rows >= a.cols ? transposed(a) : a, Piece{&packed, ls.pb.a_off[s], ls.pb.cols[s], ls.pb.rows[s],
+                                                          ls.pb.rows[s], 1});
+  }
+  copy_all(in, batched_copy);
+  ls.r = engine(packed, ls.pb, opt);
+  return ls;
+}
+
+// A result in the input's dtype (one cast for float16/bfloat16).
+Tensor in_dtype(const Tensor& t, at::ScalarType dt) { return t.scalar_type() == dt ? t : t.to(dt); }
+
+}  // namespace
+
+std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_varlen_impl(
+    at::TensorList As, bool full_matrices, bool compute_uv, std::optional<double> tol,
+    std::optional<int64_t> max_sweeps, EngineFn engine, BatchedCopyFn batched_copy) {
+  constexpr const char* op = "jsvd.svd_varlen";
+  TORCH_CHECK(!As.empty(), op, ": expected a non-empty list of matrices, but got an empty list");
+  const auto nmat = static_cast<int64_t>(As.size());
+  std::vector<Piece> members;
+  members.reserve(nmat);
+  for (int64_t i = 0; i < nmat; ++i) {
+    check_matrix(As[i], op, "As", i, 2);
+    TORCH_CHECK(As[i].scalar_type() == As[0].scalar_type(), op, ": all matrices must have the same dtype, but As[",
+                i, "] has dtype ", As[i].scalar_type(), " and As[0] has dtype ", As[0].scalar_type());
+    TORCH_CHECK(As[i].device() == As[0].device(), op, ": all matrices must be on the same device, but As[", i,
+                "] is on ", As[i].device(), " and As[0] is on ", As[0].device());
+    members.push_back(whole(As[i]));
+  }
+  // svd_varlen synchronises anyway (to raise on info < 0).
+  const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, /*may_sync=*/true, op);
+  const auto opts = As[0].options();
+  const ListSolve ls = solve_list(members, opt, engine, batched_copy);
+  const PackedBatch& pb = ls.pb;
+
+  std::vector<Tensor> Us(nmat), Ss(nmat), Vhs(nmat);
+  // Each matrix's results are pieces of the packed results with the strides svd gives them:
+  // U F-contiguous, S and Vh C-contiguous.
+  const auto dt = opts.dtype().toScalarType();
+  const PieceOf S_of(pb.count ? in_dtype(ls.r.S, dt) : Tensor());
+  const PieceOf U_of(pb.count && compute_uv ? in_dtype(ls.r.U, dt) : Tensor());
+  const PieceOf V_of(pb.count && compute_uv ? in_dtype(ls.r.V, dt) : Tensor());
+  for (int64_t i = 0; i < nmat; ++i) {
+    const int64_t s = ls.slot[i], m = As[i].size(0), n = As[i].size(1);
+    if (s < 0) {
+      Ss[i] = at::empty({0}, opts);
+      if (compute_uv) std::tie(Us[i], Vhs[i]) = empty_factors({}, m, n, full_matrices, opts);
+      continue;
+    }
+    const int64_t p = pb.rows[s], q = pb.cols[s], wu = pb.ucols[s];
+    Ss[i] = S_of(pb.s_off[s], {q}, {1});
+    if (!compute_uv) continue;
+    // Packed, U_w^T is wu x p and V_w^T q x q, row-major. Tall A = U_w S V_w^T: U = U_w, Vh = V_w^T;
+    // wide A = V_w S U_w^T: U = V_w, Vh = U_w^T.
+    if (m >= n) {
+      Us[i] = U_of(pb.u_off[s], {p, wu}, {1, p});
+      Vhs[i] = V_of(pb.v_off[s], {q, q}, {q, 1});
+    } else {
+      Us[i] = V_of(pb.v_off[s], {q, q}, {1, q});
+      Vhs[i] = U_of(pb.u_off[s], {wu, p}, {p, 1});
+    }
+  }
+  if (pb.count) check_info(ls.r.info, op, opt);
+  if (!compute_uv) {
+    for (int64_t i = 0; i < nmat; ++i) {
+      Us[i] = PieceOf::empty(opts);
+      Vhs[i] = PieceOf::empty(opts);
+    }
+  }
+  return {Us, Ss, Vhs};
+}
+
+std::tuple<Tensor, Tensor, Tensor> svd_varlen_packed_impl(const Tensor& values_in, const Tensor& members,
+                                                          bool full_matrices, bool compute_uv,
+                                                          std::optional<double> tol,
+                                                          std::optional<int64_t> max_sweeps, EngineFn engine,
+                                                          BatchedCopyFn batched_copy) {
+  constexpr const char* op = "jsvd.svd_varlen_packed";
+  TORCH_CHECK(values_in.dim() == 1, op, ": expected values to be a 1-D tensor, but got a ", values_in.dim(),
+              "-D tensor");
+  const auto dt = values_in.scalar_type();
+  TORCH_CHECK(dt == at::kFloat || dt == at::kDouble || dt == at::kHalf || dt == at::kBFloat16, op,
+              ": expected values to be a floating point tensor (float32, float64, float16 or bfloat16), but got ",
+              dt);
+  TORCH_CHECK(members.dim() == 2 && members.size(1) == 5 && members.scalar_type() == at::kLong &&
+                  members.device().is_cpu(),
+              op, ": expected members to be an int64 CPU tensor of shape (count, 5) (rows, cols, offset, row "
+              "stride, column stride of each matrix), but got a ", members.scalar_type(), " tensor of shape ",
+              members.sizes(), " on ", members.device());
+  const int64_t nmat = members.size(0);
+  TORCH_CHECK(nmat > 0, op, ": expected at least one matrix, but members has 0 rows");
+  const Tensor values = values_in.contiguous();
+  const Tensor table = members.contiguous();
+  const int64_t* t = table.const_data_ptr<int64_t>();
+  const int64_t numel = values.numel();
+  std::vector<Piece> in(nmat);
+  for (int64_t i = 0; i < nmat; ++i) {
+    const int64_t* row = t + 5 * i;
+    const int64_t m = row[0], n = row[1], off = row[2], rs = row[3], cs = row[4];
+    TORCH_CHECK(m >= 0 && n >= 0 && off >= 0 && rs >= 0 && cs >= 0, op, ": members[", i,
+                "] = (", m, ", ", n, ", ", off, ", ", rs, ", ", cs, ") has a negative entry");
+    // the last element a matrix reads must lie inside values (never read past a buffer)
+    TORCH_CHECK(m == 0 || n == 0 || off + (m - 1) * rs + (n - 1) * cs < numel, op, ": members[", i,
+                "] = (", m, ", ", n, ", ", off, ", ", rs, ", ", cs, ") reaches past the end of values (",
+                numel, " elements)");
+    in[i] = Piece{&values, off, m, n, rs, cs};
+  }
+  const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, /*may_sync=*/true, op);
+  const ListSolve ls = solve_list(in, opt, engine, batched_copy);
+  const PackedBatch& pb = ls.pb;
+  const auto opts = values.options();
+
+  // The results, each matrix's C-contiguous in member order: S_i is the packed S already (the
+  // engine's order, min(m, n) = 0 members contributing nothing); U_i and Vh_i are copied out of the
+  // packed factors by one batched copy.
+  int64_t u_numel = 0, v_numel = 0;
+  for (const Piece& a : in) {
+    const int64_t k = std::min(a.rows, a.cols);
+    u_numel += a.rows * (full_matrices ? a.rows : k);
+    v_numel += (full_matrices ? a.cols : k) * a.cols;
+  }
+  Tensor S = pb.count ? in_dtype(ls.r.S, dt) : at::empty({0}, opts);
+  if (!compute_uv) {
+    if (pb.count) check_info(ls.r.info, op, opt);
+    return {at::empty({0}, opts), S, at::empty({0}, opts)};
+  }
+  Tensor U = at::empty({u_numel}, opts), Vh = at::empty({v_numel}, opts);
+  std::vector<std::pair<Piece, Piece>> out;
+  out.reserve(2 * pb.count);
+  int64_t uo = 0, vo = 0;
+  for (int64_t i = 0; i < nmat; ++i) {
+    const int64_t m = in[i].rows, n = in[i].cols, k = std::min(m, n);
+    const int64_t uc = full_matrices ? m : k, vr = full_matrices ? n : k;
+    const int64_t s = ls.slot[i];
+    if (s < 0) {
+      if (full_matrices) {  // the bases of the empty side: identities (empty_factors)
+        if (m > 0) U.narrow(0, uo, m * m).view({m, m}).zero_().diagonal().fill_(1);
+        if (n > 0) Vh.narrow(0, vo, n * n).view({n, n}).zero_().diagonal().fill_(1);
+      }
+    } else {
+      const int64_t p = pb.rows[s], q = pb.cols[s], wu = pb.ucols[s];
+      // As in svd_varlen_impl: tall A: U = U_w, Vh = V_w^T; wide A: U = V_w, Vh = U_w^T.
+      if (m >= n) {
+        out.emplace_back(Piece{&ls.r.U, pb.u_off[s], p, wu, 1, p}, Piece{&U, uo, m, uc, uc, 1});
+        out.emplace_back(Piece{&ls.r.V, pb.v_off[s], q, q, q, 1}, Piece{&Vh, vo, vr, n, n, 1});
+      } else {
+        out.emplace_back(Piece{&ls.r.V, pb.v_off[s], q, q, 1, q}, Piece{&U, uo, m, uc, uc, 1});
+        out.emplace_back(Piece{&ls.r.U, pb.u_off[s], wu, p, p, 1}, Piece{&Vh, vo, vr, n, n, 1});
+      }
+    }
+    uo += m * uc;
+    vo += vr * n;
+  }
+  copy_all(out, batched_copy);
+  if (pb.count) check_info(ls.r.info, op, opt);
+  return {U, S, Vh};
+}
+
+}  // namespace jsvd
