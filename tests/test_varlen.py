@@ -58,7 +58,7 @@ def test_outputs_do_not_alias(device):
 
 def test_results_outlive_each_other(device):
     """Each result is a piece of the call's buffer with a storage of its own that keeps the buffer
-    alive (csrc/svd_wrapper.cpp, PieceOf): one kept while the others are freed stays intact."""
+    alive (csrc/svd_varlen.cpp, PieceOf): one kept while the others are freed stays intact."""
     As = _mats(device, shapes=[(6, 4), (3, 5), (7, 7)])
     U, S, Vh = torch_jsvd.svd_varlen(As)
     keep, ref = Vh[1], Vh[1].clone()

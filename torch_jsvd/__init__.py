@@ -12,7 +12,7 @@ torch.compile support::
     U, S, V = torch_jsvd.svd_lowrank(A, q=16)      # randomized, like torch.svd_lowrank, batched
     reports = torch_jsvd.compress(model, energy=0.9)  # Linear/Conv2d layers -> two low-rank layers
 
-The ops live in torch.ops.jsvd (svd, svd_ex, svdvals, svd_varlen).
+The ops live in torch.ops.jsvd (svd, svd_ex, svdvals, svd_varlen, svd_varlen_packed).
 """
 
 import torch
