@@ -180,9 +180,11 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
     if (cp.v_solve) {
       cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr);
       plan_variant(cp.jacobi_v, elem, true);
-      const bool pays = cp.jacobi.level == Level::kWholeSmem || cols >= 512;
+      // (JSVD_V_SOLVE=1: wherever it can run, for measurements)
+      const bool pays = vs > 0 || (cp.jacobi_v.level != Level::kWholeSmem &&
+                                   (cp.jacobi.level == Level::kWholeSmem || cols >= 512));
       // (and the warp level computes U only with V)
-      if (cp.jacobi_v.level == Level::kWholeWarp || cp.jacobi_v.level == Level::kWholeSmem || !pays) {
+      if (cp.jacobi_v.level == Level::kWholeWarp || !pays) {
         cp.v_solve = false;
         cp.jacobi = cp.jacobi_v;
       }
