@@ -219,6 +219,12 @@ int main() {
   check(p256.width == 16 && !p256.launch.delta, "200 x 256x256 float32: 2 x 16 (3 blocks per SM), V's rows");
   check(plan_matrix(600, 600, 4, true, 1, h100).width == 8, "1 x 600x600 float32: 2 x 8 (37 tasks a step, not 18)");
   check(plan_matrix(512, 512, 8, true, 100, h100).width == 8, "100 x 512x512 float64: 2 x 8 (3 blocks per SM)");
+  // List members: narrower float32 pairs (a list's sweep is its largest member's chain of steps).
+  check(plan_matrix(200, 200, 4, true, 243, h100).width == 32, "243 x 200x200 float32, uniform: 2 x 32");
+  check(plan_matrix(200, 200, 4, true, 243, h100, nullptr, true).width == 16, "200x200 float32 in a list: 2 x 16");
+  check(plan_matrix(500, 400, 4, true, 458, h100, nullptr, true).width == 8, "500x400 float32 in a list: 2 x 8");
+  check(plan_matrix(200, 200, 8, true, 243, h100, nullptr, true).width ==
+            plan_matrix(200, 200, 8, true, 243, h100).width, "200x200 float64 in a list: as uniform");
   check(plan_matrix(1024, 1024, 8, true, 10, h100, &pairs).level == Level::kPairSvd,
         "10 x 1024x1024 float64: block pairs (carrying their rotation: V's rows would not fit)");
   check(plan_matrix(2048, 16, 8, true, 2, h100).level == Level::kGramEvd, "2 x 2048x16 float64: Gram EVD");

@@ -72,7 +72,7 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
                            static_cast<int32_t>(q), static_cast<int32_t>(b.uc(k)), 0};
     max_p = std::max(max_p, p);
     max_cols = std::max(max_cols, opt.full_matrices ? b.uc(k) : q);
-    MatrixPlan mp = uni ? *uplan : plan_matrix(p, q, es, uv, N, lim);
+    MatrixPlan mp = uni ? *uplan : plan_matrix(p, q, es, uv, N, lim, nullptr, /*in_list=*/true);
     if (!uni) merge_pair_plan(pairs, mp, p, q, es, uv, lim);
     // At the whole-matrix levels a uniform batch is one group of every
     // matrix, known from its first: the loop stops there.

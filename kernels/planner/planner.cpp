@@ -51,7 +51,7 @@ MatrixPlan gram_plan(int64_t cols) {
 }  // namespace
 
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
-                       const DeviceLimits& lim, const TunedLevel* tuned) {
+                       const DeviceLimits& lim, const TunedLevel* tuned, bool in_list) {
   MatrixPlan mp;
   // Test hook: JSVD_LEVEL=whole|pair|gram|gemm sends every matrix that would go to
   // a lower level to that one instead (the levels' tests on any shape).
@@ -116,6 +116,11 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     if (tasks_per_step >= 2 * static_cast<int64_t>(lim.sm_count) && bytes <= lim.smem_per_block / 2) break;
     if (elem == sizeof(float) && w <= 16 && tasks_per_step >= lim.sm_count) break;
   }
+  // A list's sweep lasts as long as its largest member's chain of round-robin steps, each a task on
+  // one SM whose time grows with the pair's width squared: narrower float32 pairs for list members,
+  // 16 columns and 8 from 257 (H200, docs/experiments.md, stop 38: 458 x [257, 512] 413 -> 366 ms,
+  // 243 x [129, 256] 21.8 -> 19.0, 300 x [16, 256] 11.8 -> 10.2).
+  if (in_list && elem == sizeof(float) && chosen > 0) chosen = std::min<int64_t>(chosen, cols > 256 ? 8 : 16);
   const int64_t forced_width = knobs().pair_width;
   if (forced_width > 0) {
     const int64_t w = std::min<int64_t>(forced_width, half);
@@ -274,7 +279,7 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
             "\"svd, svdvals (svd_ex, which never synchronises, plans without it)\"}";
     MatrixPlan mp = cp.jacobi;
     if (!uniform) {
-      mp = plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim);
+      mp = plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim, nullptr, /*in_list=*/true);
       merge_pair_plan(pairs, mp, p, q, elem, compute_uv, lim);
       plan_variant(mp, elem, compute_uv);
     }

@@ -44,9 +44,10 @@ struct MatrixPlan {
 // CI); plan_variant then picks the kernel variant (occupancy queries on the
 // current device).
 // `tuned`: the auto-tuner's choice for this shape (tuner.h); nullptr: the
-// GEMM level from JSVD_GEMM_MIN_COLS columns.
+// GEMM level from JSVD_GEMM_MIN_COLS columns. `in_list`: a member of an
+// svd_varlen list (narrower float32 block pairs, below).
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
-                       const DeviceLimits& lim, const TunedLevel* tuned = nullptr);
+                       const DeviceLimits& lim, const TunedLevel* tuned = nullptr, bool in_list = false);
 void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv);
 
 // QR preconditioning (qr_precondition.h, qr_choice): the Jacobi runs on R^T.
