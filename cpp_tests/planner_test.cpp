@@ -221,9 +221,10 @@ int main() {
   check(plan_matrix(512, 512, 8, true, 100, h100).width == 8, "100 x 512x512 float64: 2 x 8 (3 blocks per SM)");
   // List members: narrower float32 pairs (a list's sweep is its largest member's chain of steps).
   check(plan_matrix(200, 200, 4, true, 243, h100).width == 32, "243 x 200x200 float32, uniform: 2 x 32");
-  check(plan_matrix(200, 200, 4, true, 243, h100, nullptr, true).width == 16, "200x200 float32 in a list: 2 x 16");
-  check(plan_matrix(500, 400, 4, true, 458, h100, nullptr, true).width == 8, "500x400 float32 in a list: 2 x 8");
-  check(plan_matrix(200, 200, 8, true, 243, h100, nullptr, true).width ==
+  check(plan_matrix(200, 200, 4, true, 243, h100, nullptr, 256).width == 16, "200x200 float32 in a list to 256: 2 x 16");
+  check(plan_matrix(200, 200, 4, true, 243, h100, nullptr, 600).width == 8, "200x200 float32 in a list to 600: 2 x 8");
+  check(plan_matrix(500, 400, 4, true, 458, h100, nullptr, 400).width == 8, "500x400 float32 in a list: 2 x 8");
+  check(plan_matrix(200, 200, 8, true, 243, h100, nullptr, 600).width ==
             plan_matrix(200, 200, 8, true, 243, h100).width, "200x200 float64 in a list: as uniform");
   check(plan_matrix(1024, 1024, 8, true, 10, h100, &pairs).level == Level::kPairSvd,
         "10 x 1024x1024 float64: block pairs (carrying their rotation: V's rows would not fit)");

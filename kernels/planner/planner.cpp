@@ -51,7 +51,7 @@ MatrixPlan gram_plan(int64_t cols) {
 }  // namespace
 
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
-                       const DeviceLimits& lim, const TunedLevel* tuned, bool in_list) {
+                       const DeviceLimits& lim, const TunedLevel* tuned, int64_t list_cols) {
   MatrixPlan mp;
   // Test hook: JSVD_LEVEL=whole|pair|gram|gemm sends every matrix that would go to
   // a lower level to that one instead (the levels' tests on any shape).
@@ -117,10 +117,12 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     if (elem == sizeof(float) && w <= 16 && tasks_per_step >= lim.sm_count) break;
   }
   // A list's sweep lasts as long as its largest member's chain of round-robin steps, each a task on
-  // one SM whose time grows with the pair's width squared: narrower float32 pairs for list members,
-  // 16 columns and 8 from 257 (H200, docs/experiments.md, stop 38: 458 x [257, 512] 413 -> 366 ms,
-  // 243 x [129, 256] 21.8 -> 19.0, 300 x [16, 256] 11.8 -> 10.2).
-  if (in_list && elem == sizeof(float) && chosen > 0) chosen = std::min<int64_t>(chosen, cols > 256 ? 8 : 16);
+  // one SM whose time grows with the pair's width squared: narrower float32 pairs in lists, one width
+  // for all members (mixed 8 and 16 in one launch: 40 x [100, 600] 29.5 -> 44.8 ms), 16 columns, and 8
+  // where the largest member has more than 256 (H200, docs/experiments.md, stop 38: 458 x [257, 512]
+  // 413 -> 366 ms, 243 x [129, 256] 21.8 -> 19.0, 300 x [16, 256] 11.8 -> 10.2).
+  if (list_cols > 0 && elem == sizeof(float) && chosen > 0)
+    chosen = std::min<int64_t>(chosen, list_cols > 256 ? 8 : 16);
   const int64_t forced_width = knobs().pair_width;
   if (forced_width > 0) {
     const int64_t w = std::min<int64_t>(forced_width, half);
@@ -247,6 +249,8 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
     uniform = uniform && std::max(rows[k], cols[k]) == std::max(rows[0], cols[0]) &&
               std::min(rows[k], cols[k]) == std::min(rows[0], cols[0]);
   PairMerge pairs;  // (a list's block pairs, as the engine merges them)
+  int64_t list_cols = 0;  // (its largest member's columns, as prepare takes them)
+  for (size_t k = 0; k < rows.size(); ++k) list_cols = std::max(list_cols, std::min(rows[k], cols[k]));
   for (size_t k = 0; k < rows.size(); ++k) {
     // The engine works on the tall orientation.
     int64_t p = std::max(rows[k], cols[k]);
@@ -279,7 +283,7 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
             "\"svd, svdvals (svd_ex, which never synchronises, plans without it)\"}";
     MatrixPlan mp = cp.jacobi;
     if (!uniform) {
-      mp = plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim, nullptr, /*in_list=*/true);
+      mp = plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim, nullptr, list_cols);
       merge_pair_plan(pairs, mp, p, q, elem, compute_uv, lim);
       plan_variant(mp, elem, compute_uv);
     }

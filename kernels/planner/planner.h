@@ -44,10 +44,11 @@ struct MatrixPlan {
 // CI); plan_variant then picks the kernel variant (occupancy queries on the
 // current device).
 // `tuned`: the auto-tuner's choice for this shape (tuner.h); nullptr: the
-// GEMM level from JSVD_GEMM_MIN_COLS columns. `in_list`: a member of an
-// svd_varlen list (narrower float32 block pairs, below).
+// GEMM level from JSVD_GEMM_MIN_COLS columns. `list_cols` > 0: a member of
+// an svd_varlen list whose largest matrix has that many columns (narrower
+// float32 block pairs, one width for the whole list: planner.cpp).
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
-                       const DeviceLimits& lim, const TunedLevel* tuned = nullptr, bool in_list = false);
+                       const DeviceLimits& lim, const TunedLevel* tuned = nullptr, int64_t list_cols = 0);
 void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv);
 
 // QR preconditioning (qr_precondition.h, qr_choice): the Jacobi runs on R^T.
