@@ -3,7 +3,8 @@
 Each list has `count` matrices whose rows and columns are drawn independently and uniformly from [lo, hi]
 (seed 0; tall and wide mixed): issue 21's three lists, and lists in the style of the W-cycle paper's Table VI
 (its SuiteSparse groups "m, n <= X" with its batch sizes, here random sides in (X/2, X], since SuiteSparse is
-not at hand offline).
+not at hand offline); and two H-matrix-like lists: levels of low-rank blocks, one shape a level (count x m x n),
+shuffled (a list's shapes shared by >= 32 members are solved as uniform batches: csrc/core.h, list_shape_groups).
 
     python benchmarks/bench_varlen.py                  # every list (stops starting lists after --budget-s)
     python benchmarks/bench_varlen.py --cases 300x     # lists whose name contains a substring
@@ -35,17 +36,26 @@ import common
 from common import fmt
 
 LISTS = [(2000, 4, 64), (300, 16, 256), (40, 100, 600),
-         (46, 17, 32), (85, 33, 64), (156, 65, 128), (243, 129, 256), (458, 257, 512)]
+         (46, 17, 32), (85, 33, 64), (156, 65, 128), (243, 129, 256), (458, 257, 512),
+         # H-matrix-like: levels of low-rank blocks, one shape a level, in random order
+         ("hmatrix", ((1000, 256, 16), (300, 512, 64), (100, 900, 100))),
+         ("hmatrix", ((2000, 64, 16), (500, 128, 32), (200, 256, 64)))]
 GOALS = {"varlen 2000x[4,64]": 2.0, "varlen 300x[16,256]": 15.0, "varlen 40x[100,600]": 15.0}
 
 
-def case_name(count, lo, hi):
+def case_name(count, lo, hi=None):
+    if count == "hmatrix":  # (count, m, n) levels
+        return "varlen hmatrix " + "+".join(f"{c}x{m}x{n}" for c, m, n in lo)
     return f"varlen {count}x[{lo},{hi}]"
 
 
-def make_list(count, lo, hi, seed=0):
+def make_list(count, lo, hi=None, seed=0):
     g = torch.Generator().manual_seed(seed)
-    shapes = torch.randint(lo, hi + 1, (count, 2), generator=g).tolist()
+    if count == "hmatrix":
+        shapes = [(m, n) for c, m, n in lo for _ in range(c)]
+        shapes = [shapes[i] for i in torch.randperm(len(shapes), generator=g).tolist()]
+    else:
+        shapes = torch.randint(lo, hi + 1, (count, 2), generator=g).tolist()
     gd = torch.Generator(device="cuda").manual_seed(seed)
     return [torch.randn(m, n, device="cuda", generator=gd) for m, n in shapes]
 
@@ -100,10 +110,15 @@ def uniform_ms(torch_jsvd, As):
     return total * 1e3, len(batches)
 
 
-def run_list(torch_jsvd, count, lo, hi):
+def run_list(torch_jsvd, count, lo, hi=None):
     As = make_list(count, lo, hi)
-    row = {"case": case_name(count, lo, hi), "batch": count, "m": hi, "n": hi, "sides": [lo, hi],
-           "dtype": "float32", "methods": {}}
+    if count == "hmatrix":
+        count = len(As)
+        row = {"case": case_name("hmatrix", lo), "batch": count, "m": max(m for _, m, _ in lo),
+               "n": max(n for _, _, n in lo), "levels_spec": [list(x) for x in lo], "dtype": "float32", "methods": {}}
+    else:
+        row = {"case": case_name(count, lo, hi), "batch": count, "m": hi, "n": hi, "sides": [lo, hi],
+               "dtype": "float32", "methods": {}}
     ms, out = common.time_ms(lambda: torch_jsvd.svd_varlen(As), "cuda")
     recon, orth = list_accuracy(As, *out)
     row["methods"]["ours"] = {"ms": ms, "recon": recon, "orth": orth}
@@ -169,7 +184,8 @@ def goal_lines(rows):
 
 def markdown(doc):
     note = ("- float32, `full_matrices=False`, sides uniform in [lo, hi] (seed 0); the last five lists follow the W-cycle "
-            "paper's Table VI groups (its batch sizes, sides in (X/2, X]); median wall time of one call; nested = the "
+            "paper's Table VI groups (its batch sizes, sides in (X/2, X]); hmatrix = levels of one shape each (count x m x n), "
+            "shuffled, whose shapes are solved as uniform batches; median wall time of one call; nested = the "
             "same matrices as one strided torch.nested tensor (built beforehand), whose host time is the whole call's; loop = "
             "torch.linalg.svd per matrix; uniform = sum over distinct shapes (count in brackets) of one torch_jsvd.svd "
             "of that shape's members; similar = one uniform batch of the list's mean shape; recon / orth in units of "

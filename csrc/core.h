@@ -11,6 +11,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -131,6 +132,43 @@ struct PackedBatch {
     return b;
   }
 };
+
+// A list's members that share a shape are solved as a uniform batch of their
+// own: the uniform path's QR preconditioning, auto-tuner and cached plans, which
+// a list does not get (H200, lists of H-matrix-like levels: 2-3x faster;
+// docs/experiments.md, stop 38). rows[k] >= cols[k] >= 1 (tall orientation).
+// Returns each member's group, or -1 for the rest (solved as one list): shapes
+// with at least kListGroupMin members, the kListGroupMax largest by work; no
+// groups where one shape would hold every member (the list is uniform then).
+constexpr int64_t kListGroupMin = 32;
+constexpr size_t kListGroupMax = 8;
+inline std::vector<int32_t> list_shape_groups(const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
+                                              int32_t* ngroups) {
+  const size_t n = rows.size();
+  std::vector<int32_t> group(n, -1);
+  *ngroups = 0;
+  std::vector<size_t> order(n);
+  for (size_t k = 0; k < n; ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return rows[a] != rows[b] ? rows[a] < rows[b] : cols[a] < cols[b];
+  });
+  struct Run { size_t begin, end; double work; };
+  std::vector<Run> runs;  // members of one shape: order[begin, end)
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && rows[order[j]] == rows[order[i]] && cols[order[j]] == cols[order[i]]) ++j;
+    if (static_cast<int64_t>(j - i) >= kListGroupMin && j - i < n)
+      runs.push_back({i, j, static_cast<double>(j - i) * rows[order[i]] * cols[order[i]] * cols[order[i]]});
+    i = j;
+  }
+  std::stable_sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.work > b.work; });
+  if (runs.size() > kListGroupMax) runs.resize(kListGroupMax);
+  for (const Run& r : runs) {
+    for (size_t i = r.begin; i < r.end; ++i) group[order[i]] = *ngroups;
+    ++*ngroups;
+  }
+  return group;
+}
 
 // Packed outputs of an engine. U and V are undefined tensors when !compute_uv.
 // info: int32, one per matrix (codes above), never requiring a host sync to produce.

@@ -80,46 +80,77 @@ class PieceOf {
   Tensor buffer_;
 };
 
-// One engine call for a list's members. slot[i]: member i's place in pb, or
-// -1 where min(m, n) == 0 (nothing to decompose; pb holds the others). The
-// work is queued, not waited for: the callers build their outputs first.
+// A list's members solved by one engine call per part: each shape group (list_shape_groups, core.h)
+// as a uniform batch, and the rest as one list. part[i] / slot[i]: member i's part and its place in
+// that part's pb; part -1 where min(m, n) == 0 (nothing to decompose). The work is queued, not
+// waited for: the callers build their outputs first, then check().
 struct ListSolve {
-  std::vector<int64_t> slot;
-  PackedBatch pb;
-  CoreResult r;
+  struct Part {
+    PackedBatch pb;
+    Tensor packed;
+    CoreResult r;
+  };
+  std::vector<int64_t> part, slot;
+  std::vector<Part> parts;
+  // Raises like svd_impl if any member's info < 0 (one host read for all parts).
+  void check(const char* op, const SvdOptions& opt) const {
+    if (parts.empty()) return;
+    std::vector<Tensor> infos;
+    for (const Part& pt : parts) infos.push_back(pt.r.info);
+    check_info(infos.size() == 1 ? infos[0] : at::cat(infos), op, opt);
+  }
 };
 
 ListSolve solve_list(const std::vector<Piece>& members, const SvdOptions& opt, EngineFn engine,
                      BatchedCopyFn batched_copy) {
   ListSolve ls;
   const auto nmat = static_cast<int64_t>(members.size());
+  ls.part.assign(nmat, -1);
   ls.slot.assign(nmat, -1);
-  std::vector<int64_t> rows, cols;
-  rows.reserve(nmat);
-  cols.reserve(nmat);
+  std::vector<int64_t> nz, rows, cols;  // the members with something to decompose, tall orientation
   for (int64_t i = 0; i < nmat; ++i) {
     const int64_t m = members[i].rows, n = members[i].cols;
     if (std::min(m, n) == 0) continue;
-    ls.slot[i] = static_cast<int64_t>(rows.size());
+    nz.push_back(i);
     rows.push_back(std::max(m, n));
     cols.push_back(std::min(m, n));
   }
-  if (rows.empty()) return ls;
-  ls.pb = PackedBatch::make(rows, cols, opt.full_matrices);
+  if (nz.empty()) return ls;
+  int32_t ngroups = 0;
+  const std::vector<int32_t> group = list_shape_groups(rows, cols, &ngroups);
+  std::vector<std::vector<int64_t>> prows(ngroups + 1), pcols(ngroups + 1);  // part ngroups: the rest
+  for (size_t t = 0; t < nz.size(); ++t) {
+    const int32_t g = group[t] >= 0 ? group[t] : ngroups;
+    ls.part[nz[t]] = g;
+    ls.slot[nz[t]] = static_cast<int64_t>(prows[g].size());
+    prows[g].push_back(rows[t]);
+    pcols[g].push_back(cols[t]);
+  }
+  if (prows[ngroups].empty()) prows.pop_back();  // (no rest)
   const Tensor& base = *members[0].base;
-  Tensor packed = at::empty({ls.pb.a_numel}, base.options().dtype(compute_dtype(base.scalar_type())));
-  // A tall A goes in as A^T (column-major), a wide one as itself (see svd_ex_common).
+  const auto popts = base.options().dtype(compute_dtype(base.scalar_type()));
+  ls.parts.resize(prows.size());  // (not resized again: the pieces below point at the parts' buffers)
+  for (size_t g = 0; g < prows.size(); ++g) {
+    auto& pt = ls.parts[g];
+    pt.pb = static_cast<int32_t>(g) < ngroups
+                ? PackedBatch::uniform_of(static_cast<int64_t>(prows[g].size()), prows[g][0], pcols[g][0],
+                                          opt.full_matrices)
+                : PackedBatch::make(prows[g], pcols[g], opt.full_matrices);
+    pt.packed = at::empty({pt.pb.a_numel}, popts);
+  }
+  // A tall A goes in as A^T (column-major), a wide one as itself (see svd_ex_common); every part's
+  // packing in one batched copy.
   std::vector<std::pair<Piece, Piece>> in;
-  in.reserve(rows.size());
-  for (int64_t i = 0; i < nmat; ++i) {
+  in.reserve(nz.size());
+  for (const int64_t i : nz) {
+    const auto& pt = ls.parts[ls.part[i]];
     const int64_t s = ls.slot[i];
-    if (s < 0) continue;
     const Piece& a = members[i];
-    in.emplace_back(a.rows >= a.cols ? transposed(a) : a, Piece{&packed, ls.pb.a_off[s], ls.pb.cols[s], ls.pb.rows[s],
-                                                          ls.pb.rows[s], 1});
+    in.emplace_back(a.rows >= a.cols ? transposed(a) : a,
+                    Piece{&pt.packed, pt.pb.a_at(s), pt.pb.q(s), pt.pb.p(s), pt.pb.p(s), 1});
   }
   copy_all(in, batched_copy);
-  ls.r = engine(packed, ls.pb, opt);
+  for (auto& pt : ls.parts) pt.r = engine(pt.packed, pt.pb, opt);
   return ls;
 }
 
@@ -148,36 +179,39 @@ std::tuple<std::vector<Tensor>, std::vector<Tensor>, std::vector<Tensor>> svd_va
   const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, /*may_sync=*/true, op);
   const auto opts = As[0].options();
   const ListSolve ls = solve_list(members, opt, engine, batched_copy);
-  const PackedBatch& pb = ls.pb;
 
   std::vector<Tensor> Us(nmat), Ss(nmat), Vhs(nmat);
-  // Each matrix's results are pieces of the packed results with the strides svd gives them:
+  // Each matrix's results are pieces of its part's packed results with the strides svd gives them:
   // U F-contiguous, S and Vh C-contiguous.
   const auto dt = opts.dtype().toScalarType();
-  const PieceOf S_of(pb.count ? in_dtype(ls.r.S, dt) : Tensor());
-  const PieceOf U_of(pb.count && compute_uv ? in_dtype(ls.r.U, dt) : Tensor());
-  const PieceOf V_of(pb.count && compute_uv ? in_dtype(ls.r.V, dt) : Tensor());
+  std::vector<PieceOf> S_of, U_of, V_of;
+  for (const auto& pt : ls.parts) {
+    S_of.emplace_back(in_dtype(pt.r.S, dt));
+    U_of.emplace_back(compute_uv ? in_dtype(pt.r.U, dt) : Tensor());
+    V_of.emplace_back(compute_uv ? in_dtype(pt.r.V, dt) : Tensor());
+  }
   for (int64_t i = 0; i < nmat; ++i) {
-    const int64_t s = ls.slot[i], m = As[i].size(0), n = As[i].size(1);
-    if (s < 0) {
+    const int64_t g = ls.part[i], s = ls.slot[i], m = As[i].size(0), n = As[i].size(1);
+    if (g < 0) {
       Ss[i] = at::empty({0}, opts);
       if (compute_uv) std::tie(Us[i], Vhs[i]) = empty_factors({}, m, n, full_matrices, opts);
       continue;
     }
-    const int64_t p = pb.rows[s], q = pb.cols[s], wu = pb.ucols[s];
-    Ss[i] = S_of(pb.s_off[s], {q}, {1});
+    const PackedBatch& pb = ls.parts[g].pb;
+    const int64_t p = pb.p(s), q = pb.q(s), wu = pb.uc(s);
+    Ss[i] = S_of[g](pb.s_at(s), {q}, {1});
     if (!compute_uv) continue;
     // Packed, U_w^T is wu x p and V_w^T q x q, row-major. Tall A = U_w S V_w^T: U = U_w, Vh = V_w^T;
     // wide A = V_w S U_w^T: U = V_w, Vh = U_w^T.
     if (m >= n) {
-      Us[i] = U_of(pb.u_off[s], {p, wu}, {1, p});
-      Vhs[i] = V_of(pb.v_off[s], {q, q}, {q, 1});
+      Us[i] = U_of[g](pb.u_at(s), {p, wu}, {1, p});
+      Vhs[i] = V_of[g](pb.v_at(s), {q, q}, {q, 1});
     } else {
-      Us[i] = V_of(pb.v_off[s], {q, q}, {1, q});
-      Vhs[i] = U_of(pb.u_off[s], {wu, p}, {p, 1});
+      Us[i] = V_of[g](pb.v_at(s), {q, q}, {1, q});
+      Vhs[i] = U_of[g](pb.u_at(s), {wu, p}, {p, 1});
     }
   }
-  if (pb.count) check_info(ls.r.info, op, opt);
+  ls.check(op, opt);
   if (!compute_uv) {
     for (int64_t i = 0; i < nmat; ++i) {
       Us[i] = PieceOf::empty(opts);
@@ -224,52 +258,51 @@ std::tuple<Tensor, Tensor, Tensor> svd_varlen_packed_impl(const Tensor& values_i
   }
   const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, /*may_sync=*/true, op);
   const ListSolve ls = solve_list(in, opt, engine, batched_copy);
-  const PackedBatch& pb = ls.pb;
   const auto opts = values.options();
 
-  // The results, each matrix's C-contiguous in member order: S_i is the packed S already (the
-  // engine's order, min(m, n) = 0 members contributing nothing); U_i and Vh_i are copied out of the
-  // packed factors by one batched copy.
-  int64_t u_numel = 0, v_numel = 0;
+  // The results, each matrix's C-contiguous in member order, copied out of the parts' packed factors
+  // by one batched copy.
+  int64_t u_numel = 0, s_numel = 0, v_numel = 0;
   for (const Piece& a : in) {
     const int64_t k = std::min(a.rows, a.cols);
     u_numel += a.rows * (full_matrices ? a.rows : k);
+    s_numel += k;
     v_numel += (full_matrices ? a.cols : k) * a.cols;
   }
-  Tensor S = pb.count ? in_dtype(ls.r.S, dt) : at::empty({0}, opts);
-  if (!compute_uv) {
-    if (pb.count) check_info(ls.r.info, op, opt);
-    return {at::empty({0}, opts), S, at::empty({0}, opts)};
-  }
-  Tensor U = at::empty({u_numel}, opts), Vh = at::empty({v_numel}, opts);
+  Tensor S = at::empty({s_numel}, opts);
+  Tensor U = at::empty({compute_uv ? u_numel : 0}, opts), Vh = at::empty({compute_uv ? v_numel : 0}, opts);
   std::vector<std::pair<Piece, Piece>> out;
-  out.reserve(2 * pb.count);
-  int64_t uo = 0, vo = 0;
+  out.reserve(3 * in.size());
+  int64_t uo = 0, so = 0, vo = 0;
   for (int64_t i = 0; i < nmat; ++i) {
     const int64_t m = in[i].rows, n = in[i].cols, k = std::min(m, n);
     const int64_t uc = full_matrices ? m : k, vr = full_matrices ? n : k;
-    const int64_t s = ls.slot[i];
-    if (s < 0) {
-      if (full_matrices) {  // the bases of the empty side: identities (empty_factors)
+    const int64_t g = ls.part[i], s = ls.slot[i];
+    if (g < 0) {
+      if (compute_uv && full_matrices) {  // the bases of the empty side: identities (empty_factors)
         if (m > 0) U.narrow(0, uo, m * m).view({m, m}).zero_().diagonal().fill_(1);
         if (n > 0) Vh.narrow(0, vo, n * n).view({n, n}).zero_().diagonal().fill_(1);
       }
     } else {
-      const int64_t p = pb.rows[s], q = pb.cols[s], wu = pb.ucols[s];
+      const auto& pt = ls.parts[g];
+      const PackedBatch& pb = pt.pb;
+      const int64_t p = pb.p(s), q = pb.q(s), wu = pb.uc(s);
+      out.emplace_back(Piece{&pt.r.S, pb.s_at(s), q, 1, 1, 1}, Piece{&S, so, q, 1, 1, 1});
       // As in svd_varlen_impl: tall A: U = U_w, Vh = V_w^T; wide A: U = V_w, Vh = U_w^T.
-      if (m >= n) {
-        out.emplace_back(Piece{&ls.r.U, pb.u_off[s], p, wu, 1, p}, Piece{&U, uo, m, uc, uc, 1});
-        out.emplace_back(Piece{&ls.r.V, pb.v_off[s], q, q, q, 1}, Piece{&Vh, vo, vr, n, n, 1});
-      } else {
-        out.emplace_back(Piece{&ls.r.V, pb.v_off[s], q, q, 1, q}, Piece{&U, uo, m, uc, uc, 1});
-        out.emplace_back(Piece{&ls.r.U, pb.u_off[s], wu, p, p, 1}, Piece{&Vh, vo, vr, n, n, 1});
+      if (compute_uv && m >= n) {
+        out.emplace_back(Piece{&pt.r.U, pb.u_at(s), p, wu, 1, p}, Piece{&U, uo, m, uc, uc, 1});
+        out.emplace_back(Piece{&pt.r.V, pb.v_at(s), q, q, q, 1}, Piece{&Vh, vo, vr, n, n, 1});
+      } else if (compute_uv) {
+        out.emplace_back(Piece{&pt.r.V, pb.v_at(s), q, q, 1, q}, Piece{&U, uo, m, uc, uc, 1});
+        out.emplace_back(Piece{&pt.r.U, pb.u_at(s), wu, p, p, 1}, Piece{&Vh, vo, vr, n, n, 1});
       }
     }
     uo += m * uc;
+    so += k;
     vo += vr * n;
   }
   copy_all(out, batched_copy);
-  if (pb.count) check_info(ls.r.info, op, opt);
+  ls.check(op, opt);
   return {U, S, Vh};
 }
 

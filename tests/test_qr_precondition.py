@@ -35,6 +35,12 @@ def test_plan_reports_the_qr():
     # not for fewer than 256 columns, nor for a list of different shapes
     assert _precondition([(512, 255)] * 2, torch.float32) == [None, None]
     assert _precondition([(512, 512), (512, 500)], torch.float32) == [None, None]
+    # ... but a list's shape shared by >= 32 members is solved as a uniform batch: its QR (the rest without)
+    shapes = [(900, 100)] * 32 + [(600, 90), (40, 40)]
+    plan = torch_jsvd.plan(shapes, dtype=torch.float32, device="cuda")["matrices"]
+    assert [m.get("shape_group") for m in plan] == [32] * 32 + [None, None]
+    assert [m.get("precondition", {}).get("jacobi_on") for m in plan] == [[100, 100]] * 32 + [None, None]
+    assert "shape_group" not in torch_jsvd.plan([(900, 100)] * 33, device="cuda")["matrices"][0]  # uniform
     # float64: from 32 columns in one launch where the matrix fits in shared memory, else blocked from
     # 128 columns; and from 16 where rows >= max(512, 8 columns)
     # (in registers where rows >= 4 columns <= 32 and the rows fit 256 threads, 512 up to 16 columns,

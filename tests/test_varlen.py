@@ -232,6 +232,49 @@ def test_packed_op_bad_arguments(device):
         op(bad, good)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_shape_groups_solved_as_uniform_batches(device, dtype):
+    # Shapes shared by >= 32 members are solved as uniform batches of their own (list_shape_groups,
+    # csrc/core.h), the rest as one list: each gives what the uniform op, or the list of the rest alone,
+    # gives (the same engine calls on the same matrices).
+    g = torch.Generator().manual_seed(7)
+    group_a = [torch.randn(20, 6, dtype=dtype, generator=g) for _ in range(40)]
+    group_b = [torch.randn(7, 30, dtype=dtype, generator=g) for _ in range(33)]  # wide: 30 x 7 tall
+    rest = [torch.randn(m, n, dtype=dtype, generator=g) for m, n in [(5, 3), (20, 6), (9, 9), (0, 4), (7, 30)]]
+    As = [t.to(device) for t in group_a[:20] + rest[:2] + group_b + rest[2:] + group_a[20:]]
+    tol = 100 * torch.finfo(dtype).eps
+
+    def same(got, want):  # one matrix's (U, S, Vh) against another call's, up to the signs of the pairs
+        u, s, vh = got
+        u0, s0, vh0 = want
+        torch.testing.assert_close(s, s0, rtol=0, atol=tol * max(1.0, s0.abs().max().item() if s0.numel() else 0))
+        k = s.shape[0]
+        sign = torch.where((u[:, :k] * u0[:, :k]).sum(0) < 0, -1.0, 1.0).to(dtype)
+        torch.testing.assert_close(u[:, :k] * sign, u0[:, :k], rtol=0, atol=tol)
+        torch.testing.assert_close(vh[:k] * sign[:, None], vh0[:k], rtol=0, atol=tol)
+
+    for full_matrices in (False, True):
+        U, S, Vh = torch_jsvd.svd_varlen(As, full_matrices)
+        for A, u, s, vh in zip(As, U, S, Vh):
+            assert_valid_svd(A, u, s, vh, full_matrices)
+        ia = [i for i, A in enumerate(As) if A.shape == (20, 6)]
+        ib = [i for i, A in enumerate(As) if A.shape == (7, 30)]
+        assert len(ia) == 41 and len(ib) == 34
+        for idx in (ia, ib):
+            ref = torch_jsvd.svd(torch.stack([As[i] for i in idx]), full_matrices)
+            for j, i in enumerate(idx):
+                same((U[i], S[i], Vh[i]), tuple(t[j] for t in ref))
+        others = [i for i in range(len(As)) if i not in ia + ib]
+        ref = torch_jsvd.svd_varlen([As[i] for i in others], full_matrices)
+        for j, i in enumerate(others):
+            same((U[i], S[i], Vh[i]), tuple(t[j] for t in ref))
+        # the nested form (svd_varlen_packed) solves the same parts
+        nested = torch_jsvd.svd_varlen(torch.nested.nested_tensor(As), full_matrices)
+        for got, want in zip(nested, (U, S, Vh)):
+            for a, b in zip(got.unbind(), want):
+                torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 # A list that takes every level of the CUDA engine at once: thread and warp (<= 32 columns), whole
 # matrices in shared memory, block pairs, Gram EVD pairs (too tall for a pair) and the GEMM level
 # (>= 1024 columns), with size-0, 1 x n and n x 1 members.

@@ -29,7 +29,10 @@ def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True):
     of A^T A from torch.linalg.eigh; svd_ex, which never synchronises, runs without it
     and with the QR). The device's real shared
     memory limit and SM count are included. The plan of a shape depends on the
-    number of matrices launched together, so pass the whole batch's shapes.
+    number of matrices launched together, so pass the whole batch's shapes. In
+    a list (svd_varlen), a shape shared by at least 32 members is solved as a
+    uniform batch of its own (the 8 largest such groups; ``shape_group``: its
+    member count), with a uniform batch's plan, and the rest as one list.
     On CPU: one-sided Jacobi per matrix, parallel over the batch.
     """
     device = torch.device(device)

@@ -243,14 +243,35 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
   std::ostringstream os;
   os << "{\"smem_per_block\": " << lim.smem_per_block << ", \"sm_count\": " << lim.sm_count
      << ", \"inner_sweeps\": " << inner_sweeps() << ", \"matrices\": [";
-  // A batch whose matrices (tall orientation) share one shape is uniform.
+  // A batch whose matrices (tall orientation) share one shape is uniform. A list's shape groups are
+  // uniform batches of their own, the rest one list (list_shape_groups, core.h; csrc/svd_varlen.cpp).
   bool uniform = true;
   for (size_t k = 1; k < rows.size(); ++k)
     uniform = uniform && std::max(rows[k], cols[k]) == std::max(rows[0], cols[0]) &&
               std::min(rows[k], cols[k]) == std::min(rows[0], cols[0]);
+  std::vector<int64_t> tall_rows, tall_cols;  // (the members with something to decompose)
+  std::vector<int32_t> group(rows.size(), -1);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    if (std::min(rows[k], cols[k]) == 0) continue;
+    tall_rows.push_back(std::max(rows[k], cols[k]));
+    tall_cols.push_back(std::min(rows[k], cols[k]));
+  }
+  int32_t ngroups = 0;
+  const std::vector<int32_t> tall_group = uniform ? std::vector<int32_t>(tall_rows.size(), -1)
+                                                  : list_shape_groups(tall_rows, tall_cols, &ngroups);
+  std::vector<int64_t> group_count(ngroups, 0);
+  int64_t rest = 0, list_cols = 0;  // the rest's count and largest column count, as prepare takes them
+  for (size_t k = 0, t = 0; k < rows.size(); ++k) {
+    if (std::min(rows[k], cols[k]) == 0) continue;
+    group[k] = tall_group[t++];
+    if (group[k] >= 0) {
+      ++group_count[group[k]];
+    } else {
+      ++rest;
+      list_cols = std::max(list_cols, std::min(rows[k], cols[k]));
+    }
+  }
   PairMerge pairs;  // (a list's block pairs, as the engine merges them)
-  int64_t list_cols = 0;  // (its largest member's columns, as prepare takes them)
-  for (size_t k = 0; k < rows.size(); ++k) list_cols = std::max(list_cols, std::min(rows[k], cols[k]));
   for (size_t k = 0; k < rows.size(); ++k) {
     // The engine works on the tall orientation.
     int64_t p = std::max(rows[k], cols[k]);
@@ -262,9 +283,11 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
       continue;
     }
     // (As the engine plans it: the call's plan for a uniform batch, else this matrix's.)
-    const CallPlan cp =
-        plan_call(p, q, static_cast<int64_t>(rows.size()), uniform, elem, compute_uv, 0, 0, lim, device, true,
-                  /*may_sync (svd)=*/true);
+    const bool in_group = group[k] >= 0, as_uniform = uniform || in_group;
+    if (in_group) os << ", \"shape_group\": " << group_count[group[k]];  // (solved as a uniform batch of these)
+    const int64_t count = uniform ? static_cast<int64_t>(rows.size()) : in_group ? group_count[group[k]] : rest;
+    const CallPlan cp = plan_call(p, q, count, as_uniform, elem, compute_uv, 0, 0, lim, device, true,
+                                  /*may_sync (svd)=*/true);
     // QR preconditioning: the levels below are those of the Jacobi on R^T.
     if (cp.qr.on()) {
       os << ", \"precondition\": {\"kernel\": \"" << (cp.qr.regs     ? "householder_qr_whole_regs"
@@ -282,8 +305,8 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
       os << ", \"start_v\": {\"kernel\": \"gram_eigh\", \"solver\": \"torch.linalg.eigh\", \"calls\": "
             "\"svd, svdvals (svd_ex, which never synchronises, plans without it)\"}";
     MatrixPlan mp = cp.jacobi;
-    if (!uniform) {
-      mp = plan_matrix(p, q, elem, compute_uv, static_cast<int64_t>(rows.size()), lim, nullptr, list_cols);
+    if (!as_uniform) {
+      mp = plan_matrix(p, q, elem, compute_uv, rest, lim, nullptr, list_cols);
       merge_pair_plan(pairs, mp, p, q, elem, compute_uv, lim);
       plan_variant(mp, elem, compute_uv);
     }
@@ -297,7 +320,7 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
          << ", \"lanes_per_rotation\": " << cfg.tpp << ", \"steps\": \"" << (cfg.reg_rows ? "registers" : "shared")
          << "\", \"threads\": " << (cfg.reg_rows ? cfg.reg_threads : cfg.threads) << ", \"smem\": " << cfg.smem << "}";
     } else if (mp.level == Level::kGemm) {
-      const GemmShape g = gemm_shape(p, q, mp.width, uniform ? static_cast<int64_t>(rows.size()) : 1, lim.sm_count);
+      const GemmShape g = gemm_shape(p, q, mp.width, as_uniform ? count : 1, lim.sm_count);
       os << "{\"level\": 1, \"kernel\": \"block_pairs_gemm\", \"width\": " << g.w << ", \"blocks\": " << 2 * g.pairs
          << ", \"steps_per_sweep\": " << 2 * g.pairs - 1 << ", \"gemm\": \"cublasDgemmBatched\", \"gram_split\": "
          << g.split << "}, {\"level\": 2, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << g.c()
