@@ -221,10 +221,13 @@ int main() {
   check(plan_matrix(512, 512, 8, true, 100, h100).width == 8, "100 x 512x512 float64: 2 x 8 (3 blocks per SM)");
   // List members: narrower float32 pairs (a list's sweep is its largest member's chain of steps).
   check(plan_matrix(200, 200, 4, true, 243, h100).width == 32, "243 x 200x200 float32, uniform: 2 x 32");
-  check(plan_matrix(200, 200, 4, true, 243, h100, nullptr, 256).width == 16, "200x200 float32 in a list to 256: 2 x 16");
-  check(plan_matrix(200, 200, 4, true, 243, h100, nullptr, 600).width == 8, "200x200 float32 in a list to 600: 2 x 8");
-  check(plan_matrix(500, 400, 4, true, 458, h100, nullptr, 400).width == 8, "500x400 float32 in a list: 2 x 8");
-  check(plan_matrix(200, 200, 8, true, 243, h100, nullptr, 600).width ==
+  check(list_width_cap({200, 150}, {200, 120}, 4, true) == 16, "a float32 list to 200 columns: pairs of 16");
+  check(list_width_cap({600, 200}, {400, 200}, 4, true) == 8, "a float32 list to 400 columns: pairs of 8");
+  check(list_width_cap({600, 512}, {400, 512}, 4, true) == 16, "... but 16 where a member's pairs carry E");
+  check(list_width_cap({600}, {400}, 8, true) == 0, "float64 lists: no cap");
+  check(plan_matrix(200, 200, 4, true, 243, h100, nullptr, 16).width == 16, "200x200 float32 capped at 16");
+  check(plan_matrix(500, 400, 4, true, 458, h100, nullptr, 8).width == 8, "500x400 float32 capped at 8");
+  check(plan_matrix(200, 200, 8, true, 243, h100, nullptr, 0).width ==
             plan_matrix(200, 200, 8, true, 243, h100).width, "200x200 float64 in a list: as uniform");
   check(plan_matrix(1024, 1024, 8, true, 10, h100, &pairs).level == Level::kPairSvd,
         "10 x 1024x1024 float64: block pairs (carrying their rotation: V's rows would not fit)");

@@ -65,8 +65,8 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
   // fuller launches (a block of a small matrix idles some lane groups, which cost it nothing: its
   // steps are as many either way).
   const bool whole_merge = knobs().whole_merge;
-  int64_t list_cols = 0;  // a list's largest column count (plan_matrix: one pair width for the list)
-  for (int64_t k = 0; !uni && k < N; ++k) list_cols = std::max(list_cols, b.q(k));
+  int64_t width_cap = 0;  // a list's block-pair width cap (list_width_cap: one width for the list)
+  if (!uni) width_cap = list_width_cap(b.rows, b.cols, es, uv);
   for (int64_t k = 0; k < N; ++k) {
     const int64_t p = b.p(k), q = b.q(k);
     if (!uni)
@@ -74,7 +74,7 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
                            static_cast<int32_t>(q), static_cast<int32_t>(b.uc(k)), 0};
     max_p = std::max(max_p, p);
     max_cols = std::max(max_cols, opt.full_matrices ? b.uc(k) : q);
-    MatrixPlan mp = uni ? *uplan : plan_matrix(p, q, es, uv, N, lim, nullptr, list_cols);
+    MatrixPlan mp = uni ? *uplan : plan_matrix(p, q, es, uv, N, lim, nullptr, width_cap);
     if (!uni) merge_pair_plan(pairs, mp, p, q, es, uv, lim);
     // At the whole-matrix levels a uniform batch is one group of every
     // matrix, known from its first: the loop stops there.

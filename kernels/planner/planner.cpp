@@ -51,7 +51,7 @@ MatrixPlan gram_plan(int64_t cols) {
 }  // namespace
 
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
-                       const DeviceLimits& lim, const TunedLevel* tuned, int64_t list_cols) {
+                       const DeviceLimits& lim, const TunedLevel* tuned, int64_t width_cap) {
   MatrixPlan mp;
   // Test hook: JSVD_LEVEL=whole|pair|gram|gemm sends every matrix that would go to
   // a lower level to that one instead (the levels' tests on any shape).
@@ -116,13 +116,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     if (tasks_per_step >= 2 * static_cast<int64_t>(lim.sm_count) && bytes <= lim.smem_per_block / 2) break;
     if (elem == sizeof(float) && w <= 16 && tasks_per_step >= lim.sm_count) break;
   }
-  // A list's sweep lasts as long as its largest member's chain of round-robin steps, each a task on
-  // one SM whose time grows with the pair's width squared: narrower float32 pairs in lists, one width
-  // for all members (mixed 8 and 16 in one launch: 40 x [100, 600] 29.5 -> 44.8 ms), 16 columns, and 8
-  // where the largest member has more than 256 (H200, docs/experiments.md, stop 38: 458 x [257, 512]
-  // 413 -> 366 ms, 243 x [129, 256] 21.8 -> 19.0, 300 x [16, 256] 11.8 -> 10.2).
-  if (list_cols > 0 && elem == sizeof(float) && chosen > 0)
-    chosen = std::min<int64_t>(chosen, list_cols > 256 ? 8 : 16);
+  if (width_cap > 0 && chosen > 0) chosen = std::min(chosen, width_cap);  // (a list: list_width_cap)
   const int64_t forced_width = knobs().pair_width;
   if (forced_width > 0) {
     const int64_t w = std::min<int64_t>(forced_width, half);
@@ -137,6 +131,23 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   }
   // Too tall for any pair: rotations from the Gram matrix's EVD.
   return gram_plan(cols);
+}
+
+// A list's sweep lasts as long as its largest member's chain of round-robin steps, each a task on one
+// SM whose time grows with the pair's width squared: narrower float32 pairs in lists, one width for all
+// members (8 and 16 mixed in one launch: 40 x [100, 600] 29.5 -> 44.8 ms), 16 columns, and 8 where the
+// largest member has more than 256 (H200, docs/experiments.md, stop 38: 458 x [257, 512] 413 -> 361 ms,
+// 20 x [700, 1000] 577 -> 351, 243 x [129, 256] 21.8 -> 18.5, 300 x [16, 256] 11.8 -> 9.8); but 16 where
+// a member's pairs of 16 would carry E (pair_delta_fits: half the shared memory of V's rows at 512 rows).
+int64_t list_width_cap(const std::vector<int64_t>& p, const std::vector<int64_t>& q, size_t elem, bool compute_uv) {
+  if (elem != sizeof(float) || q.empty()) return 0;
+  int64_t most = 0;
+  bool delta = false;
+  for (size_t k = 0; k < q.size(); ++k) {
+    most = std::max(most, q[k]);
+    delta = delta || (compute_uv && pair_delta_fits(p[k], q[k], 16, elem));
+  }
+  return most > 256 && !delta ? 8 : 16;
 }
 
 void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv) {
@@ -260,17 +271,18 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
   const std::vector<int32_t> tall_group = uniform ? std::vector<int32_t>(tall_rows.size(), -1)
                                                   : list_shape_groups(tall_rows, tall_cols, &ngroups);
   std::vector<int64_t> group_count(ngroups, 0);
-  int64_t rest = 0, list_cols = 0;  // the rest's count and largest column count, as prepare takes them
+  std::vector<int64_t> rest_p, rest_q;  // the rest, a list of its own (its count, its pair width cap)
   for (size_t k = 0, t = 0; k < rows.size(); ++k) {
     if (std::min(rows[k], cols[k]) == 0) continue;
     group[k] = tall_group[t++];
     if (group[k] >= 0) {
       ++group_count[group[k]];
     } else {
-      ++rest;
-      list_cols = std::max(list_cols, std::min(rows[k], cols[k]));
+      rest_p.push_back(std::max(rows[k], cols[k]));
+      rest_q.push_back(std::min(rows[k], cols[k]));
     }
   }
+  const int64_t rest = static_cast<int64_t>(rest_q.size()), width_cap = list_width_cap(rest_p, rest_q, elem, compute_uv);
   PairMerge pairs;  // (a list's block pairs, as the engine merges them)
   for (size_t k = 0; k < rows.size(); ++k) {
     // The engine works on the tall orientation.
@@ -306,7 +318,7 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
             "\"svd, svdvals (svd_ex, which never synchronises, plans without it)\"}";
     MatrixPlan mp = cp.jacobi;
     if (!as_uniform) {
-      mp = plan_matrix(p, q, elem, compute_uv, rest, lim, nullptr, list_cols);
+      mp = plan_matrix(p, q, elem, compute_uv, rest, lim, nullptr, width_cap);
       merge_pair_plan(pairs, mp, p, q, elem, compute_uv, lim);
       plan_variant(mp, elem, compute_uv);
     }

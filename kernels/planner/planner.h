@@ -44,11 +44,12 @@ struct MatrixPlan {
 // CI); plan_variant then picks the kernel variant (occupancy queries on the
 // current device).
 // `tuned`: the auto-tuner's choice for this shape (tuner.h); nullptr: the
-// GEMM level from JSVD_GEMM_MIN_COLS columns. `list_cols` > 0: a member of
-// an svd_varlen list whose largest matrix has that many columns (narrower
-// float32 block pairs, one width for the whole list: planner.cpp).
+// GEMM level from JSVD_GEMM_MIN_COLS columns. `width_cap` > 0: a member of
+// an svd_varlen list, whose block pairs are at most that wide (list_width_cap).
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
-                       const DeviceLimits& lim, const TunedLevel* tuned = nullptr, int64_t list_cols = 0);
+                       const DeviceLimits& lim, const TunedLevel* tuned = nullptr, int64_t width_cap = 0);
+// A list's block-pair width cap (0: none), one for all its members (p[k] x q[k], tall): planner.cpp.
+int64_t list_width_cap(const std::vector<int64_t>& p, const std::vector<int64_t>& q, size_t elem, bool compute_uv);
 void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv);
 
 // QR preconditioning (qr_precondition.h, qr_choice): the Jacobi runs on R^T.
