@@ -303,8 +303,9 @@ def test_list_block_pairs_of_different_heights(dtype):
     # A list's block pairs share one launch sized for their largest rows, columns and width: a tall
     # narrow matrix beside wide-pair ones would have taken it past shared memory (CUDA "invalid
     # argument"); it goes to the Gram EVD level instead.
-    # (a list of 100: wider pairs, as the batch fills more SMs; plan() reports the merged levels)
-    shapes = [(3000, 40), (260, 250), (300, 200), (40, 2500)] + [(20, 20)] * 96
+    # (a list of 100: wider pairs, as the batch fills more SMs; plan() reports the merged levels; small
+    # matrices of 12 shapes, none shared by the 32 members that would make it a uniform batch of its own)
+    shapes = [(3000, 40), (260, 250), (300, 200), (40, 2500)] + [(20 + k % 4, 20 + k % 3) for k in range(96)]
     alone = [torch_jsvd.plan([s, (2, 2)], dtype=dtype)["matrices"][0]["levels"][-1]["kernel"] for s in shapes[:3]]
     together = [m["levels"][-1]["kernel"] for m in torch_jsvd.plan(shapes, dtype=dtype)["matrices"][:3]]
     if dtype == torch.float32:
