@@ -181,6 +181,10 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
     layout that holds it. With compute_uv=False, each U_i and Vh_i is an
     empty tensor of shape (0,). Raises like svd on non-convergence or NaN/Inf.
 
+    Members that share a shape with at least 31 others are solved as a
+    uniform batch of their own (as svd would solve them: with its QR
+    preconditioning for tall ones), the rest as one list.
+
     A nested input that needs no gradient is solved in place by
     torch.ops.jsvd.svd_varlen_packed: the matrices are read from its buffer
     and the results are nested views of one buffer each, so the host makes no
