@@ -96,3 +96,54 @@ def test_fuzz_cpu(A):
 @given(matrices())
 def test_fuzz_cuda(A):
     check(A, "cuda")
+
+
+@st.composite
+def lists(draw):
+    """A list of matrices laid into one buffer for svd_varlen_packed: sides 0..40, each row- or
+    column-major with a gap after it, sometimes 32+ copies of one shape (a shape group, solved as a
+    uniform batch)."""
+    dtype = draw(st.sampled_from([torch.float32, torch.float64]))
+    shapes = draw(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), min_size=1, max_size=12))
+    if draw(st.booleans()):
+        shapes += [draw(st.tuples(st.integers(1, 24), st.integers(1, 24)))] * draw(st.integers(32, 40))
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
+    order = torch.randperm(len(shapes), generator=g).tolist()
+    parts, rows, at = [], [], 0
+    for i in order:
+        m, n = shapes[i]
+        A = torch.randn(m, n, generator=g, dtype=dtype)
+        col_major = draw(st.booleans())
+        flat = (A.mT if col_major else A).reshape(-1)
+        gap = draw(st.integers(0, 3))
+        parts += [flat, torch.full((gap,), float("nan"), dtype=dtype)]  # (gaps are never read)
+        rows.append([m, n, at, 1 if col_major else n, m if col_major else 1])
+        at += flat.numel() + gap
+    return torch.cat(parts), torch.tensor(rows, dtype=torch.int64), draw(st.booleans())
+
+
+def check_packed(values, members, full_matrices, device):
+    values = values.to(device)
+    U, S, Vh = torch.ops.jsvd.svd_varlen_packed(values, members, full_matrices)
+    As = [values[o:].as_strided((m, n), (rs, cs)) for m, n, o, rs, cs in members.tolist()]
+    Ul, Sl, Vhl = torch_jsvd.svd_varlen(As, full_matrices)  # the list op: the same engine calls
+    uo = so = vo = 0
+    for A, u, s, vh in zip(As, Ul, Sl, Vhl):
+        for buf, at, ref in ((U, uo, u), (S, so, s), (Vh, vo, vh)):
+            assert torch.equal(buf[at:at + ref.numel()].view(ref.shape), ref)
+        uo, so, vo = uo + u.numel(), so + s.numel(), vo + vh.numel()
+        assert_valid_svd(A, u, s, vh, full_matrices)
+    assert (uo, so, vo) == (U.numel(), S.numel(), Vh.numel())
+
+
+@settings(SETTINGS, max_examples=max(EXAMPLES // 3, 10))
+@given(lists())
+def test_fuzz_packed_lists_cpu(case):
+    check_packed(*case, "cpu")
+
+
+@pytest.mark.cuda
+@settings(SETTINGS, max_examples=max(EXAMPLES // 3, 10))
+@given(lists())
+def test_fuzz_packed_lists_cuda(case):
+    check_packed(*case, "cuda")
