@@ -11,6 +11,10 @@
 
 namespace jsvd {
 
+// A clear error naming the argument (base, or base[index] for index >= 0)
+// unless dt is float32, float64, float16 or bfloat16.
+void check_float_dtype(at::ScalarType dt, const char* op, const char* base, int64_t index = -1);
+
 // A clear error naming the argument unless A is a real floating point matrix
 // (batch allowed, or exactly exact_dim dimensions). `index` >= 0: A is
 // base[index] of a list (built into the message only on failure).

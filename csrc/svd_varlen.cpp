@@ -229,10 +229,7 @@ std::tuple<Tensor, Tensor, Tensor> svd_varlen_packed_impl(const Tensor& values_i
   constexpr const char* op = "jsvd.svd_varlen_packed";
   TORCH_CHECK(values_in.dim() == 1, op, ": expected values to be a 1-D tensor, but got a ", values_in.dim(),
               "-D tensor");
-  const auto dt = values_in.scalar_type();
-  TORCH_CHECK(dt == at::kFloat || dt == at::kDouble || dt == at::kHalf || dt == at::kBFloat16, op,
-              ": expected values to be a floating point tensor (float32, float64, float16 or bfloat16), but got ",
-              dt);
+  check_float_dtype(values_in.scalar_type(), op, "values");
   TORCH_CHECK(members.dim() == 2 && members.size(1) == 5 && members.scalar_type() == at::kLong &&
                   members.device().is_cpu(),
               op, ": expected members to be an int64 CPU tensor of shape (count, 5) (rows, cols, offset, row "

@@ -14,21 +14,30 @@ namespace jsvd {
 
 using at::Tensor;
 
+namespace {
+// (built only on failure: a list checks thousands of members)
+std::string arg_name(const char* base, int64_t index) {
+  return index < 0 ? std::string(base) : std::string(base) + "[" + std::to_string(index) + "]";
+}
+}  // namespace
+
+void check_float_dtype(at::ScalarType dt, const char* op, const char* base, int64_t index) {
+  TORCH_CHECK(!at::isComplexType(dt), op, ": complex inputs are not yet supported (", arg_name(base, index),
+              " has dtype ", dt, ")");
+  TORCH_CHECK(dt == at::kFloat || dt == at::kDouble || dt == at::kHalf || dt == at::kBFloat16, op,
+              ": expected ", arg_name(base, index),
+              " to be a floating point tensor (float32, float64, float16 or bfloat16), but got ", dt);
+}
+
 void check_matrix(const Tensor& A, const char* op, const char* base, int64_t index, int64_t exact_dim) {
-  const auto name = [&] { return index < 0 ? std::string(base) : std::string(base) + "[" + std::to_string(index) + "]"; };
   if (exact_dim > 0) {
-    TORCH_CHECK(A.dim() == exact_dim, op, ": expected ", name(), " to be a 2-D matrix (m, n), but got a ",
-                A.dim(), "-D tensor");
+    TORCH_CHECK(A.dim() == exact_dim, op, ": expected ", arg_name(base, index),
+                " to be a 2-D matrix (m, n), but got a ", A.dim(), "-D tensor");
   } else {
-    TORCH_CHECK(A.dim() >= 2, op, ": expected ", name(),
+    TORCH_CHECK(A.dim() >= 2, op, ": expected ", arg_name(base, index),
                 " to have at least 2 dimensions (..., m, n), but got a ", A.dim(), "-D tensor");
   }
-  const auto dt = A.scalar_type();
-  TORCH_CHECK(!at::isComplexType(dt), op, ": complex inputs are not yet supported (", name(), " has dtype ",
-              dt, ")");
-  TORCH_CHECK(dt == at::kFloat || dt == at::kDouble || dt == at::kHalf || dt == at::kBFloat16, op,
-              ": expected ", name(), " to be a floating point tensor (float32, float64, float16 or bfloat16), but got ",
-              dt);
+  check_float_dtype(A.scalar_type(), op, base, index);
 }
 
 at::ScalarType compute_dtype(at::ScalarType dt) {

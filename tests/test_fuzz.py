@@ -100,9 +100,9 @@ def test_fuzz_cuda(A):
 
 @st.composite
 def lists(draw):
-    """A list of matrices laid into one buffer for svd_varlen_packed: sides 0..40, each row- or
-    column-major with a gap after it, sometimes 32+ copies of one shape (a shape group, solved as a
-    uniform batch)."""
+    """A list of matrices laid into one buffer for svd_varlen_packed: sides 0..40, each Gaussian,
+    rank-deficient, column-graded or zero, row- or column-major with a gap after it, sometimes 32+
+    copies of one shape (a shape group, solved as a uniform batch)."""
     dtype = draw(st.sampled_from([torch.float32, torch.float64]))
     shapes = draw(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), min_size=1, max_size=12))
     if draw(st.booleans()):
@@ -112,7 +112,16 @@ def lists(draw):
     parts, rows, at = [], [], 0
     for i in order:
         m, n = shapes[i]
-        A = torch.randn(m, n, generator=g, dtype=dtype)
+        kind = draw(st.sampled_from(["gauss", "rank_deficient", "graded", "zero"]))
+        A = torch.randn(m, n, generator=g, dtype=torch.float64)
+        if kind == "rank_deficient" and min(m, n) > 1:
+            r = min(m, n) // 2
+            A = A[:, :r] @ torch.randn(r, n, generator=g, dtype=torch.float64)
+        elif kind == "graded":
+            A = A * torch.logspace(0, -6 if dtype == torch.float32 else -12, n, dtype=torch.float64)
+        elif kind == "zero":
+            A.zero_()
+        A = A.to(dtype)
         col_major = draw(st.booleans())
         flat = (A.mT if col_major else A).reshape(-1)
         gap = draw(st.integers(0, 3))

@@ -15,6 +15,11 @@ def _check_matrix(A: Tensor, op: str, name: str, exact_dim: bool = False) -> Non
     else:
         torch._check(A.dim() >= 2, lambda: f"{op}: expected {name} to have at least 2 dimensions (..., m, n), "
                                            f"but got a {A.dim()}-D tensor")
+    _check_dtype(A, op, name)
+
+
+def _check_dtype(A: Tensor, op: str, name: str) -> None:
+    # Same rules and wording as check_float_dtype in csrc/svd_wrapper.cpp.
     torch._check(not A.is_complex(), lambda: f"{op}: complex inputs are not yet supported ({name} has dtype "
                                              f"{A.dtype})")
     torch._check(A.dtype in _FLOATS, lambda: f"{op}: expected {name} to be a floating point tensor (float32, "
@@ -77,8 +82,7 @@ def _svd_varlen_packed_fake(values, members, full_matrices=False, compute_uv=Tru
     op = "jsvd.svd_varlen_packed"
     torch._check(values.dim() == 1, lambda: f"{op}: expected values to be a 1-D tensor, but got a "
                                             f"{values.dim()}-D tensor")
-    torch._check(values.dtype in _FLOATS, lambda: f"{op}: expected values to be a floating point tensor (float32, "
-                                                  f"float64, float16 or bfloat16), but got {values.dtype}")
+    _check_dtype(values, op, "values")
     torch._check(members.dim() == 2 and members.shape[1] == 5 and members.dtype == torch.int64
                  and members.device.type == "cpu",
                  lambda: f"{op}: expected members to be an int64 CPU tensor of shape (count, 5)")

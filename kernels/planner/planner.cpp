@@ -268,8 +268,7 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
     tall_cols.push_back(std::min(rows[k], cols[k]));
   }
   int32_t ngroups = 0;
-  const std::vector<int32_t> tall_group = uniform ? std::vector<int32_t>(tall_rows.size(), -1)
-                                                  : list_shape_groups(tall_rows, tall_cols, &ngroups);
+  const std::vector<int32_t> tall_group = list_shape_groups(tall_rows, tall_cols, &ngroups);  // (none if uniform)
   std::vector<int64_t> group_count(ngroups, 0);
   std::vector<int64_t> rest_p, rest_q;  // the rest, a list of its own (its count, its pair width cap)
   for (size_t k = 0, t = 0; k < rows.size(); ++k) {
