@@ -268,6 +268,13 @@ def test_shape_groups_solved_as_uniform_batches(device, dtype):
         ref = torch_jsvd.svd_varlen([As[i] for i in others], full_matrices)
         for j, i in enumerate(others):
             same((U[i], S[i], Vh[i]), tuple(t[j] for t in ref))
+        # a non-finite member of a group, or of the rest, is reported like svd's (every part's info is read)
+        for i in (ia[3], others[1]):
+            bad = list(As)
+            bad[i] = As[i].clone()
+            bad[i][0, 0] = float("nan")
+            with pytest.raises(torch.linalg.LinAlgError, match="NaN or Inf"):
+                torch_jsvd.svd_varlen(bad, full_matrices)
         # the nested form (svd_varlen_packed) solves the same parts
         nested = torch_jsvd.svd_varlen(torch.nested.nested_tensor(As), full_matrices)
         for got, want in zip(nested, (U, S, Vh)):
