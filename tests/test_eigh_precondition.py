@@ -1,12 +1,16 @@
 """The Gram eigenvectors as the Jacobi's starting V (kernels/precondition/eigh_precondition.h).
 
-svd and svdvals of one float32 matrix of >= 768 columns run the Jacobi on M V0, V0 the eigenvectors of
-M^T M from torch.linalg.eigh; svd_ex (which never synchronises) and batches do not. Checked: the plan,
-every output property on structured inputs (rank-deficient, graded, wide, full_matrices), agreement
-with float64 singular values, non-finite inputs, and the float64 / batched / no-QR paths forced on
-small shapes with JSVD_EIGH=1 in a child process (the engine reads its switches once per process).
+svd and svdvals of one matrix of >= 256 columns, or of up to 4 of >= 1024, run the Jacobi on M V0, V0 the
+eigenvectors of M^T M from torch.linalg.eigh; svd_ex (which never synchronises) and larger batches do not,
+nor float64 matrices whose columns are graded beyond sqrt(cols eps). Checked: the plan, every output property on structured inputs
+(rank-deficient, graded, wide, full_matrices), agreement with float64 singular values, the relative
+accuracy of float64 graded matrices' small singular values (against the CPU engine's Jacobi on M),
+non-finite inputs, and the batched / no-QR paths forced on small shapes with JSVD_EIGH=1 in a child
+process (the engine reads its switches once per process).
 Skipped without a CUDA device.
 """
+
+import math
 
 import pytest
 import torch
@@ -24,12 +28,21 @@ def _start_v(shapes, dtype=torch.float32):
     return [m.get("start_v") for m in torch_jsvd.plan(shapes, dtype=dtype, device="cuda")["matrices"]]
 
 
-def test_plan_one_large_float32_matrix_only():
-    assert _start_v([(1024, 1024)])[0]["kernel"] == "gram_eigh"
-    assert _start_v([(768, 3072)])[0]["kernel"] == "gram_eigh"  # (wide: on its transpose)
-    assert _start_v([(1024, 767)]) == [None]  # too few columns
-    assert _start_v([(1024, 1024)] * 2) == [None, None]  # batched eigh loops over the matrices
-    assert _start_v([(1024, 1024)], torch.float64) == [None]  # float64 keeps Jacobi's relative accuracy
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_plan_single_or_few_large_matrices(dtype):
+    assert _start_v([(1024, 1024)], dtype)[0]["kernel"] == "gram_eigh"
+    assert _start_v([(768, 3072)], dtype)[0]["kernel"] == "gram_eigh"  # (wide: on its transpose)
+    assert _start_v([(1000, 256)], dtype)[0]["kernel"] == "gram_eigh"
+    assert _start_v([(1024, 255)], dtype) == [None]  # too few columns
+    # batched eigh loops over the matrices: a few large ones only
+    assert all(s["kernel"] == "gram_eigh" for s in _start_v([(1024, 1024)] * 4, dtype))
+    assert _start_v([(1024, 1024)] * 5, dtype) == [None] * 5
+    assert _start_v([(1023, 1023)] * 2, dtype) == [None] * 2
+    ratio = _start_v([(1024, 1024)], dtype)[0].get("min_column_ratio")
+    if dtype == torch.float64:  # (float64: the data may decline the start)
+        assert ratio == pytest.approx(math.sqrt(1024 * torch.finfo(torch.float64).eps))
+    else:
+        assert ratio is None
 
 
 def _check(A, full_matrices=False):
@@ -68,6 +81,57 @@ def test_outputs(kind):
         assert rel <= 1e-4, rel  # (H100: 6.8e-6 on a matrix like it; the QR start, 2.7e-1: docs/robustness.md)
 
 
+@pytest.mark.parametrize("kind", ["gaussian", "rank100", "wide", "tall_full", "cols_graded_3", "cols_graded_12",
+                                  "zero_column", "rows_graded_8"])
+def test_float64(kind):
+    """float64 takes the start where the columns' norms are within sqrt(cols eps) of each other and keeps
+    the QR path otherwise (graded over 12 decades, a zero column): either way every output property, and
+    graded matrices' small singular values to a relative accuracy, as the Jacobi on M gives them (down to
+    the engines' negligible column norm, sqrt(rows) eps max|a_ij|: these stay above it)."""
+    g = torch.Generator().manual_seed(20)
+    perm = torch.randperm(800, generator=g)
+    A = torch.randn(1, 900, 800, generator=g, dtype=torch.float64)
+    if kind == "rank100":
+        A = random_rank((1, 900, 800), 100)
+    elif kind == "wide":
+        A = torch.randn(1, 800, 1300, generator=g, dtype=torch.float64)
+    elif kind == "tall_full":
+        A = torch.randn(1, 1100, 800, generator=g, dtype=torch.float64)
+    elif kind.startswith("cols_graded"):
+        A = A * torch.logspace(0, -int(kind.split("_")[-1]), 800, dtype=torch.float64)[perm]
+    elif kind == "zero_column":
+        A[..., 5] = 0
+    elif kind == "rows_graded_8":
+        A = A * torch.logspace(0, -8, 900, dtype=torch.float64)[torch.randperm(900, generator=g)][:, None]
+    A = A.cuda()
+    assert _start_v([tuple(A.shape[-2:])], torch.float64)[0] is not None  # (the data decide at run time)
+    S = _check(A, full_matrices=kind == "tall_full")
+    if "graded" in kind:
+        ref = torch_jsvd.svdvals(A.cpu()).double()  # the CPU engine's Jacobi on M: relatively accurate
+        rel = ((S.cpu() - ref).abs() / ref).max().item()
+        assert rel <= 1e-10, rel  # (LAPACK's svdvals differ from it by 5e-8 on 8-decade gradings)
+
+
+def test_float64_declines_graded_columns(tmp_path):
+    """A float64 matrix graded beyond the start's column ratio, or with a zero column, is solved exactly as
+    with the start switched off (JSVD_EIGH=0, in a child process); one within it is not."""
+    g = torch.Generator().manual_seed(21)
+    A = torch.randn(3, 900, 800, generator=g, dtype=torch.float64)
+    A[0] *= torch.logspace(0, -12, 800, dtype=torch.float64)[torch.randperm(800, generator=g)]
+    A[1, :, 17] = 0
+    A[2] *= torch.logspace(0, -3, 800, dtype=torch.float64)  # (within the ratio: takes the start)
+    S = [torch_jsvd.svd(a[None].cuda())[1].cpu() for a in A]  # (first: the tuner's choices are then on disk)
+    torch.save(A, tmp_path / "A.pt")
+    run_child(f"""
+        import torch, torch_jsvd
+        A = torch.load({str(tmp_path / "A.pt")!r})
+        torch.save([torch_jsvd.svd(a[None].cuda())[1].cpu() for a in A], {str(tmp_path / "S.pt")!r})
+    """, JSVD_EIGH="0")
+    S_off = torch.load(tmp_path / "S.pt")
+    assert torch.equal(S[0], S_off[0]) and torch.equal(S[1], S_off[1])
+    assert not torch.equal(S[2], S_off[2])
+
+
 def test_issue_19_goal_at_4096():
     # ||U^T U - I||_F <= 1e-4 and residual <= 1e-5 in float32, through svd (the eigh start)
     n = 4096
@@ -84,8 +148,9 @@ def test_issue_19_goal_at_4096():
     assert ((S.double() - ref).abs().max() / ref[..., 0]).item() <= bound(n, n, torch.float32)
 
 
-def test_non_finite_input_is_reported():
-    A = torch.randn(1, 800, 800, device="cuda")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_non_finite_input_is_reported(dtype):
+    A = torch.randn(1, 800, 800, device="cuda", dtype=dtype)
     A[0, 5, 7] = float("nan")
     with pytest.raises(torch.linalg.LinAlgError):
         torch_jsvd.svd(A)

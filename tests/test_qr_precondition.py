@@ -418,7 +418,9 @@ def test_v_by_triangular_solve_on_every_blocked_level():
         "U, S, Vh = torch_jsvd.svd(A)\n"
         "t.assert_valid_svd(A, U, S, Vh, False)\n"
         "print('ok')\n")
-    out = run_child(code.format(dt="float32", kernel="pair_svd_smem"), timeout=300, JSVD_V_SOLVE="1", JSVD_TUNER="0")
+    # (JSVD_EIGH=0: one 512² matrix would otherwise start from the Gram eigenvectors, without the QR)
+    out = run_child(code.format(dt="float32", kernel="pair_svd_smem"), timeout=300, JSVD_V_SOLVE="1", JSVD_TUNER="0",
+                    JSVD_EIGH="0")
     assert out.strip().endswith("ok"), out[-2000:]
-    out = run_child(code.format(dt="float64", kernel="gemm_gram_evd"), timeout=300, JSVD_LEVEL="gemm")
+    out = run_child(code.format(dt="float64", kernel="gemm_gram_evd"), timeout=300, JSVD_LEVEL="gemm", JSVD_EIGH="0")
     assert out.strip().endswith("ok"), out[-2000:]

@@ -24,10 +24,11 @@ def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True):
     and ``jacobi_on``: the Jacobi then runs on R^T of W = QR, and ``levels``
     are that Jacobi's; with compute_uv, ``v``: ``rotations`` where that Jacobi
     accumulates V, ``triangular_solve`` where svd solves for it afterwards, float64
-    only, docs/design.md). One float32 matrix of at least 768 columns has ``start_v``
+    only, docs/design.md). One matrix of at least 768 columns has ``start_v``
     instead (``gram_eigh``: svd and svdvals run the Jacobi on A V0, V0 the eigenvectors
     of A^T A from torch.linalg.eigh; svd_ex, which never synchronises, runs without it
-    and with the QR). The device's real shared
+    and with the QR; float64 only where its smallest column norm is at least
+    ``min_column_ratio`` times its largest, else also as without it). The device's real shared
     memory limit and SM count are included. The plan of a shape depends on the
     number of matrices launched together, so pass the whole batch's shapes. In
     a list (svd_varlen), a shape shared by at least 32 members is solved as a

@@ -249,16 +249,15 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
   return r;
 }
 
-}  // namespace
-
-CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {
+// The call, planned once (planner.h); `may_start`: false where the Gram eigenvectors' start declined
+// the matrix (eigh_precondition.h), which is then solved as if the start did not exist.
+CoreResult solve(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt, bool may_start) {
   const c10::cuda::CUDAGuard guard(input.device());
-  // Everything the call runs is planned here, once (planner.h).
   const CallPlan cp = plan_call(batch.size() == 0 ? 0 : batch.p(0), batch.size() == 0 ? 0 : batch.q(0),
                                 batch.size(), batch.uniform, input.element_size(), opt.compute_uv,
                                 input.dim() == 3 ? input.stride(2) : 0, input.numel(),
                                 device_limits(input.get_device()), input.get_device(), /*may_calibrate=*/true,
-                                opt.may_sync);
+                                opt.may_sync, may_start);
   at::Tensor A = input;
   if (A.dim() == 3 && !cp.read_in_place) A = packed_input(A);
   TORCH_CHECK(A.is_cuda() && (A.dim() == 3 || (A.dim() == 1 && A.is_contiguous())) && A.numel() == batch.a_numel,
@@ -285,14 +284,23 @@ CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, co
     const Engine jacobi = [&cp](const at::Tensor& X, const PackedBatch& xb, const SvdOptions& xo) {
       return run<scalar_t>(X, xb, xo, cp.v_solve && xo.want_v ? cp.jacobi_v : cp.jacobi);
     };
+    const Engine without_start = [](const at::Tensor& X, const PackedBatch& xb, const SvdOptions& xo) {
+      return solve(X, xb, xo, /*may_start=*/false);
+    };
     if (cp.eigh)
-      r = svd_eigh_preconditioned(A, batch, opt, jacobi);
+      r = svd_eigh_preconditioned(A, batch, opt, jacobi, without_start);
     else if (cp.qr.on())
       r = svd_qr_preconditioned(A, batch, opt, cp.qr, cp.v_solve, jacobi);
     else
       r = jacobi(A, batch, opt);
   });
   return r;
+}
+
+}  // namespace
+
+CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {
+  return solve(input, batch, opt, /*may_start=*/true);
 }
 
 }  // namespace jsvd

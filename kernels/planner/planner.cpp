@@ -167,14 +167,14 @@ SmemLaunch plan_pair_launch(int64_t rows, int64_t cols, int64_t c, size_t elem, 
 
 CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size_t elem, bool compute_uv,
                    int64_t view_stride, int64_t numel, const DeviceLimits& lim, int device, bool may_calibrate,
-                   bool may_sync) {
+                   bool may_sync, bool may_start) {
   CallPlan cp;
   // The auto-tuner timing a candidate: exactly that, on the Jacobi's shape.
   const TunedLevel* forced = tuner_override();
-  // One large float32 matrix: the Jacobi on M V0 (eigh_precondition.h), no QR (H100, 1x4096² float32:
-  // 368 ms with the QR first, 270 without; 1x3072x768 25.9 against 13.9). Else uniform batches of
-  // enough columns: the Jacobi on R^T (qr_precondition.h).
-  if (!forced) cp.eigh = may_sync && eigh_precondition_on(batch, cols, elem, uniform);
+  // One matrix of 256 columns or more, or a few large ones: the Jacobi on M V0 (eigh_precondition.h),
+  // no QR (H100, 1x4096² float32: 368 ms with the QR first, 270 without; 1x3072x768 25.9 against
+  // 13.9). Else uniform batches of enough columns: the Jacobi on R^T (qr_precondition.h).
+  if (!forced) cp.eigh = may_sync && may_start && eigh_precondition_on(batch, cols, uniform);
   if (!forced && !cp.eigh) cp.qr = qr_choice(rows, cols, elem, uniform, batch, lim);
   const int64_t p = cp.qr.on() ? cols : rows;
   // After the QR, svd (which may read on the host, for the matrices the solve does not serve) runs the
@@ -312,9 +312,13 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
       os << "}";
       p = q;
     }
-    if (cp.eigh)
+    if (cp.eigh) {
       os << ", \"start_v\": {\"kernel\": \"gram_eigh\", \"solver\": \"torch.linalg.eigh\", \"calls\": "
-            "\"svd, svdvals (svd_ex, which never synchronises, plans without it)\"}";
+            "\"svd, svdvals (svd_ex, which never synchronises, plans without it)\"";
+      if (elem == sizeof(double))  // (eigh_precondition.h: the data may decline it)
+        os << ", \"min_column_ratio\": " << eigh_min_column_ratio(q);
+      os << "}";
+    }
     MatrixPlan mp = cp.jacobi;
     if (!as_uniform) {
       mp = plan_matrix(p, q, elem, compute_uv, rest, lim, nullptr, width_cap);

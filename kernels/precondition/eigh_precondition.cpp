@@ -12,14 +12,18 @@
 namespace jsvd {
 namespace cuda {
 
-bool eigh_precondition_on(int64_t batch, int64_t cols, size_t elem, bool uniform) {
+bool eigh_precondition_on(int64_t batch, int64_t cols, bool uniform) {
   if (!uniform || knobs().eigh == 0) return false;
   if (knobs().eigh == 1) return true;
-  return elem == sizeof(float) && batch == 1 && cols >= kEighMinCols;
+  return cols >= kEighMinCols && (batch == 1 || (batch <= kEighMaxBatch && cols >= kEighBatchMinCols));
+}
+
+double eigh_min_column_ratio(int64_t cols) {
+  return std::sqrt(static_cast<double>(cols) * std::numeric_limits<double>::epsilon());
 }
 
 CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
-                                   const Engine& engine) {
+                                   const Engine& engine, const Engine& without_start) {
   const int64_t B = b.size(), p = b.rows[0], q = b.cols[0];
   TORCH_CHECK(b.uniform && A.numel() == B * p * q, "jsvd internal: eigh preconditioning needs a uniform batch");
   const at::NoTF32Guard no_tf32;  // (full-precision GEMMs whatever allow_tf32 says)
@@ -27,11 +31,19 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // M scaled to max|m_ij| = 1 for its Gram matrix, which must neither overflow nor underflow. Where
   // M V0 could overflow (or M is not finite) the engine takes M itself, and reports it as it would.
   const at::Tensor amax = W.abs().amax({1, 2}, /*keepdim=*/true);
-  const double top = amax.max().item<double>();  // (a host read: eigh reads its info anyway)
-  const double limit = static_cast<double>(A.scalar_type() == at::kFloat ? std::numeric_limits<float>::max()
-                                                                         : std::numeric_limits<double>::max());
-  if (!std::isfinite(top) || top > limit / (4 * std::sqrt(static_cast<double>(p) * q))) return engine(A, b, opt);
   const at::Tensor Ws = W / at::where(amax > 0, amax, at::ones_like(amax));
+  // float64: the smallest column norm over the largest (NaN for a zero matrix), read with max|m_ij|.
+  const bool f64 = A.scalar_type() == at::kDouble;
+  at::Tensor stats = amax.max().to(at::kDouble).reshape({1});
+  if (f64) {
+    const at::Tensor norms = at::linalg_vector_norm(Ws, 2, {2});
+    stats = at::cat({stats, (norms.min() / norms.max()).reshape({1})});
+  }
+  const at::Tensor host = stats.cpu();  // (a host read: eigh reads its info anyway)
+  const double top = host.data_ptr<double>()[0];
+  const double limit = static_cast<double>(f64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max());
+  if (!std::isfinite(top) || top > limit / (4 * std::sqrt(static_cast<double>(p) * q))) return without_start(A, b, opt);
+  if (f64 && !(host.data_ptr<double>()[1] >= eigh_min_column_ratio(q))) return without_start(A, b, opt);
   // The Gram matrix, its eigenvectors and X = M V0 in float64 (products of float32 entries are exact
   // there), X rounded once: its columns start orthogonal to about float32's rounding. float64 syevd costs
   // about what float32's does up to 2048² (H100: 19.4 against 18.7 ms at 1536², 127 against 97 at 4096²),
@@ -43,7 +55,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   try {
     V0 = std::get<1>(at::linalg_eigh(at::matmul(Wd, Wd.mT()))).flip(-1);  // by decreasing eigenvalue
   } catch (const c10::Error&) {
-    return engine(A, b, opt);  // (syevd did not converge)
+    return without_start(A, b, opt);  // (syevd did not converge)
   }
   const at::Tensor X = at::matmul(V0.mT(), W.to(at::kDouble)).to(A.scalar_type());  // packed, M V0 is V0^T W
   CoreResult r = engine(X.contiguous().view({-1}), b, opt);

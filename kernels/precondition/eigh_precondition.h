@@ -6,10 +6,20 @@
 //
 // H100, float32, bench_large at acb6907 against 6eca140's QR path: 1x4096² 947 -> 275 ms,
 // 1x3072x768 42.5 -> 14.4, 1x1536² 61 -> 30 (a prototype counted 13 -> 3 and 10 -> 1 sweeps); with the
-// eigh in float64 (stop 36) 202, 11.6 and 27.5 ms. The eigh alone is 127 ms at 4096², and batched eigh
-// loops over the matrices (100x512²: 1.5 s), so one matrix a call only. Accuracy (docs/robustness.md,
-// "The Gram eigenvectors' start"): X = fl(M V0) carries errors of eps |M||V0|, so a singular value far
-// below eps ||M|| can lose the relative accuracy the Jacobi alone would keep: float64 never takes the start.
+// eigh in float64 (stop 36) 202, 11.6 and 27.5 ms. H200, stop 39 (docs/experiments.md), the start against
+// the QR path, ms: float64 1x256² 10.4 -> 4.8, 1x512² 25.1 -> 9.3, 1x2048² 249 -> 67, 1x4096² 822 -> 397,
+// 1x2000x300 15.4 -> 11.1; float32 1x256² 4.7 -> 3.2, 1x512² 20.2 -> 7.8, 1x2000x300 9.4 -> 4.7. Batched
+// eigh loops over the matrices (100x512²: 1.5 s for the eigh alone; 10x1024² float64 163 -> 152, float32
+// 74 -> 132 in stop 29's prototype), so a few large matrices only: float64 4x2048² 413 -> 212, 2x1024²
+// 43.7 -> 30.8; float32 2x2048² 282 -> 89, 4x1024² 54.5 -> 49.1.
+// Accuracy (docs/robustness.md, "The Gram eigenvectors' start"): X = fl(M V0) has errors of eps |M||V0|.
+// With V0 exact, column j's are at most about eps sqrt(q) ||D v_j|| (D: M's column norms), which the
+// Jacobi's own bound for M already allows (a column-graded matrix keeps its small singular values). But
+// syevd resolves V0 only to its backward error, about q eps ||M^T M||: a column whose squared norm is
+// below that is mixed with larger ones, whose share the Jacobi must then cancel out of it, at the cost
+// of the small column's relative accuracy (the QR path keeps it). So float64 takes the
+// start only where min_j ||m_j|| >= sqrt(q eps) max_j ||m_j|| (eigh_min_column_ratio; read on the host
+// with max|m_ij|), and a matrix graded beyond it, or with a zero column, is solved without the start.
 #pragma once
 
 #include "core.h"
@@ -18,17 +28,24 @@
 namespace jsvd {
 namespace cuda {
 
-// Whether a uniform batch of `batch` rows x cols matrices (rows >= cols) of `elem`-byte entries takes
-// it: float32, one matrix, from kEighMinCols columns; JSVD_EIGH=0 never, JSVD_EIGH=1 every uniform batch.
-constexpr int64_t kEighMinCols = 768;
-bool eigh_precondition_on(int64_t batch, int64_t cols, size_t elem, bool uniform);
+// Whether a uniform batch of `batch` rows x cols matrices (rows >= cols) takes it: one matrix of at
+// least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols (float64: the data
+// may still decline it, above); JSVD_EIGH=0 never, JSVD_EIGH=1 every uniform batch.
+constexpr int64_t kEighMinCols = 256;
+constexpr int64_t kEighMaxBatch = 4;
+constexpr int64_t kEighBatchMinCols = 1024;
+bool eigh_precondition_on(int64_t batch, int64_t cols, bool uniform);
+
+// float64: the least ratio of M's smallest column norm to its largest that takes the start, sqrt(cols eps).
+double eigh_min_column_ratio(int64_t cols);
 
 // The SVD of a uniform packed batch A (1-D, or the 3-D (B, q, p) view) by the Jacobi `engine` on
 // A V0; outputs packed as `engine`'s would be for A. Synchronises (torch.linalg.eigh checks its info
 // on the host): only for calls that may (svd, svdvals; never svd_ex). Non-finite data, entries
-// whose M V0 could overflow and an eigen-solver that fails leave the engine to run on A itself.
+// whose M V0 could overflow, an eigen-solver that fails and float64 columns graded beyond
+// eigh_min_column_ratio go to `without_start` (the call planned as if the start did not exist).
 CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
-                                   const Engine& engine);
+                                   const Engine& engine, const Engine& without_start);
 
 }  // namespace cuda
 }  // namespace jsvd
