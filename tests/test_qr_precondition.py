@@ -30,7 +30,8 @@ def test_plan_reports_the_qr():
     # the levels are those of the Jacobi on R^T (300 x 300, not 600 x 300)
     wide = torch_jsvd.plan([(300, 600)] * 2, dtype=torch.float32, device="cuda")["matrices"][0]
     assert wide["transposed"] and wide["precondition"]["jacobi_on"] == [300, 300]
-    assert _precondition([(1600, 256)], torch.float64)[0]["panel_width"] == 16
+    # (single matrices of 255 columns: from 256 svd's plan is the Gram eigenvectors' start instead)
+    assert _precondition([(1600, 255)], torch.float64)[0]["panel_width"] == 16
     assert _precondition([(3000, 256)] * 2, torch.float64)[0]["panel_width"] == 8
     # not for fewer than 256 columns, nor for a list of different shapes
     assert _precondition([(512, 255)] * 2, torch.float32) == [None, None]
@@ -248,10 +249,11 @@ def test_cusolver_qr_beyond_the_panels():
     assert _precondition([(7000, 40)], torch.float32) == [dict(lapack, jacobi_on=[40, 40])]
     assert _precondition([(3800, 20)] * 2, torch.float64) == [dict(lapack, jacobi_on=[20, 20])] * 2
     assert _precondition([(6000, 40)] * 2, torch.float32)[0]["kernel"] == "householder_qr"
-    # and a single matrix of >= 2000 rows, whose panels would run on one SM
-    assert _precondition([(4096, 256)], torch.float32) == [dict(lapack, jacobi_on=[256, 256])]
-    assert _precondition([(1999, 256)], torch.float32)[0]["kernel"] == "householder_qr"
-    assert _precondition([(2048, 1024)], torch.float64)[0]["kernel"] == "householder_qr"
+    # and a single matrix of >= 2000 rows, whose panels would run on one SM (255 columns: from 256 svd's
+    # plan for one matrix is the Gram eigenvectors' start; svd_ex's is this)
+    assert _precondition([(4096, 255)], torch.float32) == [dict(lapack, jacobi_on=[255, 255])]
+    assert _precondition([(1999, 255)], torch.float32)[0]["kernel"] == "householder_qr"
+    assert _precondition([(2048, 1024)] * 5, torch.float64)[0]["kernel"] == "householder_qr"
     g = torch.Generator(device="cuda").manual_seed(23)
     for shape, dtype, fulls in (((1, 7000, 40), torch.float32, (False, True)), ((2, 40, 7000), torch.float32, (False,)),
                                 ((2, 3800, 20), torch.float64, (False, True))):
