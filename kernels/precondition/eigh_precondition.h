@@ -29,12 +29,20 @@ namespace jsvd {
 namespace cuda {
 
 // Whether a uniform batch of `batch` rows x cols matrices (rows >= cols) takes it: one matrix of at
-// least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols (float64: the data
-// may still decline it, above); JSVD_EIGH=0 never, JSVD_EIGH=1 every uniform batch.
+// least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols, or any number of
+// tall ones (rows >= kEighTallRatio cols) of kEighTallMinCols to kEighJacobiMaxCols columns (float64: the
+// data may still decline it, above); JSVD_EIGH=0 never, JSVD_EIGH=1 every uniform batch.
 constexpr int64_t kEighMinCols = 256;
 constexpr int64_t kEighMaxBatch = 4;
 constexpr int64_t kEighBatchMinCols = 1024;
-bool eigh_precondition_on(int64_t batch, int64_t cols, bool uniform);
+constexpr int64_t kEighTallMinCols = 16;
+constexpr int64_t kEighJacobiMaxCols = 32;
+constexpr int64_t kEighTallRatio = 4;
+bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, bool uniform);
+
+// Whether the Gram matrices' eigenvectors come from this engine's Jacobi (a batch in one call, the warp
+// level: at most kEighJacobiMaxCols columns) rather than torch.linalg.eigh (syevd, one matrix at a time).
+bool gram_eig_by_jacobi(int64_t cols);
 
 // float64: the least ratio of M's smallest column norm to its largest that takes the start, sqrt(cols eps).
 double eigh_min_column_ratio(int64_t cols);
