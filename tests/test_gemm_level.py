@@ -123,7 +123,7 @@ def test_tuner_cache_absent_then_used(tmp_path):
     first = _tune(tmp_path)
     assert first["tuner"].startswith("calibrated:"), first
     assert first["levels"][1]["kernel"] in ("gemm_gram_evd", "pair_svd_smem")
-    files = list(tmp_path.iterdir())
+    files = [f for f in tmp_path.iterdir() if f.suffix != ".lock"]  # (the writers' lock file beside it)
     assert len(files) == 1 and files[0].read_text().startswith("torch_jsvd-tuner-")
     second = _tune(tmp_path)
     assert second["tuner"].startswith("cache:") and second["levels"] == first["levels"], (first, second)
@@ -144,11 +144,32 @@ def test_tuner_corrupt_cache_never_fails_a_call(tmp_path, content):
 
 def test_tuner_stale_cache_is_recalibrated(tmp_path):
     _tune(tmp_path)
-    (path,) = tmp_path.iterdir()
+    (path,) = (f for f in tmp_path.iterdir() if f.suffix != ".lock")
     lines = path.read_text().splitlines()
     # another version (or another device): the file is ignored
     path.write_text("torch_jsvd-tuner-0 " + lines[0].split(" ", 1)[1] + "\n" + "\n".join(lines[1:]) + "\n")
     assert _tune(tmp_path)["tuner"].startswith("calibrated:")
+
+
+def test_tuner_keeps_other_processes_entries(tmp_path):
+    """A process that shares the cache with others (data-parallel ranks, test workers) takes an entry
+    another one wrote after it loaded the file, rather than calibrating its own, and keeps it when it
+    writes: no process drops another's calibrations (the file was rewritten from memory alone before)."""
+    out = run_child("""
+        import re, torch, torch_jsvd
+        from pathlib import Path
+        torch_jsvd.tune([(1, 600, 600)])
+        (path,) = (f for f in Path(CACHE).iterdir() if f.suffix != ".lock")
+        line = next(l for l in path.read_text().splitlines() if l.startswith("1 600 600 "))
+        with open(path, "a") as f:  # (as another process would, after this one loaded the file)
+            f.write("2" + line[1:] + "\\n")
+        assert torch_jsvd.tune([(2, 600, 600)])[0]["tuner"].startswith("cache:")
+        torch_jsvd.tune([(1, 640, 640)])
+        keys = {tuple(l.split()[:3]) for l in path.read_text().splitlines()[1:]}
+        assert {("1", "600", "600"), ("2", "600", "600"), ("1", "640", "640")} <= keys, keys
+        print("ok")
+    """.replace("CACHE", repr(str(tmp_path))), JSVD_CACHE_DIR=str(tmp_path))
+    assert out.strip().endswith("ok"), out
 
 
 def test_tuner_off(tmp_path):

@@ -20,8 +20,21 @@ pytestmark = [
 
 
 def _precondition(shapes, dtype, keep_v=False):
-    pre = [m.get("precondition") for m in torch_jsvd.plan(shapes, dtype=dtype, device="cuda")["matrices"]]
+    """The QR of svd_ex's plan, which svd shares but where it starts from the Gram eigenvectors
+    (test_eigh_precondition.py); with keep_v, svd's, whose V may be a triangular solve."""
+    plan = torch_jsvd.plan(shapes, dtype=dtype, device="cuda", sync=keep_v)
+    pre = [m.get("precondition") for m in plan["matrices"]]
     return pre if keep_v else [p and {k: v for k, v in p.items() if k != "v"} for p in pre]
+
+
+def _svd(A, full_matrices):
+    """svd, or svd_ex where svd would start from the Gram eigenvectors instead of the QR this file tests."""
+    shapes = [tuple(A.shape[-2:])] * max(1, A[..., 0, 0].numel())
+    if torch_jsvd.plan(shapes, dtype=A.dtype, device="cuda")["matrices"][0].get("start_v"):
+        U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=full_matrices)
+        assert (info >= 0).all(), info
+        return U, S, Vh
+    return torch_jsvd.svd(A, full_matrices=full_matrices)
 
 
 def test_plan_reports_the_qr():
@@ -30,8 +43,7 @@ def test_plan_reports_the_qr():
     # the levels are those of the Jacobi on R^T (300 x 300, not 600 x 300)
     wide = torch_jsvd.plan([(300, 600)] * 2, dtype=torch.float32, device="cuda")["matrices"][0]
     assert wide["transposed"] and wide["precondition"]["jacobi_on"] == [300, 300]
-    # (single matrices of 255 columns: from 256 svd's plan is the Gram eigenvectors' start instead)
-    assert _precondition([(1600, 255)], torch.float64)[0]["panel_width"] == 16
+    assert _precondition([(1600, 256)], torch.float64)[0]["panel_width"] == 16
     assert _precondition([(3000, 256)] * 2, torch.float64)[0]["panel_width"] == 8
     # not for fewer than 256 columns, nor for a list of different shapes
     assert _precondition([(512, 255)] * 2, torch.float32) == [None, None]
@@ -75,7 +87,7 @@ def test_plan_reports_the_qr():
 
 
 def _check(A, full_matrices):
-    U, S, Vh = torch_jsvd.svd(A, full_matrices=full_matrices)
+    U, S, Vh = _svd(A, full_matrices)
     assert_valid_svd(A, U, S, Vh, full_matrices)
     ref = torch.linalg.svdvals(A.double())
     err = (S.double() - ref).abs().amax(-1) / ref[..., 0]
@@ -173,7 +185,7 @@ def _identity_reflector_batch(dtype, shape, seed=23):
 def _check_identity_reflectors(A):
     n = A.shape[-1]
     for full in (False, True):
-        U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
+        U, S, Vh = _svd(A, full)
         assert_valid_svd(A, U, S, Vh, full)
     assert (S[0, n // 2:] == 0).all() and (S[1, n // 2:] == 0).all() and (S[4, 7:] <= 1e-5 * S[4, 0]).all()
     ref = torch.linalg.svdvals(A.double())
@@ -209,7 +221,7 @@ def test_whole_qr_reads_the_callers_tensor(dtype, shape):
     ref = None
     for name, A in views.items():
         before = A.clone()
-        U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+        U, S, Vh = _svd(A, False)
         assert torch.equal(A, before), name
         assert_valid_svd(A, U, S, Vh, False)
         if ref is None:
@@ -249,11 +261,10 @@ def test_cusolver_qr_beyond_the_panels():
     assert _precondition([(7000, 40)], torch.float32) == [dict(lapack, jacobi_on=[40, 40])]
     assert _precondition([(3800, 20)] * 2, torch.float64) == [dict(lapack, jacobi_on=[20, 20])] * 2
     assert _precondition([(6000, 40)] * 2, torch.float32)[0]["kernel"] == "householder_qr"
-    # and a single matrix of >= 2000 rows, whose panels would run on one SM (255 columns: from 256 svd's
-    # plan for one matrix is the Gram eigenvectors' start; svd_ex's is this)
-    assert _precondition([(4096, 255)], torch.float32) == [dict(lapack, jacobi_on=[255, 255])]
-    assert _precondition([(1999, 255)], torch.float32)[0]["kernel"] == "householder_qr"
-    assert _precondition([(2048, 1024)] * 5, torch.float64)[0]["kernel"] == "householder_qr"
+    # and a single matrix of >= 2000 rows, whose panels would run on one SM
+    assert _precondition([(4096, 256)], torch.float32) == [dict(lapack, jacobi_on=[256, 256])]
+    assert _precondition([(1999, 256)], torch.float32)[0]["kernel"] == "householder_qr"
+    assert _precondition([(2048, 1024)], torch.float64)[0]["kernel"] == "householder_qr"
     g = torch.Generator(device="cuda").manual_seed(23)
     for shape, dtype, fulls in (((1, 7000, 40), torch.float32, (False, True)), ((2, 40, 7000), torch.float32, (False,)),
                                 ((2, 3800, 20), torch.float64, (False, True))):

@@ -5,8 +5,10 @@ import json
 import torch
 
 
-def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True):
-    """The level selector's plan for matrices of the given (m, n) shapes.
+def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True, sync=True):
+    """The level selector's plan for matrices of the given (m, n) shapes: that of ``svd`` and
+    ``svdvals``, or with ``sync=False`` that of ``svd_ex``, which never synchronises (so neither
+    ``start_v`` nor ``v``'s ``triangular_solve``, below).
 
     On CUDA, per matrix: whether it is transposed (the engine works on the tall
     orientation) and its levels: ``whole_svd_warp`` (at most 32 columns: the
@@ -24,11 +26,13 @@ def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True):
     and ``jacobi_on``: the Jacobi then runs on R^T of W = QR, and ``levels``
     are that Jacobi's; with compute_uv, ``v``: ``rotations`` where that Jacobi
     accumulates V, ``triangular_solve`` where svd solves for it afterwards, float64
-    only, docs/design.md). One matrix of at least 768 columns has ``start_v``
+    only, docs/design.md). One matrix of at least 256 columns, up to 4 of at least 1024,
+    and batches of tall matrices (rows >= 4 columns) of 16 to 32 columns have ``start_v``
     instead (``gram_eigh``: svd and svdvals run the Jacobi on A V0, V0 the eigenvectors
-    of A^T A from torch.linalg.eigh; svd_ex, which never synchronises, runs without it
-    and with the QR; float64 only where its smallest column norm is at least
-    ``min_column_ratio`` times its largest, else also as without it). The device's real shared
+    of A^T A, from ``solver``: torch.linalg.eigh, or this engine's batched Jacobi on the
+    float64 Gram matrices; svd_ex runs without it and with the QR; float64 only where
+    every matrix's smallest column norm is at least ``min_column_ratio`` times its
+    largest, else also as without it). The device's real shared
     memory limit and SM count are included. The plan of a shape depends on the
     number of matrices launched together, so pass the whole batch's shapes. In
     a list (svd_varlen), a shape shared by at least 32 members is solved as a
@@ -52,7 +56,7 @@ def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True):
     if not hasattr(torch.ops.jsvd, "plan"):
         raise RuntimeError("torch_jsvd.plan: this build of torch_jsvd has no CUDA engine")
     index = device.index if device.index is not None else torch.cuda.current_device()
-    out = json.loads(torch.ops.jsvd.plan(rows, cols, dtype, compute_uv, index))
+    out = json.loads(torch.ops.jsvd.plan(rows, cols, dtype, compute_uv, index, sync))
     out["device"] = torch.cuda.get_device_name(index)
     return out
 

@@ -13,14 +13,14 @@ namespace jsvd {
 namespace {
 
 std::string plan(std::vector<int64_t> rows, std::vector<int64_t> cols, c10::ScalarType dtype, bool compute_uv,
-                 int64_t device) {
+                 int64_t device, bool sync) {
   TORCH_CHECK(rows.size() == cols.size(), "jsvd.plan: rows and cols must have the same length");
   TORCH_CHECK(dtype == at::kFloat || dtype == at::kDouble || dtype == at::kHalf || dtype == at::kBFloat16,
               "jsvd.plan: dtype must be a floating dtype, got ", dtype);
   TORCH_CHECK(device >= 0 && device < c10::cuda::device_count(), "jsvd.plan: no CUDA device ", device);
   // float16/bfloat16 are computed in float32
   const size_t elem = dtype == at::kDouble ? sizeof(double) : sizeof(float);
-  return cuda::plan_json(rows, cols, elem, compute_uv, static_cast<int>(device));
+  return cuda::plan_json(rows, cols, elem, compute_uv, static_cast<int>(device), sync);
 }
 
 // The auto-tuner's choice for a uniform batch, calibrating now if the shape
@@ -36,7 +36,8 @@ std::string tune(int64_t batch, int64_t rows, int64_t cols, c10::ScalarType dtyp
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(jsvd, m) {
-  m.def("plan(int[] rows, int[] cols, ScalarType dtype, bool compute_uv=True, int device=0) -> str", &plan);
+  m.def("plan(int[] rows, int[] cols, ScalarType dtype, bool compute_uv=True, int device=0, bool sync=True) -> str",
+        &plan);
   m.def("tune(int batch, int rows, int cols, ScalarType dtype, bool compute_uv=True, int device=0) -> str", &tune);
 }
 

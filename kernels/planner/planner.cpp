@@ -248,7 +248,7 @@ const char* level_name(Level level) {
 }
 
 std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_t>& cols, size_t elem,
-                      bool compute_uv, int device) {
+                      bool compute_uv, int device, bool may_sync) {
   const DeviceLimits lim = device_limits(device);
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));  // occupancy queries
   std::ostringstream os;
@@ -297,8 +297,7 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
     const bool in_group = group[k] >= 0, as_uniform = uniform || in_group;
     if (in_group) os << ", \"shape_group\": " << group_count[group[k]];  // (solved as a uniform batch of these)
     const int64_t count = uniform ? static_cast<int64_t>(rows.size()) : in_group ? group_count[group[k]] : rest;
-    const CallPlan cp = plan_call(p, q, count, as_uniform, elem, compute_uv, 0, 0, lim, device, true,
-                                  /*may_sync (svd)=*/true);
+    const CallPlan cp = plan_call(p, q, count, as_uniform, elem, compute_uv, 0, 0, lim, device, true, may_sync);
     // QR preconditioning: the levels below are those of the Jacobi on R^T.
     if (cp.qr.on()) {
       os << ", \"precondition\": {\"kernel\": \"" << (cp.qr.regs     ? "householder_qr_whole_regs"

@@ -109,9 +109,10 @@ const char* level_name(Level level);
 // Inner sweeps allowed to a pair's SVD / Gram EVD on the blocked levels.
 int inner_sweeps();
 
-// The plan of each shape, as JSON, for torch_jsvd.plan().
+// The plan of each shape, as JSON, for torch_jsvd.plan(): of svd and svdvals (`may_sync`), or of
+// svd_ex (no Gram eigenvectors' start, no triangular solve for V).
 std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_t>& cols, size_t elem,
-                      bool compute_uv, int device);
+                      bool compute_uv, int device, bool may_sync = true);
 
 }  // namespace cuda
 }  // namespace jsvd

@@ -7,6 +7,8 @@
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -65,16 +67,13 @@ std::string device_name(int device) {
 
 // File: a header line "<version> <device>", then one line per shape:
 // batch p q elem uv gemm width why... Anything else: the file is ignored.
-void load(DeviceCache& dc, int device) {
-  dc.loaded = true;
-  const std::string dir = cache_dir();
-  if (dir.empty()) return;
-  dc.path = dir + "/tuner-" + device_name(device) + ".txt";
-  std::ifstream in(dc.path);
-  if (!in) return;  // (absent: calibrate)
+// Reads `path` into `read`; false (and `read` untouched) if absent, stale or corrupt.
+bool read_entries(const std::string& path, int device, std::map<Key, TunedLevel>& read) {
+  std::ifstream in(path);
+  if (!in) return false;  // (absent: calibrate)
   std::string line;
-  std::map<Key, TunedLevel> read;
-  if (!std::getline(in, line) || line != std::string(kTunerVersion) + " " + device_name(device)) return;  // stale
+  std::map<Key, TunedLevel> got;
+  if (!std::getline(in, line) || line != std::string(kTunerVersion) + " " + device_name(device)) return false;  // stale
   while (std::getline(in, line)) {
     std::istringstream ls(line);
     int64_t b, p, q, w;
@@ -82,41 +81,65 @@ void load(DeviceCache& dc, int device) {
     int uv, gemm;
     if (!(ls >> b >> p >> q >> e >> uv >> gemm >> w) || b < 1 || p < 1 || q < 1 || (e != 4 && e != 8) ||
         (gemm != 0 && gemm != 1) || (gemm && w != kWidths[0] && w != kWidths[1])) {
-      TORCH_WARN("torch_jsvd: ignoring the corrupt tuner cache ", dc.path, " (it will be rewritten)");
-      return;
+      TORCH_WARN("torch_jsvd: ignoring the corrupt tuner cache ", path, " (it will be rewritten)");
+      return false;
     }
     TunedLevel t{true, gemm != 0, w, ""};
     std::getline(ls >> std::ws, t.why);
     for (char& ch : t.why)
       if (ch == '"' || ch == '\\' || static_cast<unsigned char>(ch) < 32) ch = ' ';  // (plan() prints it in JSON)
     t.why = "cache: " + t.why;
-    read[Key{b, p, q, e, uv != 0}] = t;
+    got[Key{b, p, q, e, uv != 0}] = t;
   }
-  dc.entries = std::move(read);
+  read = std::move(got);
+  return true;
 }
 
-// Rewritten whole, through a temporary file and a rename (no torn file for a
-// concurrent reader). Failures only cost the next process a calibration.
-void save(const DeviceCache& dc, int device) {
+// Entries on disk that this process does not have yet (another process's calibrations) join it; its
+// own stay as they are.
+void merge_from_disk(DeviceCache& dc, int device) {
+  std::map<Key, TunedLevel> disk;
+  if (!dc.path.empty() && read_entries(dc.path, device, disk)) dc.entries.insert(disk.begin(), disk.end());
+}
+
+void load(DeviceCache& dc, int device) {
+  dc.loaded = true;
+  const std::string dir = cache_dir();
+  if (dir.empty()) return;
+  dc.path = dir + "/tuner-" + device_name(device) + ".txt";
+  merge_from_disk(dc, device);
+}
+
+// Processes that share the cache (data-parallel ranks, test workers) serialise their updates on a lock
+// file, each merging what is on disk before it writes, so that none drops another's entries; the file is
+// rewritten whole, through a temporary file and a rename (no torn file for a reader). Failures only cost
+// the next process a calibration.
+void save(DeviceCache& dc, int device) {
   if (dc.path.empty()) return;
   std::error_code ec;
   std::filesystem::create_directories(cache_dir(), ec);
   if (ec) return;
+  const int lock = ::open((dc.path + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  if (lock >= 0) ::flock(lock, LOCK_EX);  // (without it: the rename alone, as before)
+  merge_from_disk(dc, device);
   const std::string tmp = dc.path + ".tmp" + std::to_string(::getpid());
+  bool written = false;
   {
     std::ofstream out(tmp);
-    if (!out) return;
-    out << kTunerVersion << " " << device_name(device) << "\n";
-    for (const auto& kv : dc.entries) {
-      const Key& k = kv.first;
-      const std::string why = kv.second.why.rfind("cache: ", 0) == 0 ? kv.second.why.substr(7) : kv.second.why;
-      out << std::get<0>(k) << " " << std::get<1>(k) << " " << std::get<2>(k) << " " << std::get<3>(k) << " "
-          << std::get<4>(k) << " " << kv.second.gemm << " " << kv.second.width << " " << why << "\n";
+    if (out) {
+      out << kTunerVersion << " " << device_name(device) << "\n";
+      for (const auto& kv : dc.entries) {
+        const Key& k = kv.first;
+        const std::string why = kv.second.why.rfind("cache: ", 0) == 0 ? kv.second.why.substr(7) : kv.second.why;
+        out << std::get<0>(k) << " " << std::get<1>(k) << " " << std::get<2>(k) << " " << std::get<3>(k) << " "
+            << std::get<4>(k) << " " << kv.second.gemm << " " << kv.second.width << " " << why << "\n";
+      }
+      written = static_cast<bool>(out);
     }
-    if (!out) return;
   }
-  std::filesystem::rename(tmp, dc.path, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
+  if (written) std::filesystem::rename(tmp, dc.path, ec);
+  if (!written || ec) std::filesystem::remove(tmp, ec);
+  if (lock >= 0) ::close(lock);  // (releases the lock)
 }
 
 // Predicted ms of `batch` matrices under `cand`: one and three sweeps of a
@@ -194,6 +217,9 @@ TunedLevel tuned_level(int64_t batch, int64_t p, int64_t q, size_t elem, bool co
   DeviceCache& dc = g_cache[device];
   if (!dc.loaded) load(dc, device);
   auto it = dc.entries.find(key);
+  if (it != dc.entries.end()) return it->second;
+  merge_from_disk(dc, device);  // (another process may have calibrated it since: take its choice)
+  it = dc.entries.find(key);
   if (it != dc.entries.end()) return it->second;
   if (!may_calibrate || c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) {
     return TunedLevel{false, false, 0, "not calibrated (planner's rule: the GEMM level from JSVD_GEMM_MIN_COLS columns)"};
