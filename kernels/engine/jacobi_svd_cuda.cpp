@@ -250,14 +250,16 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
 }
 
 // The call, planned once (planner.h); `may_start`: false where the Gram eigenvectors' start declined
-// the matrix (eigh_precondition.h), which is then solved as if the start did not exist.
-CoreResult solve(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt, bool may_start) {
+// the matrix (eigh_precondition.h), which is then solved as if the start did not exist; `may_qr`: false
+// for the start's Gram matrices, whose Jacobi runs on them alone.
+CoreResult solve(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt, bool may_start,
+                 bool may_qr = true) {
   const c10::cuda::CUDAGuard guard(input.device());
   const CallPlan cp = plan_call(batch.size() == 0 ? 0 : batch.p(0), batch.size() == 0 ? 0 : batch.q(0),
                                 batch.size(), batch.uniform, input.element_size(), opt.compute_uv,
                                 input.dim() == 3 ? input.stride(2) : 0, input.numel(),
                                 device_limits(input.get_device()), input.get_device(), /*may_calibrate=*/true,
-                                opt.may_sync, may_start);
+                                opt.may_sync, may_start, may_qr);
   at::Tensor A = input;
   if (A.dim() == 3 && !cp.read_in_place) A = packed_input(A);
   TORCH_CHECK(A.is_cuda() && (A.dim() == 3 || (A.dim() == 1 && A.is_contiguous())) && A.numel() == batch.a_numel,
@@ -287,8 +289,11 @@ CoreResult solve(const at::Tensor& input, const PackedBatch& batch, const SvdOpt
     const Engine without_start = [](const at::Tensor& X, const PackedBatch& xb, const SvdOptions& xo) {
       return solve(X, xb, xo, /*may_start=*/false);
     };
+    const Engine alone = [](const at::Tensor& X, const PackedBatch& xb, const SvdOptions& xo) {
+      return solve(X, xb, xo, /*may_start=*/false, /*may_qr=*/false);
+    };
     if (cp.eigh)
-      r = svd_eigh_preconditioned(A, batch, opt, jacobi, without_start);
+      r = svd_eigh_preconditioned(A, batch, opt, {jacobi, without_start, alone});
     else if (cp.qr.on())
       r = svd_qr_preconditioned(A, batch, opt, cp.qr, cp.v_solve, jacobi);
     else

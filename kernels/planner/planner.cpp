@@ -167,7 +167,7 @@ SmemLaunch plan_pair_launch(int64_t rows, int64_t cols, int64_t c, size_t elem, 
 
 CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size_t elem, bool compute_uv,
                    int64_t view_stride, int64_t numel, const DeviceLimits& lim, int device, bool may_calibrate,
-                   bool may_sync, bool may_start) {
+                   bool may_sync, bool may_start, bool may_qr) {
   CallPlan cp;
   // The auto-tuner timing a candidate: exactly that, on the Jacobi's shape.
   const TunedLevel* forced = tuner_override();
@@ -175,7 +175,7 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   // no QR (H100, 1x4096² float32: 368 ms with the QR first, 270 without; 1x3072x768 25.9 against
   // 13.9). Else uniform batches of enough columns: the Jacobi on R^T (qr_precondition.h).
   if (!forced) cp.eigh = may_sync && may_start && eigh_precondition_on(batch, rows, cols, uniform);
-  if (!forced && !cp.eigh) cp.qr = qr_choice(rows, cols, elem, uniform, batch, lim);
+  if (!forced && !cp.eigh && may_qr) cp.qr = qr_choice(rows, cols, elem, uniform, batch, lim);
   const int64_t p = cp.qr.on() ? cols : rows;
   // After the QR, svd (which may read on the host, for the matrices the solve does not serve) runs the
   // Jacobi on R^T without V in float64 and solves for V (qr_precondition.h) where that pays (H100,

@@ -78,10 +78,11 @@ struct CallPlan {
 // elements. Non-uniform batches get their matrices' plans in the engine.
 // `device`: where the auto-tuner measures, if `may_calibrate` and the shape is new to it.
 // `may_sync`: the call may read on the host (svd, svdvals), which the Gram eigenvectors' start needs;
-// `may_start`: false plans without that start (the engine's path for a matrix the start declines).
+// `may_start`: false plans without that start (the engine's path for a matrix the start declines);
+// `may_qr`: false, without the QR either (the start's Gram matrices: the Jacobi on them alone).
 CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size_t elem, bool compute_uv,
                    int64_t view_stride, int64_t numel, const DeviceLimits& lim, int device, bool may_calibrate,
-                   bool may_sync, bool may_start = true);
+                   bool may_sync, bool may_start = true, bool may_qr = true);
 
 // The launch of matrices that share one (a whole-matrix group of a
 // non-uniform batch, sized for its largest; the block pairs of every blocked

@@ -47,13 +47,20 @@ bool gram_eig_by_jacobi(int64_t cols);
 // float64: the least ratio of M's smallest column norm to its largest that takes the start, sqrt(cols eps).
 double eigh_min_column_ratio(int64_t cols);
 
-// The SVD of a uniform packed batch A (1-D, or the 3-D (B, q, p) view) by the Jacobi `engine` on
-// A V0; outputs packed as `engine`'s would be for A. Synchronises (torch.linalg.eigh checks its info
-// on the host): only for calls that may (svd, svdvals; never svd_ex). Non-finite data, entries
-// whose M V0 could overflow, an eigen-solver that fails and float64 columns graded beyond
-// eigh_min_column_ratio go to `without_start` (the call planned as if the start did not exist).
+// The engines the start runs: `jacobi`, the call's planned Jacobi (on A V0); `without_start`, the call
+// planned as if the start did not exist (QR included); `alone`, the Jacobi on a batch as it is (no QR,
+// no start: the Gram matrices).
+struct StartEngines {
+  Engine jacobi, without_start, alone;
+};
+
+// The SVD of a uniform packed batch A (1-D, or the 3-D (B, q, p) view) by the Jacobi on A V0; outputs
+// packed as the Jacobi's would be for A. Synchronises (torch.linalg.eigh checks its info on the host;
+// the batched route reads its checks last): only for calls that may (svd, svdvals; never svd_ex).
+// Non-finite data, entries whose M V0 could overflow, an eigen-solver that fails and float64 columns
+// graded beyond eigh_min_column_ratio go to `without_start`.
 CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
-                                   const Engine& engine, const Engine& without_start);
+                                   const StartEngines& e);
 
 }  // namespace cuda
 }  // namespace jsvd
