@@ -136,26 +136,29 @@ def test_float64_declines_graded_columns(tmp_path):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 def test_plan_tall_batches(dtype):
-    """Batches of tall matrices of 16 to 32 columns (rows >= 4 columns): the start, its eigenvectors by this
-    engine's Jacobi on the Gram matrices (one batched call), where syevd would loop over them."""
-    sv = _start_v([(128, 32)] * 1000, dtype)
+    """Batches of tall matrices of 16 to 32 columns (rows >= 4 columns) with enough work (batch x rows x
+    cols² >= 1e8, float32 2e8): the start, its eigenvectors by this engine's Jacobi on the Gram matrices
+    (one batched call), where syevd would loop over them."""
+    sv = _start_v([(1024, 16)] * 1000, dtype)
     assert all(v["kernel"] == "gram_eigh" and v["solver"].startswith("jsvd") for v in sv)
-    assert _start_v([(1024, 16)] * 7, dtype)[0]["solver"].startswith("jsvd")
-    assert _start_v([(16, 64)] * 7, dtype)[0]["solver"].startswith("jsvd")  # (wide: on its transpose)
-    assert _start_v([(127, 32)] * 10, dtype) == [None] * 10  # not tall enough
-    assert _start_v([(1024, 15)] * 10, dtype) == [None] * 10  # the warp level takes it whole
-    assert _start_v([(1024, 33)] * 10, dtype) == [None] * 10  # beyond the warp level's Gram matrices
+    assert _start_v([(16, 1024)] * 800, dtype)[0]["solver"].startswith("jsvd")  # (wide: on its transpose)
+    assert (_start_v([(128, 32)] * 1000, dtype)[0] is not None) == (dtype == torch.float64)
+    assert _start_v([(300, 20)] * 200, dtype) == [None] * 200  # too little work
+    assert _start_v([(127, 32)] * 2000, dtype) == [None] * 2000  # not tall enough
+    assert _start_v([(1024, 15)] * 2000, dtype) == [None] * 2000  # the warp level takes it whole
+    assert _start_v([(1024, 33)] * 2000, dtype) == [None] * 2000  # beyond the warp level's Gram matrices
     assert _start_v([(4096, 300)], dtype)[0]["solver"] == "torch.linalg.eigh"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("m,n,full", [(128, 32, False), (1024, 16, True), (300, 20, False), (24, 100, False)])
 def test_tall_batches(dtype, m, n, full):
-    """Every output property, and S against LAPACK, on a batch mixing Gaussian, rank-deficient, zero,
-    graded (columns over 3 decades) and scaled (1e-30, 1e30) members."""
+    """Every output property, and S against LAPACK, on a batch (of enough work to take the start) mixing
+    Gaussian, rank-deficient, zero, graded (columns over 3 decades) and scaled (1e-30, 1e30) members."""
     g = torch.Generator().manual_seed(m * n)
-    A = torch.randn(12, m, n, generator=g, dtype=torch.float64)
     k = min(m, n)
+    batch = math.ceil(2.01e8 / (max(m, n) * k * k))
+    A = torch.randn(batch, m, n, generator=g, dtype=torch.float64)
     A[1] = random_rank((m, n), k // 2)
     A[2] = 0
     A[3] *= torch.logspace(0, -3, n, dtype=torch.float64)
@@ -163,7 +166,7 @@ def test_tall_batches(dtype, m, n, full):
     A[5] *= 1e-30
     A[6] *= 1e30
     A = A.to(dtype).cuda()
-    assert _start_v([(m, n)] * 12, dtype)[0] is not None
+    assert _start_v([(m, n)] * batch, dtype)[0] is not None
     U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
     assert_valid_svd(A, U, S, Vh, full)
     ref = torch.linalg.svdvals(A.double())

@@ -174,7 +174,7 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   // One matrix of 256 columns or more, or a few large ones: the Jacobi on M V0 (eigh_precondition.h),
   // no QR (H100, 1x4096² float32: 368 ms with the QR first, 270 without; 1x3072x768 25.9 against
   // 13.9). Else uniform batches of enough columns: the Jacobi on R^T (qr_precondition.h).
-  if (!forced) cp.eigh = may_sync && may_start && eigh_precondition_on(batch, rows, cols, uniform);
+  if (!forced) cp.eigh = may_sync && may_start && eigh_precondition_on(batch, rows, cols, elem, uniform);
   if (!forced && !cp.eigh && may_qr) cp.qr = qr_choice(rows, cols, elem, uniform, batch, lim);
   const int64_t p = cp.qr.on() ? cols : rows;
   // After the QR, svd (which may read on the host, for the matrices the solve does not serve) runs the

@@ -12,11 +12,13 @@
 namespace jsvd {
 namespace cuda {
 
-bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, bool uniform) {
+bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform) {
   if (!uniform || knobs().eigh == 0) return false;
   if (knobs().eigh == 1) return true;
   if (cols >= kEighMinCols) return batch == 1 || (batch <= kEighMaxBatch && cols >= kEighBatchMinCols);
-  return cols >= kEighTallMinCols && cols <= kEighJacobiMaxCols && rows >= kEighTallRatio * cols;
+  const double work = static_cast<double>(batch) * rows * cols * cols;
+  return cols >= kEighTallMinCols && cols <= kEighJacobiMaxCols && rows >= kEighTallRatio * cols &&
+         work >= (elem == sizeof(double) ? kEighTallMinWorkF64 : kEighTallMinWork);
 }
 
 double eigh_min_column_ratio(int64_t cols) {

@@ -28,17 +28,23 @@
 namespace jsvd {
 namespace cuda {
 
-// Whether a uniform batch of `batch` rows x cols matrices (rows >= cols) takes it: one matrix of at
-// least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols, or any number of
-// tall ones (rows >= kEighTallRatio cols) of kEighTallMinCols to kEighJacobiMaxCols columns (float64: the
-// data may still decline it, above); JSVD_EIGH=0 never, JSVD_EIGH=1 every uniform batch.
+// Whether a uniform batch of `batch` rows x cols matrices (rows >= cols) of `elem`-byte entries takes
+// it: one matrix of at least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols,
+// or tall ones (rows >= kEighTallRatio cols) of kEighTallMinCols to kEighJacobiMaxCols columns whose
+// work batch x rows x cols² pays the route's fixed cost (two engine calls and a dozen tensor operations:
+// H200, stop 39, float64 1000x128x32 1.08 -> 0.89 ms, 1000x1024x16 1.35 -> 1.15, 10000x64x16 1.95 ->
+// 1.21, but 200x300x20 0.43 -> 0.62; float32 1000x1024x16 0.89 -> 0.77, 1000x128x32 0.81 -> 0.76,
+// 10000x64x16 0.47 -> 0.93) (float64: the data may still decline it, above); JSVD_EIGH=0 never,
+// JSVD_EIGH=1 every uniform batch.
 constexpr int64_t kEighMinCols = 256;
 constexpr int64_t kEighMaxBatch = 4;
 constexpr int64_t kEighBatchMinCols = 1024;
 constexpr int64_t kEighTallMinCols = 16;
 constexpr int64_t kEighJacobiMaxCols = 32;
 constexpr int64_t kEighTallRatio = 4;
-bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, bool uniform);
+constexpr double kEighTallMinWorkF64 = 1e8;
+constexpr double kEighTallMinWork = 2e8;
+bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
 // Whether the Gram matrices' eigenvectors come from this engine's Jacobi (a batch in one call, the warp
 // level: at most kEighJacobiMaxCols columns) rather than torch.linalg.eigh (syevd, one matrix at a time).
