@@ -15,11 +15,11 @@
 // Accuracy (docs/robustness.md, "The Gram eigenvectors' start"): X = fl(M V0) has errors of eps |M||V0|.
 // With V0 exact, column j's are at most about eps sqrt(q) ||D v_j|| (D: M's column norms), which the
 // Jacobi's own bound for M already allows (a column-graded matrix keeps its small singular values). But
-// syevd resolves V0 only to its backward error, about q eps ||M^T M||: a column whose squared norm is
-// below that is mixed with larger ones, whose share the Jacobi must then cancel out of it, at the cost
-// of the small column's relative accuracy (the QR path keeps it). So float64 takes the
-// start only where min_j ||m_j|| >= sqrt(q eps) max_j ||m_j|| (eigh_min_column_ratio; read on the host
-// with max|m_ij|), and a matrix graded beyond it, or with a zero column, is solved without the start.
+// the eigen-solver resolves V0 only to its backward error, about q eps ||M^T M||: a column whose squared
+// norm is below that is mixed with larger ones, whose share the Jacobi must then cancel out of it, at the
+// cost of the small column's relative accuracy (the QR path keeps it). So float64 takes the start only
+// where min_j ||m_j|| >= sqrt(q eps) max_j ||m_j|| in every matrix (eigh_min_column_ratio; a zero matrix
+// passes), and a batch with a matrix graded beyond it, or with a zero column, is solved without it.
 #pragma once
 
 #include "core.h"
