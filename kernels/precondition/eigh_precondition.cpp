@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/batched_gemm.h"
 #include "tuning_knobs.h"
 
 namespace jsvd {
@@ -39,7 +40,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // orthogonal to about float32's rounding. A float64 M is scaled by a power of two to max|m_ij| in
   // [1, 2) (exactly) for its Gram matrix.
   const at::Tensor amax = W.abs().amax({1, 2}, /*keepdim=*/true);
-  const at::Tensor Wd = W.to(at::kDouble);  // (float64: W itself)
+  const at::Tensor Wd = blas_operand(W.to(at::kDouble));  // (float64: W itself)
   const at::Tensor Ws =
       f64 ? Wd / at::where(amax > 0, at::exp2(at::floor(at::log2(amax))), at::ones_like(amax)) : Wd;
   // Whether the start runs: M finite and M V0 within range (NaN compares false), and float64 columns
@@ -55,7 +56,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // (syevd synchronises anyway: read first; the batched Jacobi never does, so it is read last, where svd
   // reads its info next anyway, and a declined batch is then solved again without the start)
   if (!batched && !ok.item<bool>()) return e.without_start(A, b, opt);
-  const at::Tensor G = at::matmul(Ws, Ws.mT());
+  const at::Tensor G = at::empty({B, q, q}, Wd.options());
+  bmm_into<double>(G, Ws, Ws.mT(), 1.0, 0.0);
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
   if (batched) {
     // A batch of small Gram matrices: this engine's one-sided Jacobi on them, in one call (the warp
@@ -76,12 +78,16 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       return e.without_start(A, b, opt);  // (syevd did not converge)
     }
   }
-  const at::Tensor X = at::matmul(V0.mT(), Wd).to(A.scalar_type());  // packed, M V0 is V0^T W
-  CoreResult r = e.jacobi(X.contiguous().view({-1}), b, opt);
+  const at::Tensor Xd = at::empty({B, q, p}, G.options());  // packed, M V0 is V0^T W
+  bmm_into<double>(Xd, V0.mT(), Wd, 1.0, 0.0);
+  CoreResult r = e.jacobi(Xd.to(A.scalar_type()).view({-1}), b, opt);
   // V = V0 V_x; packed, V^T = V_x^T V0^T. In float64: a float32 product's errors of about q eps
   // would cost V as much orthogonality again.
-  if (opt.compute_uv)
-    r.V = at::matmul(r.V.view({B, q, q}).to(at::kDouble), V0.mT()).to(A.scalar_type()).contiguous().view({-1});
+  if (opt.compute_uv) {
+    const at::Tensor Vt = at::empty({B, q, q}, G.options());
+    bmm_into<double>(Vt, r.V.view({B, q, q}).to(at::kDouble), V0.mT(), 1.0, 0.0);
+    r.V = Vt.to(A.scalar_type()).view({-1});
+  }
   if (batched && !ok.item<bool>()) return e.without_start(A, b, opt);
   return r;
 }

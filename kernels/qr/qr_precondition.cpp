@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/batched_gemm.h"
 #include "qr/batched_transpose.h"
 #include "engine/finite_check.h"
 #include "qr/householder_panel.h"
@@ -28,43 +29,6 @@
 namespace jsvd {
 namespace cuda {
 namespace {
-
-// A row-major batched view (B, r, c) as cuBLAS sees it: column-major, so the
-// view itself (unit stride along c) is the transpose of cuBLAS's matrix, and a
-// transposed view (unit stride along r) is that matrix.
-struct BlasView {
-  cublasOperation_t op;  // what turns cuBLAS's matrix into the view's transpose
-  int64_t ld;
-};
-
-BlasView blas_view(const at::Tensor& M) {
-  if (M.stride(2) == 1 && M.stride(1) >= std::max<int64_t>(M.size(2), 1)) return {CUBLAS_OP_N, M.stride(1)};
-  TORCH_CHECK(M.stride(1) == 1 && M.stride(2) >= std::max<int64_t>(M.size(1), 1),
-              "jsvd internal: a GEMM operand needs unit stride in one of its matrix dimensions");
-  return {CUBLAS_OP_T, M.stride(2)};
-}
-
-// Z = alpha X Y + beta Z for batched row-major views (Z with unit stride along
-// its rows; X and Y either way), on the current stream: row-major Z = X Y is
-// column-major Z^T = Y^T X^T, so cuBLAS's A is Y and its B is X.
-template <typename T>
-void bmm_into(const at::Tensor& Z, const at::Tensor& X, const at::Tensor& Y, T alpha, T beta) {
-  TORCH_CHECK(Z.stride(2) == 1 && X.size(2) == Y.size(1) && Z.size(1) == X.size(1) && Z.size(2) == Y.size(2),
-              "jsvd internal: bmm_into shapes");
-  const BlasView x = blas_view(X), y = blas_view(Y);
-  const cublasHandle_t h = at::cuda::getCurrentCUDABlasHandle();  // (current stream; TF32 off under NoTF32Guard)
-  const auto gemm = [&](auto strided_batched) {
-    TORCH_CUDABLAS_CHECK(strided_batched(h, y.op, x.op, static_cast<int>(Z.size(2)), static_cast<int>(Z.size(1)),
-                                         static_cast<int>(X.size(2)), &alpha, Y.const_data_ptr<T>(),
-                                         static_cast<int>(y.ld), Y.stride(0), X.const_data_ptr<T>(),
-                                         static_cast<int>(x.ld), X.stride(0), &beta, Z.mutable_data_ptr<T>(),
-                                         static_cast<int>(Z.stride(1)), Z.stride(0), static_cast<int>(Z.size(0))));
-  };
-  if constexpr (std::is_same_v<T, float>)
-    gemm(cublasSgemmStridedBatched);
-  else
-    gemm(cublasDgemmStridedBatched);
-}
 
 // Mr <- Mr (I - Y Tb Y^T) for the rows Mr (B, c, L) of a batch and a block
 // reflector's Yt = Y^T (B, w, L), Tb = T or T^T (B, w, w): three GEMMs.

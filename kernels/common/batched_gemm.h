@@ -1,0 +1,64 @@
+// Batched GEMMs on views of a batch, by cuBLAS's strided batched GEMM called directly on the current
+// stream's handle: no dispatch, output allocation, copy or per-call heuristics (at::bmm's host time,
+// about 50 us a call on the H200 under the profiler, was most of the device's idle time in the Gram
+// eigenvectors' start of a batch; the QR's GEMMs since 3a53f20). Full precision: callers hold
+// at::NoTF32Guard or call the float64 GEMM.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/Exceptions.h>
+
+#include <algorithm>
+#include <type_traits>
+
+namespace jsvd {
+namespace cuda {
+
+// A row-major batched view (B, r, c) as cuBLAS sees it: column-major, so the
+// view itself (unit stride along c) is the transpose of cuBLAS's matrix, and a
+// transposed view (unit stride along r) is that matrix.
+struct BlasView {
+  cublasOperation_t op;  // what turns cuBLAS's matrix into the view's transpose
+  int64_t ld;
+};
+
+inline BlasView blas_view(const at::Tensor& M) {
+  if (M.stride(2) == 1 && M.stride(1) >= std::max<int64_t>(M.size(2), 1)) return {CUBLAS_OP_N, M.stride(1)};
+  TORCH_CHECK(M.stride(1) == 1 && M.stride(2) >= std::max<int64_t>(M.size(1), 1),
+              "jsvd internal: a GEMM operand needs unit stride in one of its matrix dimensions");
+  return {CUBLAS_OP_T, M.stride(2)};
+}
+
+// Z = alpha X Y + beta Z for batched row-major views (Z with unit stride along
+// its rows; X and Y either way), on the current stream: row-major Z = X Y is
+// column-major Z^T = Y^T X^T, so cuBLAS's A is Y and its B is X.
+template <typename T>
+void bmm_into(const at::Tensor& Z, const at::Tensor& X, const at::Tensor& Y, T alpha, T beta) {
+  TORCH_CHECK(Z.stride(2) == 1 && X.size(2) == Y.size(1) && Z.size(1) == X.size(1) && Z.size(2) == Y.size(2),
+              "jsvd internal: bmm_into shapes");
+  const BlasView x = blas_view(X), y = blas_view(Y);
+  const cublasHandle_t h = at::cuda::getCurrentCUDABlasHandle();  // (current stream; TF32 off under NoTF32Guard)
+  const auto gemm = [&](auto strided_batched) {
+    TORCH_CUDABLAS_CHECK(strided_batched(h, y.op, x.op, static_cast<int>(Z.size(2)), static_cast<int>(Z.size(1)),
+                                         static_cast<int>(X.size(2)), &alpha, Y.const_data_ptr<T>(),
+                                         static_cast<int>(y.ld), Y.stride(0), X.const_data_ptr<T>(),
+                                         static_cast<int>(x.ld), X.stride(0), &beta, Z.mutable_data_ptr<T>(),
+                                         static_cast<int>(Z.stride(1)), Z.stride(0), static_cast<int>(Z.size(0))));
+  };
+  if constexpr (std::is_same_v<T, float>)
+    gemm(cublasSgemmStridedBatched);
+  else
+    gemm(cublasDgemmStridedBatched);
+}
+
+// A batched view with unit stride in one of its matrix dimensions, as bmm_into takes it (a copy
+// only where the view has none, e.g. a strided slice).
+inline at::Tensor blas_operand(const at::Tensor& M) {
+  const bool rows = M.stride(2) == 1 && M.stride(1) >= std::max<int64_t>(M.size(2), 1);
+  const bool cols = M.stride(1) == 1 && M.stride(2) >= std::max<int64_t>(M.size(1), 1);
+  return rows || cols ? M : M.contiguous();
+}
+
+}  // namespace cuda
+}  // namespace jsvd
