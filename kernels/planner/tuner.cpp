@@ -67,8 +67,8 @@ std::string device_name(int device) {
 
 // File: a header line "<version> <device>", then one line per shape:
 // batch p q elem uv gemm width why... Anything else: the file is ignored.
-// Reads `path` into `read`; false (and `read` untouched) if absent, stale or corrupt.
-bool read_entries(const std::string& path, int device, std::map<Key, TunedLevel>& read) {
+// Reads `path` into `read`; false (and `read` untouched) if absent, stale or corrupt (said once, `warn`).
+bool read_entries(const std::string& path, int device, std::map<Key, TunedLevel>& read, bool warn) {
   std::ifstream in(path);
   if (!in) return false;  // (absent: calibrate)
   std::string line;
@@ -81,7 +81,7 @@ bool read_entries(const std::string& path, int device, std::map<Key, TunedLevel>
     int uv, gemm;
     if (!(ls >> b >> p >> q >> e >> uv >> gemm >> w) || b < 1 || p < 1 || q < 1 || (e != 4 && e != 8) ||
         (gemm != 0 && gemm != 1) || (gemm && w != kWidths[0] && w != kWidths[1])) {
-      TORCH_WARN("torch_jsvd: ignoring the corrupt tuner cache ", path, " (it will be rewritten)");
+      if (warn) TORCH_WARN("torch_jsvd: ignoring the corrupt tuner cache ", path, " (it will be rewritten)");
       return false;
     }
     TunedLevel t{true, gemm != 0, w, ""};
@@ -97,9 +97,9 @@ bool read_entries(const std::string& path, int device, std::map<Key, TunedLevel>
 
 // Entries on disk that this process does not have yet (another process's calibrations) join it; its
 // own stay as they are.
-void merge_from_disk(DeviceCache& dc, int device) {
+void merge_from_disk(DeviceCache& dc, int device, bool warn = false) {
   std::map<Key, TunedLevel> disk;
-  if (!dc.path.empty() && read_entries(dc.path, device, disk)) dc.entries.insert(disk.begin(), disk.end());
+  if (!dc.path.empty() && read_entries(dc.path, device, disk, warn)) dc.entries.insert(disk.begin(), disk.end());
 }
 
 void load(DeviceCache& dc, int device) {
@@ -107,7 +107,7 @@ void load(DeviceCache& dc, int device) {
   const std::string dir = cache_dir();
   if (dir.empty()) return;
   dc.path = dir + "/tuner-" + device_name(device) + ".txt";
-  merge_from_disk(dc, device);
+  merge_from_disk(dc, device, /*warn=*/true);
 }
 
 // Processes that share the cache (data-parallel ranks, test workers) serialise their updates on a lock
