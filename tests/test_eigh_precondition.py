@@ -1,10 +1,12 @@
 """The Gram eigenvectors as the Jacobi's starting V (kernels/precondition/eigh_precondition.h).
 
 svd and svdvals of one matrix of >= 256 columns, or of up to 4 of >= 1024, run the Jacobi on M V0, V0 the
-eigenvectors of M^T M from torch.linalg.eigh; svd_ex (which never synchronises) and larger batches do not,
-nor float64 matrices whose columns are graded beyond sqrt(cols eps). Checked: the plan, every output property on structured inputs
-(rank-deficient, graded, wide, full_matrices), agreement with float64 singular values, the relative
-accuracy of float64 graded matrices' small singular values (against the CPU engine's Jacobi on M),
+eigenvectors of M^T M from torch.linalg.eigh, and of large batches of tall matrices of 16 to 32 columns,
+V0 from this engine's batched Jacobi on the Gram matrices; svd_ex (which never synchronises) and other
+batches do not, nor float64 matrices whose columns are graded beyond sqrt(cols eps). Checked: the plan,
+every output property on structured inputs (rank-deficient, graded, wide, full_matrices, zero, scaled),
+agreement with float64 singular values, the relative accuracy of float64 graded matrices' small singular
+values (against the CPU engine's Jacobi on M), declined matrices solved exactly as without the start,
 non-finite inputs, and the batched / no-QR paths forced on small shapes with JSVD_EIGH=1 in a child
 process (the engine reads its switches once per process).
 Skipped without a CUDA device.
