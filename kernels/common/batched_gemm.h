@@ -23,10 +23,14 @@ struct BlasView {
   int64_t ld;
 };
 
+// Unit stride along the view's rows (its last dimension) or along its columns, with a leading
+// dimension that covers the other: what cuBLAS can take as is.
+inline bool unit_rows(const at::Tensor& M) { return M.stride(2) == 1 && M.stride(1) >= std::max<int64_t>(M.size(2), 1); }
+inline bool unit_cols(const at::Tensor& M) { return M.stride(1) == 1 && M.stride(2) >= std::max<int64_t>(M.size(1), 1); }
+
 inline BlasView blas_view(const at::Tensor& M) {
-  if (M.stride(2) == 1 && M.stride(1) >= std::max<int64_t>(M.size(2), 1)) return {CUBLAS_OP_N, M.stride(1)};
-  TORCH_CHECK(M.stride(1) == 1 && M.stride(2) >= std::max<int64_t>(M.size(1), 1),
-              "jsvd internal: a GEMM operand needs unit stride in one of its matrix dimensions");
+  if (unit_rows(M)) return {CUBLAS_OP_N, M.stride(1)};
+  TORCH_CHECK(unit_cols(M), "jsvd internal: a GEMM operand needs unit stride in one of its matrix dimensions");
   return {CUBLAS_OP_T, M.stride(2)};
 }
 
@@ -54,11 +58,7 @@ void bmm_into(const at::Tensor& Z, const at::Tensor& X, const at::Tensor& Y, T a
 
 // A batched view with unit stride in one of its matrix dimensions, as bmm_into takes it (a copy
 // only where the view has none, e.g. a strided slice).
-inline at::Tensor blas_operand(const at::Tensor& M) {
-  const bool rows = M.stride(2) == 1 && M.stride(1) >= std::max<int64_t>(M.size(2), 1);
-  const bool cols = M.stride(1) == 1 && M.stride(2) >= std::max<int64_t>(M.size(1), 1);
-  return rows || cols ? M : M.contiguous();
-}
+inline at::Tensor blas_operand(const at::Tensor& M) { return unit_rows(M) || unit_cols(M) ? M : M.contiguous(); }
 
 }  // namespace cuda
 }  // namespace jsvd
