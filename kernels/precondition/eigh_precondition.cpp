@@ -3,11 +3,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
 
 #include <cmath>
 #include <limits>
 
 #include "common/batched_gemm.h"
+#include "precondition/start_checks.h"
 #include "tuning_knobs.h"
 
 namespace jsvd {
@@ -38,26 +41,23 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // The Gram matrix, its eigenvectors and X = M V0 in float64 (products of float32 entries are exact
   // there, and their squares neither overflow nor underflow), X rounded once: its columns start
   // orthogonal to about float32's rounding. A float64 M is scaled by a power of two to max|m_ij| in
-  // [1, 2) (exactly) for its Gram matrix.
-  const at::Tensor amax = W.abs().amax({1, 2}, /*keepdim=*/true);
-  const at::Tensor Wd = blas_operand(W.to(at::kDouble));  // (float64: W itself)
-  const at::Tensor Ws =
-      f64 ? Wd / at::where(amax > 0, at::exp2(at::floor(at::log2(amax))), at::ones_like(amax)) : Wd;
-  // Whether the start runs: M finite and M V0 within range (NaN compares false), and float64 columns
-  // within the ratio (a zero matrix passes: its V0 is I).
-  const double limit = static_cast<double>(f64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max());
-  at::Tensor ok = amax.amax().le(limit / (4 * std::sqrt(static_cast<double>(p) * q)));
-  if (f64) {
-    const at::Tensor norms = at::linalg_vector_norm(Ws, 2, {2});
-    const at::Tensor top = norms.amax(1);
-    ok = ok.logical_and(at::where(top > 0, norms.amin(1) / top, at::ones_like(top)).amin().ge(eigh_min_column_ratio(q)));
-  }
+  // [1, 2) (exactly) for its Gram matrix. The start runs where M is finite, M V0 within range, and
+  // float64 columns within the ratio (start_checks.h; *bad is read once).
+  const double limit = (f64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max()) /
+                       (4 * std::sqrt(static_cast<double>(p) * q));
+  const at::Tensor bad = at::empty({}, A.options().dtype(at::kInt));
+  C10_CUDA_CHECK(cudaMemsetAsync(bad.data_ptr(), 0, sizeof(int32_t), at::cuda::getCurrentCUDAStream()));
+  const at::Tensor Ws = at::empty({B, q, p}, A.options().dtype(at::kDouble));
+  start_operand(W, Ws, /*scale=*/f64, limit, bad);
+  const at::Tensor Wd = f64 ? blas_operand(W) : Ws;  // (unscaled: X = M V0)
+  const at::Tensor G = at::empty({B, q, q}, Ws.options());
+  bmm_into<double>(G, Ws, Ws.mT(), 1.0, 0.0);
+  if (f64) start_column_ratio(G, eigh_min_column_ratio(q), bad);
+  const auto ok = [&] { return bad.item<int32_t>() == 0; };
   const bool batched = gram_eig_by_jacobi(q);
   // (syevd synchronises anyway: read first; the batched Jacobi never does, so it is read last, where svd
   // reads its info next anyway, and a declined batch is then solved again without the start)
-  if (!batched && !ok.item<bool>()) return e.without_start(A, b, opt);
-  const at::Tensor G = at::empty({B, q, q}, Wd.options());
-  bmm_into<double>(G, Ws, Ws.mT(), 1.0, 0.0);
+  if (!batched && !ok()) return e.without_start(A, b, opt);
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
   if (batched) {
     // A batch of small Gram matrices: this engine's one-sided Jacobi on them, in one call (the warp
@@ -88,7 +88,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     bmm_into<double>(Vt, r.V.view({B, q, q}).to(at::kDouble), V0.mT(), 1.0, 0.0);
     r.V = Vt.to(A.scalar_type()).view({-1});
   }
-  if (batched && !ok.item<bool>()) return e.without_start(A, b, opt);
+  if (batched && !ok()) return e.without_start(A, b, opt);
   return r;
 }
 
