@@ -139,12 +139,13 @@ def test_float64_declines_graded_columns(tmp_path):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 def test_plan_tall_batches(dtype):
     """Batches of tall matrices of 16 to 32 columns (rows >= 4 columns) with enough work (batch x rows x
-    cols² >= 1e8, float32 2e8): the start, its eigenvectors by this engine's Jacobi on the Gram matrices
+    cols² >= 4e7, float32 1e8): the start, its eigenvectors by this engine's Jacobi on the Gram matrices
     (one batched call), where syevd would loop over them."""
     sv = _start_v([(1024, 16)] * 1000, dtype)
     assert all(v["kernel"] == "gram_eigh" and v["solver"].startswith("jsvd") for v in sv)
     assert _start_v([(16, 1024)] * 800, dtype)[0]["solver"].startswith("jsvd")  # (wide: on its transpose)
-    assert (_start_v([(128, 32)] * 1000, dtype)[0] is not None) == (dtype == torch.float64)
+    assert _start_v([(128, 32)] * 1000, dtype)[0] is not None
+    assert (_start_v([(256, 16)] * 1000, dtype)[0] is not None) == (dtype == torch.float64)
     assert _start_v([(300, 20)] * 200, dtype) == [None] * 200  # too little work
     assert _start_v([(127, 32)] * 2000, dtype) == [None] * 2000  # not tall enough
     assert _start_v([(1024, 15)] * 2000, dtype) == [None] * 2000  # the warp level takes it whole
@@ -156,7 +157,8 @@ def test_plan_tall_batches(dtype):
 @pytest.mark.parametrize("m,n,full", [(128, 32, False), (1024, 16, True), (300, 20, False), (24, 100, False)])
 def test_tall_batches(dtype, m, n, full):
     """Every output property, and S against LAPACK, on a batch (of enough work to take the start) mixing
-    Gaussian, rank-deficient, zero, graded (columns over 3 decades) and scaled (1e-30, 1e30) members."""
+    Gaussian, rank-deficient, zero, graded (columns over 3 decades) and scaled (1e-30, 1e30; float64 also
+    1e-300, 1e300) members."""
     g = torch.Generator().manual_seed(m * n)
     k = min(m, n)
     batch = math.ceil(2.01e8 / (max(m, n) * k * k))
@@ -167,6 +169,9 @@ def test_tall_batches(dtype, m, n, full):
     A[4, :, 1] = A[4, :, 0]  # (two equal columns)
     A[5] *= 1e-30
     A[6] *= 1e30
+    if dtype == torch.float64:  # (Gram matrices that would underflow or overflow unscaled)
+        A[8] *= 1e-300
+        A[9] *= 1e300
     A = A.to(dtype).cuda()
     assert _start_v([(m, n)] * batch, dtype)[0] is not None
     U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
@@ -178,6 +183,30 @@ def test_tall_batches(dtype, m, n, full):
     A[7, 3, 3] = float("nan")
     with pytest.raises(torch.linalg.LinAlgError):
         torch_jsvd.svd(A)
+
+
+def test_tall_batches_declined(tmp_path):
+    """A tall batch with a member the checks decline (float32 entries whose M V0 could overflow, a float64
+    zero column) is solved exactly as with the start switched off (JSVD_EIGH=0, in a child process);
+    the batch without that member is not."""
+    g = torch.Generator().manual_seed(5)
+    A32 = torch.randn(1000, 128, 32, generator=g)
+    A64 = torch.randn(1000, 128, 32, generator=g, dtype=torch.float64)
+    huge, zero = A32.clone(), A64.clone()
+    # max |a| = 2e36: above float32's max / (4 sqrt(128 * 32)) = 1.3e36, below the corpus's near_overflow
+    huge[7] *= 2e36 / huge[7].abs().max()
+    zero[7, :, 3] = 0
+    torch.save([A32, A64, huge, zero], tmp_path / "A.pt")
+    code = f"""
+        import os, torch, torch_jsvd
+        As = torch.load({str(tmp_path / "A.pt")!r})
+        torch.save([torch_jsvd.svd(a.cuda(), full_matrices=False)[1].cpu() for a in As], os.environ["OUT"])
+    """
+    run_child(code, JSVD_TUNER="0", OUT=str(tmp_path / "S.pt"))
+    run_child(code, JSVD_TUNER="0", JSVD_EIGH="0", OUT=str(tmp_path / "S_off.pt"))
+    S, S_off = torch.load(tmp_path / "S.pt"), torch.load(tmp_path / "S_off.pt")
+    assert not torch.equal(S[0], S_off[0]) and not torch.equal(S[1], S_off[1])
+    assert torch.equal(S[2], S_off[2]) and torch.equal(S[3], S_off[3])
 
 
 def test_issue_19_goal_at_4096():

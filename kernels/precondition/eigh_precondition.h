@@ -31,19 +31,21 @@ namespace cuda {
 // Whether a uniform batch of `batch` rows x cols matrices (rows >= cols) of `elem`-byte entries takes
 // it: one matrix of at least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols,
 // or tall ones (rows >= kEighTallRatio cols) of kEighTallMinCols to kEighJacobiMaxCols columns whose
-// work batch x rows x cols² pays the route's fixed cost (two engine calls and a dozen tensor operations:
-// H200, stop 39, float64 1000x128x32 1.08 -> 0.89 ms, 1000x1024x16 1.35 -> 1.15, 10000x64x16 1.95 ->
-// 1.21, but 200x300x20 0.43 -> 0.62; float32 1000x1024x16 0.89 -> 0.77, 1000x128x32 0.81 -> 0.76,
-// 10000x64x16 0.47 -> 0.93) (float64: the data may still decline it, above); JSVD_EIGH=0 never,
-// JSVD_EIGH=1 every uniform batch.
+// work batch x rows x cols² pays the route's fixed cost (two engine calls, three GEMMs and the checks'
+// launches). H200, `scripts/ab_knob.sh JSVD_EIGH` (VALUES="1 0", two rounds, ms, start / QR path) at
+// 2c2bf8d: float64 1000x256x16 0.41-0.42 / 0.69-0.74, 100x512x32 0.45-0.46 / 0.55-0.62, 2000x64x32 1.09 /
+// 1.38-1.51, but 100x256x32 0.45-0.50 / 0.47-0.50, 200x300x20 0.45-0.50 / 0.42-0.45, 1000x64x16 about
+// equal; float32 1000x128x32 0.70-0.77 / 0.78-0.79, 300x900x32 0.88-0.97 / 1.14-1.24, but 100x512x32
+// 0.51-0.62 / 0.40-0.47, 2000x64x16 0.31-0.34 / 0.14-0.17 (float64: the data may still decline it,
+// above); JSVD_EIGH=0 never, JSVD_EIGH=1 every uniform batch.
 constexpr int64_t kEighMinCols = 256;
 constexpr int64_t kEighMaxBatch = 4;
 constexpr int64_t kEighBatchMinCols = 1024;
 constexpr int64_t kEighTallMinCols = 16;
 constexpr int64_t kEighJacobiMaxCols = 32;
 constexpr int64_t kEighTallRatio = 4;
-constexpr double kEighTallMinWorkF64 = 1e8;
-constexpr double kEighTallMinWork = 2e8;
+constexpr double kEighTallMinWorkF64 = 4e7;
+constexpr double kEighTallMinWork = 1e8;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
 // Whether the Gram matrices' eigenvectors come from this engine's Jacobi (a batch in one call, the warp
