@@ -128,7 +128,7 @@ def plot(rows, base, path):
     a2.set_ylabel("next-character accuracy")
     for r, f in zip(rows, frac):
         a2.annotate(f"{r['energy']:g}", (f, r["val_acc"]), fontsize=7, xytext=(3, -9), textcoords="offset points")
-    fig.suptitle("char-level model on the repository's docs: torch_jsvd.compress(model, energy=e)", fontsize=9)
+    fig.suptitle("char-level transformer on the repository's docs: torch_jsvd.compress(model, energy=e)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
