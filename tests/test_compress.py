@@ -93,3 +93,21 @@ def test_saves_loads_and_compiles(device):
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         torch_jsvd.compress(nn.Linear(4, 4), **kwargs)
+
+
+def test_demo_runs(tmp_path):
+    """examples/compress_demo.py end to end on the CPU, a tiny model trained for a moment: its table,
+    JSON (one row per energy, parameters falling with the energy) and, with matplotlib, its plot."""
+    import json
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, os.path.join(root, "examples", "compress_demo.py"), "--train-s", "0.5",
+                          "--device", "cpu", "--width", "24", "--depth", "1", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "SVDs of the 7 Linear layers" in out.stdout
+    doc = json.load(open(tmp_path / "compress_demo.json"))
+    params = [r["params"] for r in doc["rows"]]
+    assert len(params) == 7 and params == sorted(params, reverse=True) and params[-1] < doc["base"]["params"]
