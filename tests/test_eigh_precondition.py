@@ -158,7 +158,7 @@ def test_plan_tall_batches(dtype):
 def test_tall_batches(dtype, m, n, full):
     """Every output property, and S against LAPACK, on a batch (of enough work to take the start) mixing
     Gaussian, rank-deficient, zero, graded (columns over 3 decades) and scaled (1e-30, 1e30; float64 also
-    1e-300, 1e300) members."""
+    1e-300) members."""
     g = torch.Generator().manual_seed(m * n)
     k = min(m, n)
     batch = math.ceil(2.01e8 / (max(m, n) * k * k))
@@ -169,9 +169,8 @@ def test_tall_batches(dtype, m, n, full):
     A[4, :, 1] = A[4, :, 0]  # (two equal columns)
     A[5] *= 1e-30
     A[6] *= 1e30
-    if dtype == torch.float64:  # (Gram matrices that would underflow or overflow unscaled)
+    if dtype == torch.float64:  # (a Gram matrix of zeros: its squares underflow; V0 = I)
         A[8] *= 1e-300
-        A[9] *= 1e300
     A = A.to(dtype).cuda()
     assert _start_v([(m, n)] * batch, dtype)[0] is not None
     U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
@@ -185,16 +184,36 @@ def test_tall_batches(dtype, m, n, full):
         torch_jsvd.svd(A)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("layout", ["row_major", "column_major", "strided_rows", "wide"])
+def test_tall_batches_read_in_place(dtype, layout):
+    """The start reads the caller's tensor as it is laid out (no packing copy): every orientation and a
+    strided slice give a valid SVD with S against LAPACK."""
+    g = torch.Generator().manual_seed(11)
+    A = torch.randn(1000, 256 if layout == "strided_rows" else 128, 32, generator=g, dtype=torch.float64)
+    A = A.to(dtype).cuda()
+    if layout == "column_major":
+        A = A.mT.contiguous().mT
+    elif layout == "strided_rows":
+        A = A[:, ::2]
+    elif layout == "wide":
+        A = A.mT
+    assert _start_v([tuple(A.shape[-2:])] * 1000, dtype)[0] is not None
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    ref = torch.linalg.svdvals(A.double())
+    assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(*A.shape[-2:], dtype)
+
+
 def test_tall_batches_declined(tmp_path):
-    """A tall batch with a member the checks decline (float32 entries whose M V0 could overflow, a float64
-    zero column) is solved exactly as with the start switched off (JSVD_EIGH=0, in a child process);
-    the batch without that member is not."""
+    """A tall float64 batch with a member the checks decline (its Gram matrix would overflow; a zero
+    column) is solved exactly as with the start switched off (JSVD_EIGH=0, in a child process); the
+    batches without such a member are not."""
     g = torch.Generator().manual_seed(5)
     A32 = torch.randn(1000, 128, 32, generator=g)
     A64 = torch.randn(1000, 128, 32, generator=g, dtype=torch.float64)
-    huge, zero = A32.clone(), A64.clone()
-    # max |a| = 2e36: above float32's max / (4 sqrt(128 * 32)) = 1.3e36, below the corpus's near_overflow
-    huge[7] *= 2e36 / huge[7].abs().max()
+    huge, zero = A64.clone(), A64.clone()
+    huge[7] *= 1e160
     zero[7, :, 3] = 0
     torch.save([A32, A64, huge, zero], tmp_path / "A.pt")
     code = f"""
@@ -207,6 +226,7 @@ def test_tall_batches_declined(tmp_path):
     S, S_off = torch.load(tmp_path / "S.pt"), torch.load(tmp_path / "S_off.pt")
     assert not torch.equal(S[0], S_off[0]) and not torch.equal(S[1], S_off[1])
     assert torch.equal(S[2], S_off[2]) and torch.equal(S[3], S_off[3])
+    assert torch.isfinite(S[2]).all() and S[2][7, 0] > 1e160
 
 
 def test_issue_19_goal_at_4096():

@@ -217,10 +217,11 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   // to a buffer of their own: the register one, a row a thread, always (1000 x 1024x16 float64 1.63
   // -> 1.43 ms, H100); the shared-memory one, its threads along the columns, where they are
   // contiguous (row-major 37 x 300x77 float32: 1.56 packed, 1.64 in place).
-  cp.read_in_place = view_stride > 0 && uniform &&
-                     ((!cp.qr.on() && cp.jacobi.level == Level::kWholeWarp &&
-                       (view_stride == 1 || cp.jacobi.warp_lanes < 32 || numel <= (int64_t{1} << 20))) ||
-                      (cp.qr.whole && knobs().qr_in_place && (cp.qr.regs || view_stride == 1)));
+  // The Gram eigenvectors' start reads it in place too (its GEMMs take either orientation; stop 40).
+  const bool warp = !cp.qr.on() && cp.jacobi.level == Level::kWholeWarp &&
+                    (view_stride == 1 || cp.jacobi.warp_lanes < 32 || numel <= (int64_t{1} << 20));
+  const bool qr = cp.qr.whole && knobs().qr_in_place && (cp.qr.regs || view_stride == 1);
+  cp.read_in_place = view_stride > 0 && uniform && (cp.eigh || warp || qr);
   return cp;
 }
 

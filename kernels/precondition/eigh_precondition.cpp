@@ -40,19 +40,19 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   const bool f64 = A.scalar_type() == at::kDouble;
   // The Gram matrix, its eigenvectors and X = M V0 in float64 (products of float32 entries are exact
   // there, and their squares neither overflow nor underflow), X rounded once: its columns start
-  // orthogonal to about float32's rounding. A float64 M is scaled by a power of two to max|m_ij| in
-  // [1, 2) (exactly) for its Gram matrix. The start runs where M is finite, M V0 within range, and
-  // float64 columns within the ratio (start_checks.h; *bad is read once).
-  const double limit = (f64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max()) /
-                       (4 * std::sqrt(static_cast<double>(p) * q));
+  // orthogonal to about float32's rounding. W is the caller's tensor where it came unpacked (the
+  // planner's read_in_place): float32's float64 copy keeps its strides, and cuBLAS reads either
+  // orientation. The start runs where start_checks passes every matrix (*bad is read once): M finite,
+  // ||M||_F within range for M V0 (float64: 2^500, so that G neither overflows nor, from 2^-440, loses
+  // digits to underflow), float64 columns within the ratio.
+  const at::Tensor Wd = blas_operand(f64 ? W : W.to(at::kDouble));
   const at::Tensor bad = at::empty({}, A.options().dtype(at::kInt));
   C10_CUDA_CHECK(cudaMemsetAsync(bad.data_ptr(), 0, sizeof(int32_t), at::cuda::getCurrentCUDAStream()));
-  const at::Tensor Ws = at::empty({B, q, p}, A.options().dtype(at::kDouble));
-  start_operand(W, Ws, /*scale=*/f64, limit, bad);
-  const at::Tensor Wd = f64 ? blas_operand(W) : Ws;  // (unscaled: X = M V0)
-  const at::Tensor G = at::empty({B, q, q}, Ws.options());
-  bmm_into<double>(G, Ws, Ws.mT(), 1.0, 0.0);
-  if (f64) start_column_ratio(G, eigh_min_column_ratio(q), bad);
+  const at::Tensor G = at::empty({B, q, q}, Wd.options());
+  bmm_into<double>(G, Wd, Wd.mT(), 1.0, 0.0);
+  const double fmax_4 = std::numeric_limits<float>::max() / 4.0;
+  start_checks(G, f64 ? std::ldexp(1.0, 1000) : fmax_4 * fmax_4, f64 ? std::ldexp(1.0, -880) : 0.0,
+               f64 ? eigh_min_column_ratio(q) : 0.0, bad);
   const auto ok = [&] { return bad.item<int32_t>() == 0; };
   const bool batched = gram_eig_by_jacobi(q);
   // (syevd synchronises anyway: read first; the batched Jacobi never does, so it is read last, where svd
