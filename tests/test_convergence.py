@@ -39,8 +39,8 @@ def test_too_few_sweeps_reported_by_svd_ex_and_raised_by_svd(device, shape, dtyp
     assert (torch_jsvd.svd_ex(A, max_sweeps=60).info >= 0).all()
 
 
-# A list, and (CUDA) the blocked levels: pair SVD, Gram EVD, the QR-preconditioned Jacobi (2048 x 40:
-# not 16 to 32 columns, where svd starts from the Gram eigenvectors and svd_ex does not).
+# A list, and (CUDA) the blocked levels: pair SVD, Gram EVD, the QR-preconditioned Jacobi (3 x 2048 x 40:
+# too little work for the Gram eigenvectors' start, which svd would take and svd_ex does not).
 @pytest.mark.parametrize(*on_devices("shape", [(3, 2048, 40), "list"], cuda_only=[(6, 200, 200), (4, 300, 300)]))
 def test_svd_stops_where_svd_ex_converges(device, shape):
     """svd stops sweeping once no matrix rotates (CUDA: it reads each sweep's count

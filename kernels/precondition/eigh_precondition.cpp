@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAException.h>
 
 #include <cmath>
@@ -53,7 +54,16 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   const double fmax_4 = std::numeric_limits<float>::max() / 4.0;
   start_checks(G, f64 ? std::ldexp(1.0, 1000) : fmax_4 * fmax_4, f64 ? std::ldexp(1.0, -880) : 0.0,
                f64 ? eigh_min_column_ratio(q) : 0.0, bad);
-  const auto ok = [&] { return bad.item<int32_t>() == 0; };
+  // (read through pinned memory and an event recorded now: the batched route's read at its end waits for
+  // the checks alone, not for the Jacobi queued after them, so the host's work after it overlaps that)
+  const at::Tensor bad_host = at::empty({}, bad.options().device(at::kCPU).pinned_memory(true));
+  bad_host.copy_(bad, /*non_blocking=*/true);
+  at::cuda::CUDAEvent checked;
+  checked.record(at::cuda::getCurrentCUDAStream());
+  const auto ok = [&] {
+    checked.synchronize();
+    return *bad_host.const_data_ptr<int32_t>() == 0;
+  };
   const bool batched = gram_eig_by_jacobi(q);
   // (syevd synchronises anyway: read first; the batched Jacobi never does, so it is read last, where svd
   // reads its info next anyway, and a declined batch is then solved again without the start)
@@ -61,7 +71,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
   if (batched) {
     // A batch of small Gram matrices: this engine's one-sided Jacobi on them, in one call (the warp
-    // level), where torch.linalg.eigh would loop over them. Its V is orthogonal to working precision
+    // or shared-memory level), where torch.linalg.eigh would loop over them. Its V is orthogonal to working precision
     // whether or not it converged, which is all X = M V0 needs (the Jacobi on X does the rest).
     SvdOptions go;
     go.may_sync = false;

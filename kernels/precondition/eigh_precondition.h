@@ -36,20 +36,24 @@ namespace cuda {
 // 2c2bf8d: float64 1000x256x16 0.41-0.42 / 0.69-0.74, 100x512x32 0.45-0.46 / 0.55-0.62, 2000x64x32 1.09 /
 // 1.38-1.51, but 100x256x32 0.45-0.50 / 0.47-0.50, 200x300x20 0.45-0.50 / 0.42-0.45, 1000x64x16 about
 // equal; float32 1000x128x32 0.70-0.77 / 0.78-0.79, 300x900x32 0.88-0.97 / 1.14-1.24, but 100x512x32
-// 0.51-0.62 / 0.40-0.47, 2000x64x16 0.31-0.34 / 0.14-0.17 (float64: the data may still decline it,
-// above); JSVD_EIGH=0 never, JSVD_EIGH=1 every uniform batch.
+// 0.51-0.62 / 0.40-0.47, 2000x64x16 0.31-0.34 / 0.14-0.17. To 64 columns (same A/B at 087797a): float64
+// 100x512x64 1.02 / 1.55-1.72, 200x256x64 1.39 / 2.09-2.20, 1000x256x48 3.20-3.24 / 4.98-5.14; float32
+// 100x512x64 0.94-0.95 / 1.00-1.01, 200x256x64 1.32-1.34 / 1.39-1.42, 1000x256x48 3.08-3.11 / 3.73-3.86;
+// beyond it the Gram matrices' own Jacobi costs more than the QR path saves (float32 300x900x100 12.0 /
+// 8.1-8.2, 200x512x128 15.2 / 4.6-4.7). (float64: the data may still decline it, above); JSVD_EIGH=0
+// never, JSVD_EIGH=1 every uniform batch.
 constexpr int64_t kEighMinCols = 256;
 constexpr int64_t kEighMaxBatch = 4;
 constexpr int64_t kEighBatchMinCols = 1024;
 constexpr int64_t kEighTallMinCols = 16;
-constexpr int64_t kEighJacobiMaxCols = 32;
+constexpr int64_t kEighJacobiMaxCols = 64;
 constexpr int64_t kEighTallRatio = 4;
 constexpr double kEighTallMinWorkF64 = 4e7;
 constexpr double kEighTallMinWork = 1e8;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
 // Whether the Gram matrices' eigenvectors come from this engine's Jacobi (a batch in one call, the warp
-// level: at most kEighJacobiMaxCols columns) rather than torch.linalg.eigh (syevd, one matrix at a time).
+// or shared-memory level: at most kEighJacobiMaxCols columns) rather than torch.linalg.eigh (syevd, one matrix at a time).
 bool gram_eig_by_jacobi(int64_t cols);
 
 // float64: the least ratio of M's smallest column norm to its largest that takes the start, sqrt(cols eps).
