@@ -22,7 +22,7 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
   if (knobs().eigh == 1) return true;
   if (cols >= kEighMinCols) return batch == 1 || (batch <= kEighMaxBatch && cols >= kEighBatchMinCols);
   const double work = static_cast<double>(batch) * rows * cols * cols;
-  return cols >= kEighTallMinCols && cols <= kEighJacobiMaxCols && rows >= kEighTallRatio * cols &&
+  return cols >= kEighTallMinCols && cols <= kEighJacobiMaxCols && rows >= (elem == sizeof(double) ? kEighTallRatioF64 : kEighTallRatio) * cols &&
          work >= (elem == sizeof(double) ? kEighTallMinWorkF64 : kEighTallMinWork);
 }
 
