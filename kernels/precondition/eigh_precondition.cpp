@@ -22,8 +22,10 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
   if (knobs().eigh == 1) return true;
   if (cols >= kEighMinCols) return batch == 1 || (batch <= kEighMaxBatch && cols >= kEighBatchMinCols);
   const double work = static_cast<double>(batch) * rows * cols * cols;
-  return cols >= kEighTallMinCols && cols <= kEighJacobiMaxCols && rows >= (elem == sizeof(double) ? kEighTallRatioF64 : kEighTallRatio) * cols &&
-         work >= (elem == sizeof(double) ? kEighTallMinWorkF64 : kEighTallMinWork);
+  const bool f64 = elem == sizeof(double);
+  return cols >= kEighTallMinCols && cols <= kEighJacobiMaxCols &&
+         rows >= (f64 ? kEighTallRatioF64 : kEighTallRatio) * cols &&
+         work >= (f64 ? kEighTallMinWorkF64 : kEighTallMinWork);
 }
 
 double eigh_min_column_ratio(int64_t cols) {
@@ -70,9 +72,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   if (!batched && !ok()) return e.without_start(A, b, opt);
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
   if (batched) {
-    // A batch of small Gram matrices: this engine's one-sided Jacobi on them, in one call (the warp
-    // or shared-memory level), where torch.linalg.eigh would loop over them. Its V is orthogonal to working precision
-    // whether or not it converged, which is all X = M V0 needs (the Jacobi on X does the rest).
+    // A batch of small Gram matrices: this engine's one-sided Jacobi on them, in one call (the warp or
+    // shared-memory level), where torch.linalg.eigh would loop over them. Its V is orthogonal to working
+    // precision whether or not it converged, which is all X = M V0 needs (the Jacobi on X does the rest).
     SvdOptions go;
     go.may_sync = false;
     const CoreResult g = e.alone(G.view({-1}), PackedBatch::uniform_of(B, q, q, false), go);

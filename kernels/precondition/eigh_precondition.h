@@ -30,20 +30,21 @@ namespace cuda {
 
 // Whether a uniform batch of `batch` rows x cols matrices (rows >= cols) of `elem`-byte entries takes
 // it: one matrix of at least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols,
-// or tall ones (rows >= kEighTallRatio cols; float64 kEighTallRatioF64) of kEighTallMinCols to kEighJacobiMaxCols columns whose
-// work batch x rows x cols² pays the route's fixed cost (two engine calls, three GEMMs and the checks'
-// launches). H200, `scripts/ab_knob.sh JSVD_EIGH` (VALUES="1 0", two rounds, ms, start / QR path) at
-// 2c2bf8d: float64 1000x256x16 0.41-0.42 / 0.69-0.74, 100x512x32 0.45-0.46 / 0.55-0.62, 2000x64x32 1.09 /
-// 1.38-1.51, but 100x256x32 0.45-0.50 / 0.47-0.50, 200x300x20 0.45-0.50 / 0.42-0.45, 1000x64x16 about
-// equal; float32 1000x128x32 0.70-0.77 / 0.78-0.79, 300x900x32 0.88-0.97 / 1.14-1.24, but 100x512x32
-// 0.51-0.62 / 0.40-0.47, 2000x64x16 0.31-0.34 / 0.14-0.17. To 64 columns (same A/B at 087797a): float64
-// 100x512x64 1.02 / 1.55-1.72, 200x256x64 1.39 / 2.09-2.20, 1000x256x48 3.20-3.24 / 4.98-5.14; float32
-// 100x512x64 0.94-0.95 / 1.00-1.01, 200x256x64 1.32-1.34 / 1.39-1.42, 1000x256x48 3.08-3.11 / 3.73-3.86;
-// beyond it the Gram matrices' own Jacobi costs more than the QR path saves (float32 300x900x100 12.0 /
-// 8.1-8.2, 200x512x128 15.2 / 4.6-4.7). float64 from 2 rows a column (same A/B at 8e48451): 1000x64x32
-// 0.55 / 0.75, 500x128x64 2.44 / 3.26, 100x160x64 0.83 / 1.13, 300x96x32 0.40 / 0.57; float32 not (1000x64x32
-// 0.53 / 0.26, 200x100x40 0.96 / 0.57), nor square batches (10000x32² float32 4.3 / 1.6). (float64: the data may still decline it, above); JSVD_EIGH=0
-// never, JSVD_EIGH=1 every uniform batch.
+// or tall ones (rows >= kEighTallRatio cols; float64 kEighTallRatioF64) of kEighTallMinCols to
+// kEighJacobiMaxCols columns whose work batch x rows x cols² pays the route's fixed cost (two engine
+// calls, three GEMMs and the checks' launch). H200, `scripts/ab_knob.sh JSVD_EIGH` (VALUES="1 0", two
+// rounds, ms, start / QR path) at 2c2bf8d: float64 1000x256x16 0.41-0.42 / 0.69-0.74, 100x512x32
+// 0.45-0.46 / 0.55-0.62, 2000x64x32 1.09 / 1.38-1.51, but 100x256x32 0.45-0.50 / 0.47-0.50, 200x300x20
+// 0.45-0.50 / 0.42-0.45, 1000x64x16 about equal; float32 1000x128x32 0.70-0.77 / 0.78-0.79, 300x900x32
+// 0.88-0.97 / 1.14-1.24, but 100x512x32 0.51-0.62 / 0.40-0.47, 2000x64x16 0.31-0.34 / 0.14-0.17. To 64
+// columns (at 087797a): float64 100x512x64 1.02 / 1.55-1.72, 200x256x64 1.39 / 2.09-2.20, 1000x256x48
+// 3.20-3.24 / 4.98-5.14; float32 100x512x64 0.94-0.95 / 1.00-1.01, 200x256x64 1.32-1.34 / 1.39-1.42,
+// 1000x256x48 3.08-3.11 / 3.73-3.86; beyond it the Gram matrices' own Jacobi costs more than the QR path
+// saves (float32 300x900x100 12.0 / 8.1-8.2, 200x512x128 15.2 / 4.6-4.7). float64 from 2 rows a column
+// (at 8e48451): 1000x64x32 0.55 / 0.75, 500x128x64 2.44 / 3.26, 100x160x64 0.83 / 1.13, 300x96x32 0.40 /
+// 0.57; float32 not (1000x64x32 0.53 / 0.26, 200x100x40 0.96 / 0.57), nor square batches (10000x32²
+// float32 4.3 / 1.6). float64: the data may still decline it (above). JSVD_EIGH=0 never, JSVD_EIGH=1
+// every uniform batch.
 constexpr int64_t kEighMinCols = 256;
 constexpr int64_t kEighMaxBatch = 4;
 constexpr int64_t kEighBatchMinCols = 1024;
@@ -56,7 +57,8 @@ constexpr double kEighTallMinWork = 1e8;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
 // Whether the Gram matrices' eigenvectors come from this engine's Jacobi (a batch in one call, the warp
-// or shared-memory level: at most kEighJacobiMaxCols columns) rather than torch.linalg.eigh (syevd, one matrix at a time).
+// or shared-memory level: at most kEighJacobiMaxCols columns) rather than torch.linalg.eigh (syevd, one
+// matrix at a time).
 bool gram_eig_by_jacobi(int64_t cols);
 
 // float64: the least ratio of M's smallest column norm to its largest that takes the start, sqrt(cols eps).
