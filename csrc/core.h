@@ -172,6 +172,24 @@ inline std::vector<int32_t> list_shape_groups(const std::vector<int64_t>& rows, 
 
 // Packed outputs of an engine. U and V are undefined tensors when !compute_uv.
 // info: int32, one per matrix (codes above), never requiring a host sync to produce.
+// The Gram eigenvectors' start (the Jacobi on M V0, V0 the eigenvectors of M^T M: CUDA
+// kernels/precondition/eigh_precondition.h, CPU csrc/cpu/gram_start_cpu.h) is taken where the diagonal d
+// of every matrix's float64 Gram matrix (M's squared column norms) holds no NaN and: cols * max d <=
+// max_trace (||M||_F within range for M V0 and the Jacobi on it; by Cauchy-Schwarz no entry of G, nor a
+// partial sum of the GEMM that formed it, exceeds max d, so a finite max d means G overflowed nowhere);
+// max d == 0 or >= min_top (float64: squares that would lose digits to underflow); min d >= min_ratio²
+// max d (float64: columns graded beyond sqrt(cols eps), whose small singular values' relative accuracy
+// the start would cost; design.md). A zero G (M's squares all underflow) starts from V0 = I.
+struct StartLimits {
+  double max_trace, min_top, min_ratio;
+};
+inline StartLimits start_limits(bool f64, int64_t cols) {
+  const double fmax_4 = std::numeric_limits<float>::max() / 4.0;
+  return f64 ? StartLimits{std::ldexp(1.0, 1000), std::ldexp(1.0, -880),
+                           std::sqrt(static_cast<double>(cols) * std::numeric_limits<double>::epsilon())}
+             : StartLimits{fmax_4 * fmax_4, 0.0, 0.0};
+}
+
 struct CoreResult {
   at::Tensor U, S, V, info;
 };

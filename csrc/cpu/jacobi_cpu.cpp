@@ -8,6 +8,7 @@
 // inner loops are vectorised.
 #include "../core.h"
 #include "../tuning_knobs.h"
+#include "gram_start_cpu.h"
 
 #include <ATen/Parallel.h>
 
@@ -237,10 +238,9 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
 
 }  // namespace
 
-CoreResult jacobi_svd_cpu(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {
-  const at::Tensor A = packed_input(input);  // the sweeps work in place
-  TORCH_CHECK(A.device().is_cpu() && A.dim() == 1 && A.is_contiguous() && A.numel() == batch.a_numel,
-              "jsvd internal: jacobi_svd_cpu expects the packed 1-D CPU buffer");
+namespace {
+
+CoreResult jacobi_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt) {
   CoreResult r;
   r.S = at::empty({batch.s_numel}, A.options());
   r.info = at::empty({batch.size()}, A.options().dtype(at::kInt));
@@ -250,6 +250,16 @@ CoreResult jacobi_svd_cpu(const at::Tensor& input, const PackedBatch& batch, con
   }
   AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "jacobi_svd_cpu", [&] { run_batch<scalar_t>(A, batch, opt, r); });
   return r;
+}
+
+}  // namespace
+
+CoreResult jacobi_svd_cpu(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {
+  const at::Tensor A = packed_input(input);  // the sweeps work in place
+  TORCH_CHECK(A.device().is_cpu() && A.dim() == 1 && A.is_contiguous() && A.numel() == batch.a_numel,
+              "jsvd internal: jacobi_svd_cpu expects the packed 1-D CPU buffer");
+  if (cpu_start_on(batch, opt)) return svd_gram_start_cpu(A, batch, opt, jacobi_cpu);
+  return jacobi_cpu(A, batch, opt);
 }
 
 }  // namespace jsvd

@@ -317,7 +317,7 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
          << (gram_eig_by_jacobi(q) ? "jsvd (batched Jacobi on the float64 Gram matrices)" : "torch.linalg.eigh")
          << "\", \"calls\": \"svd, svdvals (svd_ex, which never synchronises, plans without it)\"";
       if (elem == sizeof(double))  // (eigh_precondition.h: the data may decline it)
-        os << ", \"min_column_ratio\": " << eigh_min_column_ratio(q);
+        os << ", \"min_column_ratio\": " << start_limits(true, q).min_ratio;
       os << "}";
     }
     MatrixPlan mp = cp.jacobi;

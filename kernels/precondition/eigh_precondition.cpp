@@ -28,10 +28,6 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
          work >= (f64 ? kEighTallMinWorkF64 : kEighTallMinWork);
 }
 
-double eigh_min_column_ratio(int64_t cols) {
-  return std::sqrt(static_cast<double>(cols) * std::numeric_limits<double>::epsilon());
-}
-
 bool gram_eig_by_jacobi(int64_t cols) { return cols <= kEighJacobiMaxCols; }
 
 CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
@@ -53,9 +49,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   C10_CUDA_CHECK(cudaMemsetAsync(bad.data_ptr(), 0, sizeof(int32_t), at::cuda::getCurrentCUDAStream()));
   const at::Tensor G = at::empty({B, q, q}, Wd.options());
   bmm_into<double>(G, Wd, Wd.mT(), 1.0, 0.0);
-  const double fmax_4 = std::numeric_limits<float>::max() / 4.0;
-  start_checks(G, f64 ? std::ldexp(1.0, 1000) : fmax_4 * fmax_4, f64 ? std::ldexp(1.0, -880) : 0.0,
-               f64 ? eigh_min_column_ratio(q) : 0.0, bad);
+  start_checks(G, start_limits(f64, q), bad);
   // (read through pinned memory and an event recorded now: the batched route's read at its end waits for
   // the checks alone, not for the Jacobi queued after them, so the host's work after it overlaps that)
   const at::Tensor bad_host = at::empty({}, bad.options().device(at::kCPU).pinned_memory(true));

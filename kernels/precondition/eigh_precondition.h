@@ -18,7 +18,7 @@
 // the eigen-solver resolves V0 only to its backward error, about q eps ||M^T M||: a column whose squared
 // norm is below that is mixed with larger ones, whose share the Jacobi must then cancel out of it, at the
 // cost of the small column's relative accuracy (the QR path keeps it). So float64 takes the start only
-// where min_j ||m_j|| >= sqrt(q eps) max_j ||m_j|| in every matrix (eigh_min_column_ratio; a zero matrix
+// where min_j ||m_j|| >= sqrt(q eps) max_j ||m_j|| in every matrix (start_limits, core.h; a zero matrix
 // passes), and a batch with a matrix graded beyond it, or with a zero column, is solved without it.
 #pragma once
 
@@ -61,9 +61,6 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
 // matrix at a time).
 bool gram_eig_by_jacobi(int64_t cols);
 
-// float64: the least ratio of M's smallest column norm to its largest that takes the start, sqrt(cols eps).
-double eigh_min_column_ratio(int64_t cols);
-
 // The engines the start runs: `jacobi`, the call's planned Jacobi (on A V0); `without_start`, the call
 // planned as if the start did not exist (QR included); `alone`, the Jacobi on a batch as it is (no QR,
 // no start: the Gram matrices).
@@ -75,7 +72,7 @@ struct StartEngines {
 // packed as the Jacobi's would be for A. Synchronises (torch.linalg.eigh checks its info on the host;
 // the batched route reads its checks last): only for calls that may (svd, svdvals; never svd_ex).
 // Non-finite data, entries whose M V0 could overflow, an eigen-solver that fails and float64 columns
-// graded beyond eigh_min_column_ratio go to `without_start`.
+// graded beyond start_limits' ratio go to `without_start`.
 CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
                                    const StartEngines& e);
 

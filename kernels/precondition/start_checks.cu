@@ -37,14 +37,15 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 }  // namespace
 
-void start_checks(const at::Tensor& G, double max_trace, double min_top, double min_ratio, const at::Tensor& bad) {
+void start_checks(const at::Tensor& G, const StartLimits& limits, const at::Tensor& bad) {
   TORCH_CHECK(G.dim() == 3 && G.is_contiguous() && G.scalar_type() == at::kDouble && G.size(1) == G.size(2) &&
                   bad.scalar_type() == at::kInt,
               "jsvd internal: start_checks' arguments");
   const int64_t B = G.size(0), q = G.size(1);
   if (B == 0 || q == 0) return;
   start_checks_kernel<<<(B + kWarps - 1) / kWarps, kWarps * 32, 0, at::cuda::getCurrentCUDAStream()>>>(
-      G.const_data_ptr<double>(), B, q, max_trace, min_top, min_ratio * min_ratio, bad.mutable_data_ptr<int32_t>());
+      G.const_data_ptr<double>(), B, q, limits.max_trace, limits.min_top, limits.min_ratio * limits.min_ratio,
+      bad.mutable_data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

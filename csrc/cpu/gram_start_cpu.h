@@ -1,0 +1,34 @@
+// The CPU engine's Gram eigenvectors' start: the CUDA engine's (kernels/precondition/eigh_precondition.h,
+// the argument and its accuracy rule in design.md) for the CPU. M^T M = V0 L V0^T by LAPACK's syevd
+// (torch.linalg.eigh, float64), then this engine's Jacobi on X = M V0 = U S Vx^T, so M = U S (V0 Vx)^T:
+// the Jacobi starts from columns orthogonal to about the eigen-solver's accuracy and takes two or three
+// sweeps instead of ten or more.
+#pragma once
+
+#include <functional>
+
+#include "../core.h"
+
+namespace jsvd {
+
+// Whether svd / svdvals (opt.may_sync: svd_ex plans without it, as on CUDA) of a uniform batch of
+// rows x cols matrices take it: from kCpuStartMinCols columns, and up to kCpuStartTallBatch tall ones
+// (rows >= 4 cols) from kCpuStartTallMinCols; JSVD_EIGH=0 never, =1 every uniform batch. Measured (stop
+// 40, 2-thread AMD EPYC, best of 3, start / Jacobi on M / LAPACK's torch.linalg.svd, ms): float32 1x160²
+// 5.7 / 6.9 / 3.9, 1x256² 15.8 / 27.4 / 9.5, 1x512² 88 / 155 / 61, 1x1024² 386 / 1523 / 308, 4x160² 14.0 /
+// 20.2 / 12.2, 1x2000x64 5.7 / 12.4 / 3.7; float64 1x160² 5.6 / 14.6 / 5.4, 1x512² 100 / 376 / 115, 4x256²
+// 61 / 227 / 63, 1x2000x64 5.4 / 18.1 / 4.0, 1x500x100 5.1 / 14.4 / 5.2; not below (float32 1x128² 5.3 /
+// 3.9, 100x500x32 40.5 / 36.7, 1000x128x16 58 / 32).
+constexpr int64_t kCpuStartMinCols = 160;
+constexpr int64_t kCpuStartTallMinCols = 64;
+constexpr int64_t kCpuStartTallBatch = 4;
+bool cpu_start_on(const PackedBatch& batch, const SvdOptions& opt);
+
+// The SVD of the packed uniform batch A by `jacobi` on A V0, outputs packed as jacobi's for A; a batch
+// whose Gram diagonals fail start_limits (core.h: non-finite data, entries out of range, float64
+// columns graded beyond sqrt(n eps)) or whose eigen-solver fails is solved by `jacobi` on A itself.
+using CpuJacobi = std::function<CoreResult(const at::Tensor&, const PackedBatch&, const SvdOptions&)>;
+CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt,
+                              const CpuJacobi& jacobi);
+
+}  // namespace jsvd

@@ -1,0 +1,91 @@
+"""The CPU engine's Gram eigenvectors' start (csrc/cpu/gram_start_cpu.h): svd and svdvals of uniform batches
+of >= 160 columns (and of a few tall ones of >= 64) run the Jacobi on M V0, V0 the eigenvectors of M^T M; svd_ex never does, and float64
+matrices whose columns are graded beyond sqrt(n eps), or with a zero column, and non-finite inputs go
+without it. Checked: every output property on structured inputs, S against LAPACK, the relative accuracy of
+float64 graded matrices' small singular values (against svd_ex, the Jacobi on M), declined matrices solved
+bit for bit as svd_ex solves them, accepted ones not, and the switch (JSVD_EIGH=0, a child process)."""
+
+import pytest
+import torch
+
+import torch_jsvd
+from jsvd_testutils import assert_valid_svd, bound, random_rank, run_child
+
+DTYPES = [torch.float32, torch.float64]
+
+
+def _matrix(kind, dtype, g):
+    if kind == "gaussian":
+        A = torch.randn(2, 200, 160, generator=g, dtype=torch.float64)
+    elif kind == "tall":
+        A = torch.randn(1, 600, 70, generator=g, dtype=torch.float64)
+    elif kind == "wide":
+        A = torch.randn(1, 170, 300, generator=g, dtype=torch.float64)
+    elif kind == "rank_deficient":
+        A = random_rank((2, 180, 180), 40)
+    elif kind == "cols_graded_3":
+        A = torch.randn(1, 220, 160, generator=g, dtype=torch.float64) * torch.logspace(0, -3, 160, dtype=torch.float64)
+    elif kind == "rows_graded_8":
+        A = torch.randn(1, 220, 160, generator=g, dtype=torch.float64) * torch.logspace(0, -8, 220,
+                                                                                          dtype=torch.float64)[:, None]
+    elif kind == "scaled":
+        A = torch.randn(2, 200, 170, generator=g, dtype=torch.float64)
+        A[0] *= 1e-30
+        A[1] *= 1e30
+    return A.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("kind", ["gaussian", "tall", "wide", "rank_deficient", "cols_graded_3", "rows_graded_8",
+                                  "scaled"])
+@pytest.mark.parametrize("full", [False, True])
+def test_outputs(dtype, kind, full):
+    A = _matrix(kind, dtype, torch.Generator().manual_seed(7))
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
+    assert_valid_svd(A, U, S, Vh, full)
+    ref = torch.linalg.svdvals(A.double())
+    err = ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max()
+    assert err <= bound(*A.shape[-2:], dtype)
+    S2 = torch_jsvd.svdvals(A)
+    assert ((S2.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(*A.shape[-2:], dtype)
+    S_ex = torch_jsvd.svd_ex(A, compute_uv=False).S  # (the Jacobi on M: svd_ex never takes the start)
+    assert not torch.equal(S, S_ex)  # (the start ran)
+    if kind == "cols_graded_3" and dtype == torch.float64:
+        # the small singular values of a column-graded matrix, relatively, against the Jacobi on M
+        assert ((S - S_ex).abs() / S_ex).max() <= 1e-10
+
+
+def test_float64_declined_as_svd_ex_solves_them():
+    """Columns graded over 12 decades, or a zero column: the Jacobi on M itself, the bits svd_ex gives;
+    within the ratio: the start, other bits."""
+    g = torch.Generator().manual_seed(3)
+    A = torch.randn(3, 200, 170, generator=g, dtype=torch.float64)
+    A[0] *= torch.logspace(0, -12, 170, dtype=torch.float64)[torch.randperm(170, generator=g)]
+    A[1, :, 17] = 0
+    A[2] *= torch.logspace(0, -3, 170, dtype=torch.float64)
+    for k in range(3):
+        S = torch_jsvd.svdvals(A[k])
+        S_ex = torch_jsvd.svd_ex(A[k], compute_uv=False).S
+        assert torch.equal(S, S_ex) == (k < 2), k
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_non_finite_input_is_reported(dtype):
+    A = torch.randn(1, 200, 170, dtype=dtype)
+    A[0, 5, 7] = float("inf")
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch_jsvd.svd(A)
+    assert int(torch_jsvd.svd_ex(A).info) == -2
+
+
+def test_below_the_threshold_and_switched_off():
+    """159 columns, or a batch of 5 tall matrices of 64, run the Jacobi on M (svd's bits are svd_ex's);
+    JSVD_EIGH=0 switches the start off."""
+    g = torch.Generator().manual_seed(1)
+    for A in (torch.randn(300, 159, dtype=torch.float64, generator=g), torch.randn(5, 256, 64, generator=g)):
+        assert torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)
+    run_child("""
+        import torch, torch_jsvd
+        A = torch.randn(300, 200, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        assert torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)
+    """, JSVD_EIGH="0")
