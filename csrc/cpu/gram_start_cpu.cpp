@@ -7,9 +7,10 @@ namespace jsvd {
 
 bool cpu_start_on(const PackedBatch& batch, const SvdOptions& opt) {
   if (!batch.uniform || batch.size() == 0 || !opt.may_sync || knobs().eigh == 0) return false;
-  const int64_t q = batch.q(0);
-  return knobs().eigh == 1 || q >= kCpuStartMinCols ||
-         (batch.size() <= kCpuStartTallBatch && q >= kCpuStartTallMinCols && batch.p(0) >= 4 * q);
+  const int64_t B = batch.size(), p = batch.p(0), q = batch.q(0);
+  if (knobs().eigh == 1) return true;
+  if (8.0 * B * q * (2.0 * p + 2.0 * q) > kCpuStartMaxBytes) return false;
+  return q >= kCpuStartMinCols || (B <= kCpuStartTallBatch && q >= kCpuStartTallMinCols && p >= 4 * q);
 }
 
 CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt,

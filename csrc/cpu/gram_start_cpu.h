@@ -19,9 +19,12 @@ namespace jsvd {
 // 20.2 / 12.2, 1x2000x64 5.7 / 12.4 / 3.7; float64 1x160² 5.6 / 14.6 / 5.4, 1x512² 100 / 376 / 115, 4x256²
 // 61 / 227 / 63, 1x2000x64 5.4 / 18.1 / 4.0, 1x500x100 5.1 / 14.4 / 5.2; not below (float32 1x128² 5.3 /
 // 3.9, 100x500x32 40.5 / 36.7, 1000x128x16 58 / 32).
+// Its float64 work buffers (M, M V0 and two Gram-sized matrices a matrix) are capped at kCpuStartMaxBytes:
+// a larger batch runs the Jacobi on M rather than hold several times its own size in memory.
 constexpr int64_t kCpuStartMinCols = 160;
 constexpr int64_t kCpuStartTallMinCols = 64;
 constexpr int64_t kCpuStartTallBatch = 4;
+constexpr double kCpuStartMaxBytes = 4.0 * 1024 * 1024 * 1024;
 bool cpu_start_on(const PackedBatch& batch, const SvdOptions& opt);
 
 // The SVD of the packed uniform batch A by `jacobi` on A V0, outputs packed as jacobi's for A; a batch
