@@ -170,8 +170,6 @@ inline std::vector<int32_t> list_shape_groups(const std::vector<int64_t>& rows, 
   return group;
 }
 
-// Packed outputs of an engine. U and V are undefined tensors when !compute_uv.
-// info: int32, one per matrix (codes above), never requiring a host sync to produce.
 // The Gram eigenvectors' start (the Jacobi on M V0, V0 the eigenvectors of M^T M: CUDA
 // kernels/precondition/eigh_precondition.h, CPU csrc/cpu/gram_start_cpu.h) is taken where the diagonal d
 // of every matrix's float64 Gram matrix (M's squared column norms) holds no NaN and: cols * max d <=
@@ -190,6 +188,8 @@ inline StartLimits start_limits(bool f64, int64_t cols) {
              : StartLimits{fmax_4 * fmax_4, 0.0, 0.0};
 }
 
+// Packed outputs of an engine. U and V are undefined tensors when !compute_uv.
+// info: int32, one per matrix (codes above), never requiring a host sync to produce.
 struct CoreResult {
   at::Tensor U, S, V, info;
 };
