@@ -1,9 +1,10 @@
 """The CPU engine's Gram eigenvectors' start (csrc/cpu/gram_start_cpu.h): svd and svdvals of uniform batches
-of >= 160 columns (and of a few tall ones of >= 64) run the Jacobi on M V0, V0 the eigenvectors of M^T M; svd_ex never does, and float64
-matrices whose columns are graded beyond sqrt(n eps), or with a zero column, and non-finite inputs go
-without it. Checked: every output property on structured inputs, S against LAPACK, the relative accuracy of
-float64 graded matrices' small singular values (against svd_ex, the Jacobi on M), declined matrices solved
-bit for bit as svd_ex solves them, accepted ones not, and the switch (JSVD_EIGH=0, a child process)."""
+of >= 160 columns (and of a few tall ones of >= 64) run the Jacobi on M V0, V0 the eigenvectors of M^T M;
+svd_ex never does, and float64 matrices whose columns are graded beyond sqrt(n eps), or with a zero column,
+and non-finite inputs go without it. Checked: every output property on structured inputs, S against
+LAPACK, the relative accuracy of float64 graded matrices' small singular values (against svd_ex, the
+Jacobi on M), declined matrices solved bit for bit as svd_ex solves them, accepted ones not, and the switch
+(JSVD_EIGH=0, a child process)."""
 
 import pytest
 import torch
