@@ -79,11 +79,27 @@ def test_non_finite_input_is_reported(dtype):
     assert int(torch_jsvd.svd_ex(A).info) == -2
 
 
+def test_float64_batches_from_64_columns():
+    """float64 batches of >= 16 matrices take the start from 64 columns (single matrices from 128)."""
+    g = torch.Generator().manual_seed(9)
+    A = random_rank((16, 100, 64), 50)
+    A[1:] = torch.randn(15, 100, 64, generator=g, dtype=torch.float64)
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    ref = torch.linalg.svdvals(A)
+    assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(100, 64, torch.float64)
+    assert not torch.equal(S, torch_jsvd.svd_ex(A, compute_uv=False).S)
+    narrow, single = torch.randn(16, 100, 63, generator=g, dtype=torch.float64), torch.randn(1, 300, 127, generator=g,
+                                                                                               dtype=torch.float64)
+    for B in (A[:15], narrow, single):  # (15 matrices; 63 columns; one of 127)
+        assert torch.equal(torch_jsvd.svdvals(B), torch_jsvd.svd_ex(B, compute_uv=False).S)
+
+
 def test_below_the_threshold_and_switched_off():
-    """159 columns, or a batch of 5 tall matrices of 64, run the Jacobi on M (svd's bits are svd_ex's);
-    JSVD_EIGH=0 switches the start off."""
+    """float32 of 159 columns, or a batch of 5 tall matrices of 64, run the Jacobi on M (svd's bits are
+    svd_ex's); JSVD_EIGH=0 switches the start off."""
     g = torch.Generator().manual_seed(1)
-    for A in (torch.randn(300, 159, dtype=torch.float64, generator=g), torch.randn(5, 256, 64, generator=g)):
+    for A in (torch.randn(300, 159, generator=g), torch.randn(5, 256, 64, generator=g)):
         assert torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)
     run_child("""
         import torch, torch_jsvd

@@ -5,11 +5,13 @@
 
 namespace jsvd {
 
-bool cpu_start_on(const PackedBatch& batch, const SvdOptions& opt) {
+bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptions& opt) {
   if (!batch.uniform || batch.size() == 0 || !opt.may_sync || knobs().eigh == 0) return false;
   const int64_t B = batch.size(), p = batch.p(0), q = batch.q(0);
   if (knobs().eigh == 1) return true;
   if (8.0 * B * q * (2.0 * p + 2.0 * q) > kCpuStartMaxBytes) return false;
+  if (dtype == at::kDouble && (q >= kCpuStartMinColsF64 || (B >= kCpuStartBatchF64 && q >= kCpuStartBatchMinColsF64)))
+    return true;
   return q >= kCpuStartMinCols || (B <= kCpuStartTallBatch && q >= kCpuStartTallMinCols && p >= 4 * q);
 }
 

@@ -12,20 +12,26 @@
 namespace jsvd {
 
 // Whether svd / svdvals (opt.may_sync: svd_ex plans without it, as on CUDA) of a uniform batch of
-// rows x cols matrices take it: from kCpuStartMinCols columns, and up to kCpuStartTallBatch tall ones
+// rows x cols matrices take it: from kCpuStartMinCols columns (float64 kCpuStartMinColsF64, and batches of
+// at least kCpuStartBatchF64 from kCpuStartBatchMinColsF64), and up to kCpuStartTallBatch tall ones
 // (rows >= 4 cols) from kCpuStartTallMinCols; JSVD_EIGH=0 never, =1 every uniform batch. Measured (stop
 // 40, 2-thread AMD EPYC, best of 3, start / Jacobi on M / LAPACK's torch.linalg.svd, ms): float32 1x160²
 // 5.7 / 6.9 / 3.9, 1x256² 15.8 / 27.4 / 9.5, 1x512² 88 / 155 / 61, 1x1024² 386 / 1523 / 308, 4x160² 14.0 /
 // 20.2 / 12.2, 1x2000x64 5.7 / 12.4 / 3.7; float64 1x160² 5.6 / 14.6 / 5.4, 1x512² 100 / 376 / 115, 4x256²
 // 61 / 227 / 63, 1x2000x64 5.4 / 18.1 / 4.0, 1x500x100 5.1 / 14.4 / 5.2; not below (float32 1x128² 5.3 /
-// 3.9, 100x500x32 40.5 / 36.7, 1000x128x16 58 / 32).
+// 3.9, 100x500x32 40.5 / 36.7, 1000x128x16 58 / 32; float32 batches tie below 160: 100x128² 231 / 227,
+// 100x96² 93 / 95). float64 (at ebbbd10, JSVD_EIGH=1 / 0): 1x128² 5.8 / 7.0, 100x128² 247 / 418, 20x96²
+// 35 / 56, 100x96² 104 / 199, 100x64² 69 / 88, but 1x96² 4.2 / 3.5.
 // Its float64 work buffers (M, M V0 and two Gram-sized matrices a matrix) are capped at kCpuStartMaxBytes:
 // a larger batch runs the Jacobi on M rather than hold several times its own size in memory.
 constexpr int64_t kCpuStartMinCols = 160;
+constexpr int64_t kCpuStartMinColsF64 = 128;
+constexpr int64_t kCpuStartBatchMinColsF64 = 64;
+constexpr int64_t kCpuStartBatchF64 = 16;
 constexpr int64_t kCpuStartTallMinCols = 64;
 constexpr int64_t kCpuStartTallBatch = 4;
 constexpr double kCpuStartMaxBytes = 4.0 * 1024 * 1024 * 1024;
-bool cpu_start_on(const PackedBatch& batch, const SvdOptions& opt);
+bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptions& opt);
 
 // The SVD of the packed uniform batch A by `jacobi` on A V0, outputs packed as jacobi's for A; a batch
 // whose Gram diagonals fail start_limits (core.h: non-finite data, entries out of range, float64

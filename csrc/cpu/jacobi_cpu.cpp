@@ -258,7 +258,7 @@ CoreResult jacobi_svd_cpu(const at::Tensor& input, const PackedBatch& batch, con
   const at::Tensor A = packed_input(input);  // the sweeps work in place
   TORCH_CHECK(A.device().is_cpu() && A.dim() == 1 && A.is_contiguous() && A.numel() == batch.a_numel,
               "jsvd internal: jacobi_svd_cpu expects the packed 1-D CPU buffer");
-  if (cpu_start_on(batch, opt)) return svd_gram_start_cpu(A, batch, opt, jacobi_cpu);
+  if (cpu_start_on(batch, A.scalar_type(), opt)) return svd_gram_start_cpu(A, batch, opt, jacobi_cpu);
   return jacobi_cpu(A, batch, opt);
 }
 
