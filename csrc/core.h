@@ -17,6 +17,8 @@
 #include <limits>
 #include <vector>
 
+#include "host_device.h"
+
 namespace jsvd {
 
 // info codes written per matrix (int32). info >= 0: sweeps taken to converge.
@@ -180,6 +182,11 @@ inline std::vector<int32_t> list_shape_groups(const std::vector<int64_t>& rows, 
 // the start would cost; design.md). A zero G (M's squares all underflow) starts from V0 = I.
 struct StartLimits {
   double max_trace, min_top, min_ratio;
+  // Whether one matrix passes, from its Gram diagonal's least and largest entry and whether it holds a NaN
+  // (the CUDA engine's check kernel and the CPU engine's loop both call this).
+  JSVD_HOST_DEVICE bool passes(double lo, double hi, bool nan, int64_t cols) const {
+    return !nan && cols * hi <= max_trace && !(hi > 0 && hi < min_top) && !(lo < min_ratio * min_ratio * hi);
+  }
 };
 inline StartLimits start_limits(bool f64, int64_t cols) {
   const double fmax_4 = std::numeric_limits<float>::max() / 4.0;

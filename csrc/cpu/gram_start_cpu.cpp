@@ -26,16 +26,16 @@ CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, con
   const StartLimits lim = start_limits(f64, q);
   const at::Tensor d = G.diagonal(0, 1, 2).contiguous();
   const double* dv = d.const_data_ptr<double>();
-  for (int64_t k = 0; k < B; ++k) {
-    double lo = dv[k * q], hi = dv[k * q];
+  for (int64_t k = 0; k < B; ++k) {  // (as the CUDA engine's start_checks kernel: fmin/fmax skip NaN)
+    double lo = INFINITY, hi = 0;
+    bool nan = false;
     for (int64_t j = 0; j < q; ++j) {
       const double x = dv[k * q + j];
-      if (std::isnan(x)) return jacobi(A, batch, opt);
-      lo = std::min(lo, x);
-      hi = std::max(hi, x);
+      nan |= std::isnan(x);
+      lo = std::fmin(lo, x);
+      hi = std::fmax(hi, x);
     }
-    if (!(q * hi <= lim.max_trace) || (hi > 0 && hi < lim.min_top) || lo < lim.min_ratio * lim.min_ratio * hi)
-      return jacobi(A, batch, opt);
+    if (!lim.passes(lo, hi, nan, q)) return jacobi(A, batch, opt);
   }
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
   try {

@@ -2,7 +2,7 @@
 // (which lists the block pairs of each step) and the kernels.
 #pragma once
 
-#include "common/host_device.h"
+#include "host_device.h"
 
 namespace jsvd {
 namespace cuda {

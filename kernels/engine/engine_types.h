@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "common/host_device.h"
+#include "host_device.h"
 
 namespace jsvd {
 namespace cuda {

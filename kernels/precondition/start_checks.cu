@@ -14,8 +14,7 @@ constexpr int kWarps = 8;
 
 // A warp a matrix: the least and largest diagonal entry, and whether one is NaN.
 __global__ void __launch_bounds__(kWarps * 32)
-    start_checks_kernel(const double* g, int64_t B, int64_t q, double max_trace, double min_top,
-                        double min_ratio_sq, int32_t* bad) {
+    start_checks_kernel(const double* g, int64_t B, int64_t q, StartLimits limits, int32_t* bad) {
   const int64_t b = blockIdx.x * static_cast<int64_t>(kWarps) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (b >= B) return;
@@ -32,7 +31,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, o));
   }
   nan = __any_sync(0xffffffffu, nan);
-  if (lane == 0 && (nan || !(q * hi <= max_trace) || (hi > 0 && hi < min_top) || lo < min_ratio_sq * hi)) *bad = 1;
+  if (lane == 0 && !limits.passes(lo, hi, nan, q)) *bad = 1;
 }
 
 }  // namespace
@@ -44,8 +43,7 @@ void start_checks(const at::Tensor& G, const StartLimits& limits, const at::Tens
   const int64_t B = G.size(0), q = G.size(1);
   if (B == 0 || q == 0) return;
   start_checks_kernel<<<(B + kWarps - 1) / kWarps, kWarps * 32, 0, at::cuda::getCurrentCUDAStream()>>>(
-      G.const_data_ptr<double>(), B, q, limits.max_trace, limits.min_top, limits.min_ratio * limits.min_ratio,
-      bad.mutable_data_ptr<int32_t>());
+      G.const_data_ptr<double>(), B, q, limits, bad.mutable_data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -21,7 +21,7 @@
 
 #include <algorithm>
 
-#include "common/host_device.h"
+#include "host_device.h"
 #include "common/jacobi_device.cuh"
 #include "qr/householder_device.cuh"
 #include "qr/row_order.cuh"

@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/host_device.h"
+#include "host_device.h"
 #include "engine/engine_types.h"
 
 namespace jsvd {

@@ -18,7 +18,7 @@
 // segment's first half does nothing.
 #pragma once
 
-#include "common/host_device.h"
+#include "host_device.h"
 
 namespace jsvd {
 namespace cuda {

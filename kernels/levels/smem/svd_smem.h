@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "engine/engine_types.h"
-#include "common/host_device.h"
+#include "host_device.h"
 
 namespace jsvd {
 namespace cuda {
