@@ -36,4 +36,9 @@ std::pair<at::Tensor, at::Tensor> empty_factors(c10::IntArrayRef batch, int64_t 
 // Raises like torch.linalg.svd when any info < 0. The only host sync of the op layer.
 void check_info(const at::Tensor& info, const char* op, const SvdOptions& opt);
 
+// min(info) read on the host, for check_info: a backend may register a way faster than a copy of the
+// whole info (CUDA: one launch and a pinned read, kernels/engine/info_min.h), once, at load.
+using InfoMinFn = int32_t (*)(const at::Tensor& info);
+void register_info_min(c10::DeviceType type, InfoMinFn fn);
+
 }  // namespace jsvd

@@ -79,17 +79,25 @@ std::pair<Tensor, Tensor> empty_factors(c10::IntArrayRef batch, int64_t m, int64
   return {U, Vh};
 }
 
+namespace {
+InfoMinFn cuda_info_min = nullptr;  // (set at load by the CUDA kernels' registration)
+}  // namespace
+
+void register_info_min(c10::DeviceType type, InfoMinFn fn) {
+  TORCH_CHECK(type == c10::DeviceType::CUDA, "jsvd internal: register_info_min takes CUDA only");
+  cuda_info_min = fn;
+}
+
 void check_info(const Tensor& info, const char* op, const SvdOptions& opt) {
   if (info.numel() == 0) return;
-  // A small batch's info is copied to the host whole and its minimum taken there by a loop: no
-  // reduction kernel, and no CPU reduction op either (host time that small calls are made of).
   int32_t worst = 0;
-  if (info.numel() <= 65536) {
+  if (info.is_cuda() && cuda_info_min != nullptr) {
+    worst = cuda_info_min(info);
+  } else {
+    // (a CPU info: a loop, no reduction op, whose dispatch is host time that small calls are made of)
     const Tensor host = info.to(at::kCPU).contiguous();
     const int32_t* v = host.const_data_ptr<int32_t>();
     worst = *std::min_element(v, v + host.numel());
-  } else {
-    worst = info.min().item<int32_t>();
   }
   TORCH_CHECK_LINALG(worst != kInfoNonFinite, op,
                      ": the input contains NaN or Inf, so its SVD is not defined (info = ",

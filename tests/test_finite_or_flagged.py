@@ -29,6 +29,21 @@ def test_non_finite_input_is_flagged(device, shape, dtype, bad):
             fn(A)
 
 
+# svd reads the least info on the host (CUDA: one launch of up to 64 blocks and a pinned read,
+# kernels/engine/info_min.cu): the flagged matrix first, last and inside, in batches that span one
+# block, several, and more entries than the grid covers in one pass.
+@pytest.mark.parametrize("batch", [1, 7, 9000, 600_000])
+def test_flag_found_anywhere_in_the_batch(device, batch):
+    g = torch.Generator().manual_seed(batch)
+    A = torch.randn(batch, 2, 2, generator=g).to(device)
+    assert torch_jsvd.svdvals(A).shape == (batch, 2)
+    for at in sorted({0, batch // 3, batch - 1}):
+        B = A.clone()
+        B[at, 1, 0] = float("nan")
+        with pytest.raises(torch.linalg.LinAlgError, match="NaN or Inf"):
+            torch_jsvd.svd(B)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(3, 3), (40, 24), (24, 40), (130, 130)], ids=str)
 def test_singular_values_beyond_range_are_flagged(device, dtype, shape):

@@ -35,6 +35,28 @@ def test_accurate_on_random_matrices(device, dtype, shape, full_matrices):
     assert ((S.double() - ref).abs() <= bound(m, n, dtype) * ref[..., :1]).all()
 
 
+# full_matrices=True (torch.linalg.svd's default) on large tall and wide matrices: the extra columns by a
+# QR of the first ones (kernels/engine/complement_qr.h) where the greedy completion would take seconds
+# (1 x 3072x768: 9 s on the H200 before). Rank-deficient ones complete their own columns first; a list
+# mixes such members with small ones, whose extra columns stay the greedy's.
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape,rank", [((1, 3072, 768), None), ((1, 600, 2500), None), ((3, 1500, 300), None),
+                                        ((1, 2000, 500), 200)], ids=str)
+def test_full_matrices_of_large_matrices(shape, rank, dtype):
+    g = torch.Generator().manual_seed(shape[1])
+    A = torch.randn(shape, generator=g, dtype=torch.float64)
+    if rank is not None:
+        A = A[..., :rank] @ torch.randn(rank, shape[2], generator=g, dtype=torch.float64)
+    A = A.to(dtype=dtype, device="cuda")
+    check_svd(A, True)
+    mats = [A[0], torch.randn(40, 7, generator=g).to(dtype=dtype, device="cuda"), A[0, :, : shape[2] // 3],
+            torch.randn(5, 300, generator=g).to(dtype=dtype, device="cuda")]
+    for M, (U, S, Vh) in zip(mats, zip(*torch_jsvd.svd_varlen(mats, full_matrices=True))):
+        assert_valid_svd(M, U, S, Vh, True)
+
+
 @pytest.mark.parametrize("shape", [(8, 64, 64), (4, 128, 128), (4, 200, 150), (4, 100, 300)], ids=str)
 def test_float32_columns_orthogonal_to_working_precision_cpu(shape):
     # float32 rotations are applied down to eps while convergence is judged at tol = sqrt(rows) eps, so

@@ -7,6 +7,8 @@
 #include "core.h"
 #include "svd_wrapper.h"
 #include "engine/batched_copy.h"
+#include "engine/info_min.h"
+#include "op_common.h"
 #include "planner/planner.h"
 
 namespace jsvd {
@@ -43,6 +45,7 @@ TORCH_LIBRARY_FRAGMENT(jsvd, m) {
 
 TORCH_LIBRARY_IMPL(jsvd, CUDA, m) {
   register_kernels<&jacobi_svd_cuda, &batched_copy_cuda>(m);
+  register_info_min(c10::DeviceType::CUDA, &cuda::info_min_cuda);
 }
 
 }  // namespace jsvd

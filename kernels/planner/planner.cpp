@@ -189,7 +189,14 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   if (uniform) {
     TunedLevel tuned;
     const bool carry_v = compute_uv && !cp.v_solve;
-    if (!forced && tuner_decides(cols)) {
+    if (!forced && !may_sync && (tuner_decides(cols) || cols >= knobs().gemm_min_cols)) {
+      // svd_ex reads nothing on the host, so its sweep loop queues all max_sweeps sweeps: block pairs
+      // past convergence return at once, but the GEMM level's GEMMs run every sweep (H200, 100 x 512²
+      // float64: 474 ms for a batch that converged in one sweep, against 28 for svd; docs/experiments.md,
+      // stop 41). So svd_ex never takes the GEMM level, and calibrates nothing.
+      tuned = TunedLevel{true, false, 0, "block pairs: svd_ex, whose sweeps cannot stop early at the GEMM level"};
+      cp.tuner = tuned.why;
+    } else if (!forced && tuner_decides(cols)) {
       tuned = tuned_level(batch, p, cols, elem, carry_v, device, may_calibrate);
       cp.tuner = tuned.why;
     }
