@@ -8,6 +8,7 @@
 // inner loops are vectorised.
 #include "../core.h"
 #include "../tuning_knobs.h"
+#include "../complement_qr.h"
 #include "gram_start_cpu.h"
 
 #include <ATen/Parallel.h>
@@ -207,6 +208,15 @@ int32_t svd_one(T* a, T* u, T* s, T* v, int64_t p, int64_t q, int64_t ucols, dou
   return generic::svd_one<T>(a, u, s, v, p, q, ucols, tol, max_sweeps, parallel);
 }
 
+// Whether matrix k's extra U columns under full_matrices come from LAPACK's QR (csrc/complement_qr.h)
+// rather than svd_one's completion, a reflector at a time in scalar loops, which took 3.8 s of a
+// 3000x300 matrix's 3.9 (this machine, 2-thread AMD EPYC; docs/experiments.md, stop 41): from about 2^24
+// multiply-adds, (ucols - q) q p.
+bool by_qr(const PackedBatch& b, int64_t k, bool uv) {
+  return uv && b.uc(k) > b.q(k) &&
+         static_cast<double>(b.uc(k) - b.q(k)) * static_cast<double>(b.q(k)) * static_cast<double>(b.p(k)) >= 16777216.0;
+}
+
 template <typename T>
 void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt, CoreResult& r) {
   T* a = A.data_ptr<T>();
@@ -220,8 +230,8 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
   auto one = [&](int64_t k) {
     const double tol = resolve_tol(opt, batch.p(k), A.scalar_type());
     info[k] = svd_one<T>(a + batch.a_at(k), u ? u + batch.u_at(k) : nullptr, s + batch.s_at(k),
-                         v ? v + batch.v_at(k) : nullptr, batch.p(k), batch.q(k), batch.uc(k), tol,
-                         max_sweeps, parallel_pairs);
+                         v ? v + batch.v_at(k) : nullptr, batch.p(k), batch.q(k),
+                         by_qr(batch, k, u != nullptr) ? batch.q(k) : batch.uc(k), tol, max_sweeps, parallel_pairs);
   };
   if (parallel_pairs) {
     for (int64_t k = 0; k < nb; ++k) one(k);
@@ -233,6 +243,11 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
     Pool::get().run(static_cast<int>(std::min<int64_t>(nb, at::get_num_threads())), [&](int) {
       for (int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < nb;) one(k);
     });
+  }
+  for (int64_t k = 0; k < nb; ++k) {
+    if (!by_qr(batch, k, u != nullptr)) continue;
+    const int64_t p = batch.p(k), uc = batch.uc(k);
+    complete_columns_by_qr(r.U.narrow(0, batch.u_at(k), uc * p).view({1, uc, p}), batch.q(k));
   }
 }
 

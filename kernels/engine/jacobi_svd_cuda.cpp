@@ -23,10 +23,9 @@
 #include <functional>
 #include <memory>
 #include <utility>
-#include <vector>
 
 #include "levels/blocked/blocked_steps.h"
-#include "engine/complement_qr.h"
+#include "engine/complete_u.h"
 #include "engine/engine_types.h"
 #include "engine/launch_groups.h"
 #include "engine/finite_check.h"
@@ -243,36 +242,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
   // (the thread level completes its own U: a batch of it alone needs no launch)
   bool all_thread = whole.empty() && blocked.mats.empty();
   for (const auto& kv : warp) all_thread = all_thread && kv.first.first == 1;
-  if (uv && !all_thread) {
-    // full_matrices: the extra columns of large matrices by a QR of the first q (complement_qr.h), the
-    // others' by the greedy completion; rank-deficient matrices' own columns always by the greedy.
-    bool qr_all = false;
-    std::vector<int64_t> qr_some;
-    int64_t rest_p = 0, rest_cols = 0;  // (the greedy's shared memory, without the QR's matrices)
-    if (opt.full_matrices && uni) {
-      qr_all = complement_by_qr(b.p(0), b.q(0), b.uc(0), es, N, lim);
-    } else if (opt.full_matrices) {
-      // (a member is weighed against as many others as would take the QR alone: their greedy
-      // completions run side by side, their QRs one after another)
-      int64_t alone = 0;
-      for (int64_t k = 0; k < N; ++k) alone += complement_by_qr(b.p(k), b.q(k), b.uc(k), es, 1, lim);
-      for (int64_t k = 0; k < N; ++k) {
-        if (alone > 0 && complement_by_qr(b.p(k), b.q(k), b.uc(k), es, alone, lim)) {
-          qr_some.push_back(k);
-        } else {
-          rest_p = std::max(rest_p, b.p(k));
-          rest_cols = std::max(rest_cols, b.uc(k));
-        }
-      }
-    }
-    const bool by_qr = qr_all || !qr_some.empty();
-    launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, opt.full_matrices && !by_qr,
-                    stream);
-    if (by_qr) {
-      complete_by_qr(r.U, rank, b, qr_some);
-      if (rest_p > 0) launch_complete(args, nullptr, static_cast<int>(N), rest_p, rest_cols, true, stream);
-    }
-  }
+  if (uv && !all_thread) complete_u(args, r.U, rank, b, opt.full_matrices, lim, max_p, max_cols, stream);
   // (the warp level checks its own results as it writes them)
   if (!whole.empty() || !blocked.mats.empty())
     launch_flag_non_finite(args.S, args.U, args.V, args.info, args.desc, args.uni, static_cast<int>(N), stream);

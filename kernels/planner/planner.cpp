@@ -189,15 +189,19 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   if (uniform) {
     TunedLevel tuned;
     const bool carry_v = compute_uv && !cp.v_solve;
-    if (!forced && !may_sync && (tuner_decides(cols) || cols >= knobs().gemm_min_cols)) {
+    if (!forced && tuner_decides(cols)) {
       // svd_ex reads nothing on the host, so its sweep loop queues all max_sweeps sweeps: block pairs
-      // past convergence return at once, but the GEMM level's GEMMs run every sweep (H200, 100 x 512²
-      // float64: 474 ms for a batch that converged in one sweep, against 28 for svd; docs/experiments.md,
-      // stop 41). So svd_ex never takes the GEMM level, and calibrates nothing.
-      tuned = TunedLevel{true, false, 0, "block pairs: svd_ex, whose sweeps cannot stop early at the GEMM level"};
-      cp.tuner = tuned.why;
-    } else if (!forced && tuner_decides(cols)) {
-      tuned = tuned_level(batch, p, cols, elem, carry_v, device, may_calibrate);
+      // past convergence return at once, the GEMM level's GEMMs run in full every sweep. Where a round-robin
+      // step of shared-memory block pairs fills the GPU twice over, their sweeps cost at most a few
+      // times the GEMM level's, so svd_ex takes them (H200, 100 x 512² float64: 625 ms at the GEMM level,
+      // its 64 sweeps queued, 314 by block pairs; docs/experiments.md, stop 41). Elsewhere (a few large
+      // matrices: 1 x 4096² float32 3.0 s at the GEMM level, 8.7 by the Gram EVD level, its pairs too
+      // tall for shared memory) the tuner decides, as for svd.
+      const TunedLevel no_gemm{true, false, 0, "block pairs: svd_ex, whose GEMM-level sweeps cannot stop early"};
+      const MatrixPlan pairs = may_sync ? MatrixPlan{} : plan_matrix(p, cols, elem, carry_v, batch, lim, &no_gemm);
+      const bool fill = !may_sync && pairs.level == Level::kPairSvd &&
+                        batch * (cols / (2 * pairs.width)) >= 2 * static_cast<int64_t>(lim.sm_count);
+      tuned = fill ? no_gemm : tuned_level(batch, p, cols, elem, carry_v, device, may_calibrate);
       cp.tuner = tuned.why;
     }
     cp.jacobi = plan_matrix(p, cols, elem, carry_v, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr);
