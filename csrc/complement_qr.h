@@ -2,7 +2,7 @@
 // of its first q columns, for large matrices of both engines: where [U_q 0] = Q R, Q's last columns are
 // an orthonormal basis of the complement of U_q's span (LAPACK's or cuSOLVER's geqrf and ormqr, through
 // ATen). The engines' own completions (one column at a time) took seconds there: 1 x 3072x768 float32
-// with full_matrices=True, torch.linalg.svd's default, 9.0 s on the H200 (kernels/engine/complement_qr.h),
+// with full_matrices=True, torch.linalg.svd's default, 9.0 s on the H200 (kernels/engine/complete_u.h),
 // and 1 x 3000x300 3.8 s on the CPU (csrc/cpu/jacobi_cpu.cpp); docs/experiments.md, stop 41.
 #pragma once
 
