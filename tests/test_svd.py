@@ -93,9 +93,10 @@ def test_matches_torch_factors_up_to_sign(device, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(*on_devices("m,n,rank", [(6, 4, 2), (4, 6, 1), (7, 7, 3), (9, 5, 4), (5, 5, 0), (8, 3, 0),
                                                   (16, 16, 3), (40, 24, 1)],
-                                     cuda_only=[(256, 256, 10), (520, 300, 7)]))
+                                     cuda_only=[(256, 256, 10), (520, 300, 7), (1024, 1024, 2)]))
 def test_u_v_orthogonal_for_rank_deficient_input(device, m, n, rank, dtype, full_matrices):
-    # U (and Vh) must stay orthonormal even where S == 0, including the completed full bases.
+    # U (and Vh) must stay orthonormal even where S == 0, including the completed full bases. (CUDA, from
+    # 256 columns: the completion by a QR from each matrix's own rank, kernels/engine/complete_u.h.)
     A = random_rank((3, m, n), rank, dtype=dtype, device=device)
     A[1] = 0  # a zero matrix in the batch
     A[2, :, : n // 2] = A[2, :, n // 2 : 2 * (n // 2)]  # repeated columns: exact zero columns appear

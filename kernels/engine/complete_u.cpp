@@ -1,5 +1,7 @@
 #include "engine/complete_u.h"
 
+#include <ATen/ops/from_blob.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -10,71 +12,88 @@ namespace jsvd {
 namespace cuda {
 namespace {
 
-constexpr double kGreedyPerSecond = 3e9;  // p (ucols² - q²) a second, one block (H200)
+constexpr double kGreedyPerSecond = 3e9;  // p (ucols² - r²) a second, one block (H200)
 constexpr double kQrSecondsPerMatrix = 1e-3;
 
 }  // namespace
 
-bool complement_by_qr(int64_t p, int64_t q, int64_t ucols, size_t elem, int64_t batch, const DeviceLimits& lim) {
-  if (ucols <= q) return false;
-  const size_t greedy_smem = static_cast<size_t>(p) * (sizeof(double) + elem) + static_cast<size_t>(ucols) * elem;
+bool complement_by_qr(int64_t p, int64_t r, int64_t cols, size_t elem, int64_t batch, const DeviceLimits& lim) {
+  if (cols <= r) return false;
+  const size_t greedy_smem = static_cast<size_t>(p) * (sizeof(double) + elem) + static_cast<size_t>(cols) * elem;
   if (greedy_smem > lim.smem_per_block) return true;
   const int64_t waves = (batch + lim.sm_count - 1) / std::max(1, lim.sm_count);
   const double greedy = static_cast<double>(waves) * static_cast<double>(p) *
-                        (static_cast<double>(ucols) * ucols - static_cast<double>(q) * q) / kGreedyPerSecond;
+                        (static_cast<double>(cols) * cols - static_cast<double>(r) * r) / kGreedyPerSecond;
   return greedy > static_cast<double>(batch) * kQrSecondsPerMatrix;
 }
 
 template <typename T>
 void complete_u(const EngineArgs<T>& args, const at::Tensor& U, const at::Tensor& rank, const PackedBatch& b,
-                bool full_matrices, const DeviceLimits& lim, int64_t max_p, int64_t max_cols, cudaStream_t stream) {
-  const int64_t N = b.size();
+                const SvdOptions& opt, const DeviceLimits& lim, int64_t max_p, int64_t max_cols, cudaStream_t stream) {
+  const int64_t N = b.size(), M = b.uniform ? 1 : N;  // (a uniform batch: matrix 0 stands for all)
   const size_t es = sizeof(T);
-  // The matrices whose extra columns the QR completes: all or none of a uniform batch; a list's member is
-  // weighed against as many others as would take the QR alone (their greedy completions run side by
-  // side, their QRs one after another).
-  bool all = false;
-  std::vector<int64_t> some;
-  int64_t rest_p = 0, rest_cols = 0, max_q = 0;  // (the greedy's shared memory without them)
-  if (full_matrices && b.uniform) {
-    all = complement_by_qr(b.p(0), b.q(0), b.uc(0), es, N, lim);
-    max_q = b.q(0);
-  } else if (full_matrices) {
-    int64_t alone = 0;
-    for (int64_t k = 0; k < N; ++k) alone += complement_by_qr(b.p(k), b.q(k), b.uc(k), es, 1, lim);
-    for (int64_t k = 0; k < N; ++k) {
-      max_q = std::max(max_q, b.q(k));
-      if (alone > 0 && complement_by_qr(b.p(k), b.q(k), b.uc(k), es, alone, lim)) {
-        some.push_back(k);
-      } else {
-        rest_p = std::max(rest_p, b.p(k));
-        rest_cols = std::max(rest_cols, b.uc(k));
-      }
+  const bool full = opt.full_matrices;
+  const auto cols_of = [&](int64_t k) { return full ? b.uc(k) : b.q(k); };
+  // svd and svdvals read the ranks where a greedy completion from rank 0 would be slow: the QR then
+  // completes each matrix from its own rank (a rank-deficient or zero matrix: 1024² float32 307 ms in the
+  // greedy, H200 bench_corpus at 98cbd92). svd_ex, which never reads, completes U's first q columns
+  // greedily, and the extra ones of full_matrices by the QR where it pays.
+  bool read = false;
+  for (int64_t k = 0; opt.may_sync && !read && k < M; ++k) read = complement_by_qr(b.p(k), 0, cols_of(k), es, 1, lim);
+  std::vector<int32_t> r_host;
+  if (read) {
+    const at::Tensor h = rank.to(at::kCPU);
+    r_host.assign(h.const_data_ptr<int32_t>(), h.const_data_ptr<int32_t>() + N);
+  }
+  // The jobs: a matrix is weighed against as many others as would take the QR alone (their greedy
+  // completions run side by side, their QRs one after another).
+  // (clamped: a matrix with NaN input has no rank of its own)
+  const auto from = [&](int64_t k) -> int64_t {
+    return read ? std::clamp<int64_t>(r_host[k], 0, b.q(k)) : b.q(k);
+  };
+  const int64_t count = read ? N : M;
+  int64_t alone = 0;
+  for (int64_t k = 0; k < count; ++k) alone += complement_by_qr(b.p(k), from(k), cols_of(k), es, 1, lim);
+  std::vector<CompletionJob> jobs;
+  int64_t rest_p = 0, rest_cols = 0, max_q = 0;  // (the greedy's shared memory without the QR's matrices)
+  for (int64_t k = 0; k < count; ++k) {
+    max_q = std::max(max_q, b.q(k));
+    if (alone > 0 && complement_by_qr(b.p(k), from(k), cols_of(k), es, b.uniform && !read ? N : alone, lim)) {
+      jobs.push_back({k, from(k), cols_of(k)});
+    } else {
+      rest_p = std::max(rest_p, b.p(k));
+      rest_cols = std::max(rest_cols, cols_of(k));
     }
   }
-  if (!all && some.empty()) {
-    launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, full_matrices, stream);
+  if (jobs.empty()) {
+    launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, full, stream);
     return;
   }
-  // U's first q columns of every matrix (rank-deficient ones), the QR's columns, then the others' extra ones.
-  launch_complete(args, nullptr, static_cast<int>(N), max_p, max_q, /*full=*/false, stream);
-  if (all) {
-    const int64_t p = b.p(0), uc = b.uc(0);
-    complete_columns_by_qr(U.narrow(0, 0, N * uc * p).view({N, uc, p}), b.q(0));
-    return;
+  if (!read) {
+    // U's first q columns of every matrix (rank-deficient ones) first; a uniform batch's one job stands
+    // for every matrix
+    launch_complete(args, nullptr, static_cast<int>(N), max_p, max_q, /*full=*/false, stream);
+    if (b.uniform) {
+      for (int64_t k = 1; k < N; ++k) jobs.push_back({k, b.q(0), cols_of(0)});
+      rest_p = 0;
+    }
   }
-  for (const int64_t k : some) {
-    const int64_t p = b.p(k), uc = b.uc(k);
-    complete_columns_by_qr(U.narrow(0, b.u_at(k), uc * p).view({1, uc, p}), b.q(k));
-    rank.narrow(0, k, 1).fill_(static_cast<int>(uc));  // (the next launch leaves it)
+  complete_jobs_by_qr(U, b, jobs);
+  if (rest_p == 0) return;
+  // The others by the greedy: the jobs' matrices count as complete.
+  if (read) {
+    for (const CompletionJob& j : jobs) r_host[j.k] = static_cast<int32_t>(j.cols);
+    rank.copy_(at::from_blob(r_host.data(), {N}, at::TensorOptions().dtype(at::kInt)));
+  } else {
+    for (const CompletionJob& j : jobs) rank.narrow(0, j.k, 1).fill_(static_cast<int>(j.cols));
   }
-  if (rest_p > 0) launch_complete(args, nullptr, static_cast<int>(N), rest_p, rest_cols, /*full=*/true, stream);
+  launch_complete(args, nullptr, static_cast<int>(N), rest_p, rest_cols, full, stream);
 }
 
 template void complete_u<float>(const EngineArgs<float>&, const at::Tensor&, const at::Tensor&, const PackedBatch&,
-                                bool, const DeviceLimits&, int64_t, int64_t, cudaStream_t);
+                                const SvdOptions&, const DeviceLimits&, int64_t, int64_t, cudaStream_t);
 template void complete_u<double>(const EngineArgs<double>&, const at::Tensor&, const at::Tensor&, const PackedBatch&,
-                                 bool, const DeviceLimits&, int64_t, int64_t, cudaStream_t);
+                                 const SvdOptions&, const DeviceLimits&, int64_t, int64_t, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace jsvd

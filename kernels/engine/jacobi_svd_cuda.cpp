@@ -242,7 +242,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
   // (the thread level completes its own U: a batch of it alone needs no launch)
   bool all_thread = whole.empty() && blocked.mats.empty();
   for (const auto& kv : warp) all_thread = all_thread && kv.first.first == 1;
-  if (uv && !all_thread) complete_u(args, r.U, rank, b, opt.full_matrices, lim, max_p, max_cols, stream);
+  if (uv && !all_thread) complete_u(args, r.U, rank, b, opt, lim, max_p, max_cols, stream);
   // (the warp level checks its own results as it writes them)
   if (!whole.empty() || !blocked.mats.empty())
     launch_flag_non_finite(args.S, args.U, args.V, args.info, args.desc, args.uni, static_cast<int>(N), stream);

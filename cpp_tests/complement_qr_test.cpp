@@ -1,0 +1,75 @@
+// U's completion by QR (csrc/complement_qr.h), on CPU tensors: both engines call it on their packed U
+// buffer, the CUDA engine from each matrix's own rank (a zero matrix: r = 0), grouping a uniform batch's
+// matrices by (r, cols). Each case checks that the given columns are kept, and that U is orthonormal.
+// Exit status: 0 if every check passes.
+#include <ATen/ATen.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "complement_qr.h"
+
+namespace {
+
+using jsvd::CompletionJob;
+using jsvd::PackedBatch;
+
+int failures = 0;
+
+void check(bool ok, const char* what, double value) {
+  std::printf("  %-58s %.2e  %s\n", what, value, ok ? "ok" : "FAIL");
+  if (!ok) ++failures;
+}
+
+// Matrix k's U (p x uc, column-major in the packed buffer) as a p x uc tensor view.
+at::Tensor u_of(const at::Tensor& U, const PackedBatch& b, int64_t k) {
+  return U.narrow(0, b.u_at(k), b.uc(k) * b.p(k)).view({b.uc(k), b.p(k)}).t();
+}
+
+// Fills matrix k's first r columns with orthonormal ones (and zeros after, as the engines leave them).
+void seed_columns(const at::Tensor& U, const PackedBatch& b, int64_t k, int64_t r, at::Generator& g) {
+  const at::Tensor u = u_of(U, b, k);
+  u.zero_();
+  if (r == 0) return;
+  const at::Tensor q = std::get<0>(at::linalg_qr(at::randn({b.p(k), r}, g, U.options())));
+  u.narrow(1, 0, r).copy_(q);
+}
+
+void run(const char* name, const PackedBatch& b, const std::vector<int64_t>& ranks, at::ScalarType dt) {
+  at::Generator g = at::detail::createCPUGenerator(7);
+  const at::Tensor U = at::zeros({b.u_numel}, at::TensorOptions().dtype(dt));
+  for (int64_t k = 0; k < b.size(); ++k) seed_columns(U, b, k, ranks[k], g);
+  const at::Tensor before = U.clone();
+  std::vector<CompletionJob> jobs;
+  for (int64_t k = 0; k < b.size(); ++k)
+    if (ranks[k] < b.uc(k)) jobs.push_back({k, ranks[k], b.uc(k)});
+  jsvd::complete_jobs_by_qr(U, b, jobs);
+  const double tol = (dt == at::kDouble ? 1e-13 : 1e-5);
+  double orth = 0, kept = 0;
+  for (int64_t k = 0; k < b.size(); ++k) {
+    const at::Tensor u = u_of(U, b, k).to(at::kDouble);
+    const at::Tensor e = at::eye(b.uc(k), u.options());
+    orth = std::max(orth, (u.t().matmul(u) - e).norm().item<double>());
+    if (ranks[k] > 0)
+      kept = std::max(kept, (u.narrow(1, 0, ranks[k]) - u_of(before, b, k).narrow(1, 0, ranks[k]).to(at::kDouble))
+                                .abs().max().item<double>());
+  }
+  std::printf("%s\n", name);
+  check(orth <= tol, "||U^T U - I||_F, every matrix", orth);
+  check(kept == 0, "the given columns are kept", kept);
+}
+
+}  // namespace
+
+int main() {
+  // A uniform batch, full U (ucols = p): a zero matrix, two of one rank (gathered), one of another, one full.
+  run("uniform 5 x 40x25, full, ranks 0 7 7 12 25", PackedBatch::uniform_of(5, 40, 25, true), {0, 7, 7, 12, 25},
+      at::kDouble);
+  // The whole batch of one rank, in place; float32.
+  run("uniform 3 x 64x64, ranks 3 3 3 (float32)", PackedBatch::uniform_of(3, 64, 64, false), {3, 3, 3}, at::kFloat);
+  // A list: thin and full members.
+  run("list 30x10 full, 50x20 full, 9x9", PackedBatch::make({30, 50, 9}, {10, 20, 9}, true), {10, 4, 0},
+      at::kDouble);
+  std::printf("%s\n", failures ? "FAILED" : "all passed");
+  return failures ? 1 : 0;
+}
