@@ -1,6 +1,7 @@
 #include "complement_qr.h"
 
 #include <ATen/ops/eye.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/geqrf.h>
 #include <ATen/ops/ormqr.h>
 #include <ATen/ops/tensor.h>
@@ -13,15 +14,16 @@ namespace jsvd {
 void complete_columns_by_qr(const at::Tensor& Ut, int64_t r) {
   const int64_t B = Ut.size(0), uc = Ut.size(1), p = Ut.size(2);
   if (uc <= r) return;
-  const at::Tensor I = at::eye(p, Ut.options());
+  // (only the identity's columns that are used: a p x p one was 484 MB at p = 11008 in float32)
   if (r == 0) {  // (nothing to be orthogonal to: the identity's first columns)
-    Ut.copy_(I.narrow(0, 0, uc).expand({B, uc, p}));
+    Ut.copy_(at::eye(uc, p, Ut.options()).expand({B, uc, p}));
     return;
   }
   auto [a, tau] = at::geqrf(Ut.narrow(1, 0, r).transpose(1, 2));  // U_r: (B, p, r)
   // Q's columns r .. uc - 1: Q applied to those of the identity.
-  const at::Tensor E = I.narrow(1, r, uc - r).expand({B, p, uc - r});
-  Ut.narrow(1, r, uc - r).copy_(at::ormqr(a, tau, E, /*left=*/true, /*transpose=*/false).transpose(1, 2));
+  at::Tensor E = at::zeros({p, uc - r}, Ut.options());
+  E.narrow(0, r, uc - r).fill_diagonal_(1);
+  Ut.narrow(1, r, uc - r).copy_(at::ormqr(a, tau, E.expand({B, p, uc - r}), /*left=*/true, /*transpose=*/false).transpose(1, 2));
 }
 
 void complete_jobs_by_qr(const at::Tensor& U, const PackedBatch& b, const std::vector<CompletionJob>& jobs) {

@@ -45,12 +45,12 @@ void complete_u(const EngineArgs<T>& args, const at::Tensor& U, const at::Tensor
     const at::Tensor h = rank.to(at::kCPU);
     r_host.assign(h.const_data_ptr<int32_t>(), h.const_data_ptr<int32_t>() + N);
   }
-  // The jobs: a matrix is weighed against as many others as would take the QR alone (their greedy
-  // completions run side by side, their QRs one after another).
-  // (clamped: a matrix with NaN input has no rank of its own)
+  // Where each matrix's completion starts (clamped: a matrix with NaN input has no rank of its own).
   const auto from = [&](int64_t k) -> int64_t {
     return read ? std::clamp<int64_t>(r_host[k], 0, b.q(k)) : b.q(k);
   };
+  // The jobs: a matrix is weighed against as many others as would take the QR alone (their greedy
+  // completions run side by side, their QRs one after another).
   const int64_t count = read ? N : M;
   int64_t alone = 0;
   for (int64_t k = 0; k < count; ++k) alone += complement_by_qr(b.p(k), from(k), cols_of(k), es, 1, lim);
