@@ -59,7 +59,16 @@ def test_svd_stops_where_svd_ex_converges(device, shape):
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     U1, S1, Vh1, info = torch_jsvd.svd_ex(A, full_matrices=False)
     assert (info > 0).all()
-    assert torch.equal(S, S1) and torch.equal(U, U1) and torch.equal(Vh, Vh1)
+    assert torch.equal(S, S1)
+    # Same bits for every singular pair the Jacobi sweeps found. (Graded by 1e6, float32 matrix 0 is
+    # numerically rank-deficient: svd completes its last vectors from its rank by a QR, svd_ex, which
+    # never reads the rank, greedily; both must still be valid.)
+    for k in range(A.shape[0]):
+        found = S[k] > S[k, 0] * 1e-3
+        assert torch.equal(U[k][:, found], U1[k][:, found]) and torch.equal(Vh[k][found], Vh1[k][found])
+    for X in ((U, S, Vh), (U1, S1, Vh1)):
+        for k in range(A.shape[0]):
+            assert_valid_svd(A[k], X[0][k], X[1][k], X[2][k], False, 10.0)
     short = int(info.max()) - 1
     _, _, _, info_short = torch_jsvd.svd_ex(A, full_matrices=False, max_sweeps=short)
     assert (info_short == torch_jsvd.INFO_NOT_CONVERGED).any()
