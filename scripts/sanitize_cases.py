@@ -10,6 +10,8 @@ import torch
 
 # The GEMM level from 600 columns (read by the engine on its first call), so that small cases reach it.
 os.environ.setdefault("JSVD_GEMM_MIN_COLS", "600")
+# ... and a list's QR on (kernels/qr/qr_list.cpp; off by default), for the "qr list" cases
+os.environ.setdefault("JSVD_LIST_QR", "1")
 import torch_jsvd  # noqa: E402
 
 # racecheck is slow: JSVD_SANITIZE_SWEEPS=2 bounds the sweeps (every kernel still runs)
@@ -100,3 +102,13 @@ print("rank-deficient", torch_jsvd.svd_ex(Z, full_matrices=True)[3].tolist())
 Us, Ss, Vhs = torch_jsvd.svd_varlen([torch.randn(m, n, device=dev) for m, n in [(5, 3), (3, 9), (40, 40), (1, 1)]])
 torch.cuda.synchronize()
 print("varlen ok", [s.shape[0] for s in Ss])
+# a list's members on the one-launch QR (JSVD_LIST_QR above), tall and wide, beside others, full U too
+if not ONLY or any(k in "qr list" for k in ONLY):
+    for dt in (torch.float32, torch.float64):
+        shapes = [(200, 40), (40, 130), (400, 16), (64, 33), (5, 3), (60, 60), (300, 200), (0, 4)]
+        As = [torch.randn(m, n, dtype=dt, device=dev) for m, n in shapes]
+        As[3][:, 20:] = 0  # rank-deficient
+        for full in (False, True):
+            Ss = torch_jsvd.svd_varlen(As, full)[1]  # (to convergence: racecheck instruments only the QR kernels)
+            torch.cuda.synchronize()
+            print("qr list", dt, full, [round(s[0].item(), 3) for s in Ss if s.numel()], flush=True)

@@ -324,6 +324,20 @@ def test_list_block_pairs_of_different_heights(dtype):
         assert_valid_svd(A, u, s, vh, False)
 
 
+@pytest.mark.cuda
+def test_whole_level_at_the_shared_memory_limit():
+    # A 158 x 105 float64 member planned 232276 bytes of dynamic shared memory, within the kernel's own
+    # 272 static bytes of the H100's 232448: its launch failed ("invalid argument"). Plans now leave
+    # the kernel's static bytes free (it takes block pairs).
+    g = torch.Generator(device="cuda").manual_seed(0)
+    As = [torch.randn(s, dtype=torch.float64, device="cuda", generator=g) for s in [(158, 105), (105, 161), (3, 3)]]
+    plan = torch_jsvd.plan([tuple(a.shape) for a in As], dtype=torch.float64, device="cuda")
+    assert max(m["levels"][-1].get("smem", 0) for m in plan["matrices"]) + 272 <= plan["smem_per_block"]
+    for A, u, s, vh in zip(As, *torch_jsvd.svd_varlen(As)):
+        assert_valid_svd(A, u, s, vh, False)
+        assert (s - torch.linalg.svdvals(A)).abs().max() <= 1e-13 * s[0]
+
+
 _HUGE_AND_TINY = """
     import torch, torch_jsvd
     g = torch.Generator(device="cuda").manual_seed(0)

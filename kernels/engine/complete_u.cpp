@@ -19,7 +19,8 @@ constexpr double kQrSecondsPerMatrix = 1e-3;
 
 bool complement_by_qr(int64_t p, int64_t r, int64_t cols, size_t elem, int64_t batch, const DeviceLimits& lim) {
   if (cols <= r) return false;
-  const size_t greedy_smem = static_cast<size_t>(p) * (sizeof(double) + elem) + static_cast<size_t>(cols) * elem;
+  // (and the kernel's own __shared__ arrays, under 2 KB)
+  const size_t greedy_smem = static_cast<size_t>(p) * (sizeof(double) + elem) + static_cast<size_t>(cols) * elem + 2048;
   if (greedy_smem > lim.smem_per_block) return true;
   const int64_t waves = (batch + lim.sm_count - 1) / std::max(1, lim.sm_count);
   const double greedy = static_cast<double>(waves) * static_cast<double>(p) *

@@ -292,10 +292,16 @@ CoreResult solve(const at::Tensor& input, const PackedBatch& batch, const SvdOpt
     const Engine alone = [](const at::Tensor& X, const PackedBatch& xb, const SvdOptions& xo) {
       return solve(X, xb, xo, /*may_start=*/false, /*may_qr=*/false);
     };
+    // (a list's members that take the QR: qr_list.cpp)
+    const std::vector<int64_t> qr_members =
+        may_qr && !batch.uniform ? qr_list_members(batch, sizeof(scalar_t), device_limits(A.get_device()))
+                                 : std::vector<int64_t>();
     if (cp.eigh)
       r = svd_eigh_preconditioned(A, batch, opt, {jacobi, without_start, alone});
     else if (cp.qr.on())
       r = svd_qr_preconditioned(A, batch, opt, cp.qr, cp.v_solve, jacobi);
+    else if (!qr_members.empty())
+      r = svd_qr_list(A, batch, opt, qr_members, jacobi);
     else
       r = jacobi(A, batch, opt);
   });

@@ -68,7 +68,8 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // Level 1: the whole matrix in shared memory (Observation 1: its SVD
   // directly, no Gram matrix, no global traffic between sweeps).
   const int64_t vrows = compute_uv ? cols : 0;  // V rides along under A's columns
-  if (min_level <= 1 && svd_smem_bytes(rows, vrows, cols, elem) <= lim.smem_per_block) {
+  const size_t budget = lim.smem_per_block - kSmemKernelStatic;  // (the dynamic bytes a launch may take)
+  if (min_level <= 1 && svd_smem_bytes(rows, vrows, cols, elem) <= budget) {
     mp.level = Level::kWholeSmem;
     mp.launch = svd_smem_config(rows, vrows, cols, elem);
     return mp;
@@ -110,7 +111,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   for (int64_t w : {64, 32, 16, 8}) {
     w = std::min(w, half);
     const size_t bytes = pair_bytes(w);
-    if (bytes > lim.smem_per_block) continue;
+    if (bytes > budget) continue;
     chosen = w;
     const int64_t tasks_per_step = batch * (cols / (2 * w));
     if (tasks_per_step >= 2 * static_cast<int64_t>(lim.sm_count) && bytes <= lim.smem_per_block / 2) break;
@@ -120,7 +121,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   const int64_t forced_width = knobs().pair_width;
   if (forced_width > 0) {
     const int64_t w = std::min<int64_t>(forced_width, half);
-    if (pair_bytes(w) <= lim.smem_per_block) chosen = w;
+    if (pair_bytes(w) <= budget) chosen = w;
   }
   if (chosen > 0 && min_level <= 2) {
     mp.level = Level::kPairSvd;
@@ -242,7 +243,7 @@ void merge_pair_plan(PairMerge& merged, MatrixPlan& mp, int64_t p, int64_t q, si
   const PairMerge next{std::max(merged.p, p), std::max(merged.q, q), std::max(merged.c, 2 * mp.width),
                        merged.delta && mp.launch.delta, merged.p_min < 0 ? p : std::min(merged.p_min, p)};
   if (pair_smem_config(next.p, next.q, std::max<int64_t>(next.c, 2), elem, compute_uv, next.launch_delta(compute_uv))
-          .smem > lim.smem_per_block) {
+          .smem > lim.smem_per_block - kSmemKernelStatic) {
     mp = gram_plan(q);
     return;
   }
@@ -289,8 +290,10 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
     if (group[k] >= 0) {
       ++group_count[group[k]];
     } else {
-      rest_p.push_back(std::max(rows[k], cols[k]));
-      rest_q.push_back(std::min(rows[k], cols[k]));
+      // (a member that takes the QR is a q x q matrix to the rest's Jacobi: qr_list.cpp)
+      const int64_t P = std::max(rows[k], cols[k]), Q = std::min(rows[k], cols[k]);
+      rest_p.push_back(qr_list_member(P, Q, elem, static_cast<int64_t>(rows.size()), lim) ? Q : P);
+      rest_q.push_back(Q);
     }
   }
   const int64_t rest = static_cast<int64_t>(rest_q.size()), width_cap = list_width_cap(rest_p, rest_q, elem, compute_uv);
@@ -310,12 +313,14 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
     if (in_group) os << ", \"shape_group\": " << group_count[group[k]];  // (solved as a uniform batch of these)
     const int64_t count = uniform ? static_cast<int64_t>(rows.size()) : in_group ? group_count[group[k]] : rest;
     const CallPlan cp = plan_call(p, q, count, as_uniform, elem, compute_uv, 0, 0, lim, device, true, may_sync);
-    // QR preconditioning: the levels below are those of the Jacobi on R^T.
-    if (cp.qr.on()) {
-      os << ", \"precondition\": {\"kernel\": \"" << (cp.qr.regs     ? "householder_qr_whole_regs"
-                                      : cp.qr.whole  ? "householder_qr_whole_smem"
-                                      : cp.qr.lapack ? "geqrf (cuSOLVER)"
-                                                     : "householder_qr")
+    // QR preconditioning: the levels below are those of the Jacobi on R^T. (A list's member: the
+    // one-launch QR of its own, qr_list.cpp.)
+    const bool list_qr = !as_uniform && qr_list_member(p, q, elem, rest, lim);
+    if (cp.qr.on() || list_qr) {
+      os << ", \"precondition\": {\"kernel\": \"" << (cp.qr.regs                 ? "householder_qr_whole_regs"
+                                      : cp.qr.whole || list_qr ? "householder_qr_whole_smem"
+                                      : cp.qr.lapack           ? "geqrf (cuSOLVER)"
+                                                               : "householder_qr")
          << "\", \"panel_width\": " << cp.qr.panel << ", \"jacobi_on\": [" << q << ", " << q
          << "]";
       // V of the Jacobi on R^T: its rotations accumulated, or a triangular solve after (svd only)

@@ -30,8 +30,15 @@ __host__ __device__ inline int padded_rows(int q) { return (q + kWyRows - 1) / k
 template <typename T, int CB>
 __global__ void __launch_bounds__(kWyThreads, 2)
     apply_wy_kernel(const T* __restrict__ Y, const T* __restrict__ S, const int32_t* __restrict__ rowperm,
-                    const T* __restrict__ M, T* __restrict__ out, int p, int q, int nc) {
+                    const T* __restrict__ M, T* __restrict__ out, int p, int q, int nc, const QrMember* members) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  const QrMember* const mb = members ? members + blockIdx.x : nullptr;
+  if (mb) {  // a list's member: its shape (the launch is the largest member's)
+    p = mb->p;
+    q = mb->q;
+    nc = mb->uc;
+    if (static_cast<int>(blockIdx.y) * CB >= nc) return;  // none of its columns here (the whole block)
+  }
   const int qp = padded_rows(q);
   double* const w = reinterpret_cast<double*>(smem_raw);  // qp x CB, row j at j * CB: W, then Z (zero below q)
   T* const sm = reinterpret_cast<T*>(w + qp * CB);         // q x q: Y_1, then S
@@ -40,9 +47,12 @@ __global__ void __launch_bounds__(kWyThreads, 2)
   const int tid = threadIdx.x, nt = blockDim.x;
   const int64_t k = blockIdx.x, pq = static_cast<int64_t>(p) * q, qq = static_cast<int64_t>(q) * q;
   const int c0 = blockIdx.y * CB, cn = min(CB, nc - c0);
-  const T* const Yk = Y + k * pq;
-  const T* const Mk = M + k * qq;
-  const int32_t* const rp = rowperm ? rowperm + k * p : nullptr;
+  // Matrix k's Y, S, M, U and rows' order.
+  const T* const Yk = Y + (mb ? mb->y : k * pq);
+  const T* const Sk = S + (mb ? mb->x : k * qq);
+  const T* const Mk = M + (mb ? mb->left : k * qq);
+  T* const Uk = out + (mb ? mb->u : k * nc * p);
+  const int32_t* const rp = rowperm ? rowperm + (mb ? mb->r : k * p) : nullptr;
   auto row = [&](int r) { return rp ? rp[r] : r; };  // the row at position r
 
   if (rp)
@@ -76,7 +86,7 @@ __global__ void __launch_bounds__(kWyThreads, 2)
     w[t] = v;
   }
   __syncthreads();
-  for (int t = tid; t < q * q; t += nt) sm[t] = S[k * qq + t];
+  for (int t = tid; t < q * q; t += nt) sm[t] = Sk[t];
   __syncthreads();
   // Z = S^{-1} W by back substitution, a thread a column (S upper triangular, column-major).
   if (tid < cn)
@@ -105,7 +115,7 @@ __global__ void __launch_bounds__(kWyThreads, 2)
       const int c = c0 + cl;
       if (cl < cn) {
         const double e = c < q ? (r < q ? double(mc[r * CB + cl]) : 0.0) : (r == c ? 1.0 : 0.0);
-        out[(k * nc + c) * p + i] = T(e - acc[cl]);
+        Uk[static_cast<int64_t>(c) * p + i] = T(e - acc[cl]);
       }
     }
   }
@@ -130,12 +140,29 @@ void launch_apply_wy(const T* Y, const T* S, const int32_t* rowperm, const T* M,
   const int threads = std::min(kWyThreads, std::max(32, (p + 31) / 32 * 32));
   auto kernel = apply_wy_kernel<T, cb>;
   allow_dynamic_smem(kernel, smem);
-  kernel<<<grid, threads, smem, stream>>>(Y, S, rowperm, M, out, p, q, nc);
+  kernel<<<grid, threads, smem, stream>>>(Y, S, rowperm, M, out, p, q, nc, nullptr);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_apply_wy_list(const T* Y, const T* S, const int32_t* rowperm, const T* Ml, T* out, const QrListLaunch& l,
+                          cudaStream_t stream) {
+  if (l.count == 0) return;
+  constexpr int cb = kWyColumns;
+  const dim3 grid(static_cast<unsigned>(l.count), static_cast<unsigned>((l.max_uc + cb - 1) / cb));
+  const int threads = std::min(kWyThreads, std::max(32, (l.max_p + 31) / 32 * 32));
+  auto kernel = apply_wy_kernel<T, cb>;
+  allow_dynamic_smem(kernel, l.wy_smem);
+  kernel<<<grid, threads, l.wy_smem, stream>>>(Y, S, rowperm, Ml, out, 0, 0, 0, l.members);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 template void launch_apply_wy<float>(const float*, const float*, const int32_t*, const float*, float*, int, int, int,
                                      int64_t, cudaStream_t);
+template void launch_apply_wy_list<float>(const float*, const float*, const int32_t*, const float*, float*,
+                                          const QrListLaunch&, cudaStream_t);
+template void launch_apply_wy_list<double>(const double*, const double*, const int32_t*, const double*, double*,
+                                           const QrListLaunch&, cudaStream_t);
 template void launch_apply_wy<double>(const double*, const double*, const int32_t*, const double*, double*, int, int,
                                       int, int64_t, cudaStream_t);
 

@@ -11,6 +11,7 @@
 #include "core.h"
 
 #include <functional>
+#include <vector>
 
 #include "planner/planner.h"
 
@@ -18,12 +19,12 @@ namespace jsvd {
 namespace cuda {
 
 // How a uniform batch of rows x cols matrices (rows >= cols) is QR-preconditioned: not at all
-// (variable-size batches, fewer than 256 columns in float32, JSVD_QR=0), by one launch that holds a
-// whole matrix in shared memory (qr_whole_smem.h: where it fits), by the blocked QR with panels
-// of `panel` columns, or, for a single tall matrix or where no panel fits one block, by cuSOLVER
-// (`lapack`; JSVD_QR_LAPACK). Float32 from 256 columns; float64 from 32 where the one launch takes it, from
-// 128 otherwise, and from 16 where rows >= max(512, 8 cols). JSVD_QR_MIN_COLS sets one bound for both
-// dtypes; JSVD_QR_WHOLE=0 never takes the one launch (nor its float64 bound of 32 columns).
+// (variable-size batches: qr_list_member below; fewer than 256 columns in float32; JSVD_QR=0), by one
+// launch that holds a whole matrix in shared memory (qr_whole_smem.h: where it fits), by the blocked QR
+// with panels of `panel` columns, or, for a single tall matrix or where no panel fits one block, by
+// cuSOLVER (`lapack`; JSVD_QR_LAPACK). Float32 from 256 columns; float64 from 32 where the one launch
+// takes it, from 128 otherwise, and from 16 where rows >= max(512, 8 cols). JSVD_QR_MIN_COLS sets one
+// bound for both dtypes; JSVD_QR_WHOLE=0 never takes the one launch (nor its float64 bound of 32 columns).
 QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, int64_t batch, const DeviceLimits& lim);
 
 using Engine = std::function<CoreResult(const at::Tensor&, const PackedBatch&, const SvdOptions&)>;
@@ -36,6 +37,15 @@ using Engine = std::function<CoreResult(const at::Tensor&, const PackedBatch&, c
 // the other matrices' Jacobi runs again with V (`engine` with want_v).
 CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
                                  const QrChoice& qc, bool v_solve, const Engine& engine);
+
+// Variable-size lists (qr_list.cpp): whether a member of a list of `count` takes the QR (what qr_choice
+// gives its shape in a uniform batch, where that is the one-launch QR), the members of b that do, and
+// the SVD of the list b with those members' Jacobi on their R^T, beside the others' on themselves, in
+// one `engine` call.
+bool qr_list_member(int64_t rows, int64_t cols, size_t elem, int64_t count, const DeviceLimits& lim);
+std::vector<int64_t> qr_list_members(const PackedBatch& b, size_t elem, const DeviceLimits& lim);
+CoreResult svd_qr_list(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
+                       const std::vector<int64_t>& members, const Engine& engine);
 
 }  // namespace cuda
 }  // namespace jsvd

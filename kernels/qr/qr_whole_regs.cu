@@ -325,7 +325,8 @@ bool qr_regs_fits(int64_t p, int64_t q, size_t elem) {
 template <typename T>
 void launch_qr_regs(const QrWholeArgs<T>& a, int64_t B, cudaStream_t stream) {
   if (B == 0) return;
-  TORCH_CHECK(qr_regs_fits(a.p, a.q, sizeof(T)) && B <= INT32_MAX, "jsvd internal: launch_qr_regs shapes");
+  TORCH_CHECK(a.members == nullptr && qr_regs_fits(a.p, a.q, sizeof(T)) && B <= INT32_MAX,
+              "jsvd internal: launch_qr_regs shapes");
   const int n = columns_for(a.q), rpt = rows_per_thread(a.p, n, sizeof(T));
   if (n == 8) return launch_columns<T, 8>(rpt, a, B, stream);
   if (n == 16) return launch_columns<T, 16>(rpt, a, B, stream);

@@ -139,13 +139,14 @@ __device__ __forceinline__ void load_matrix(T* a, int ld, const T* src, int p, i
 
 template <typename T>
 __global__ void __launch_bounds__(kMaxThreads) qr_whole_kernel(QrWholeArgs<T> args) {
-  T* const __restrict__ X = args.X;
+  T* const X = args.X;  // (a list's X is written over its A)
   T* const __restrict__ S = args.S;
   T* const __restrict__ Y2 = args.Y2;
   T* const __restrict__ tau2 = args.tau2;
   int64_t* const __restrict__ perm = args.perm;
   int32_t* const __restrict__ rowperm = args.rowperm;
-  const int p = args.p, q = args.q;
+  const QrMember* const mb = args.members ? args.members + blockIdx.x : nullptr;
+  const int p = mb ? mb->p : args.p, q = mb ? mb->q : args.q;
   const bool sort = args.sort, row_sort = args.row_sort, twice = args.twice, keep = args.keep;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ T s_red[32];
@@ -162,9 +163,12 @@ __global__ void __launch_bounds__(kMaxThreads) qr_whole_kernel(QrWholeArgs<T> ar
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
   const int lg = tid & (g1 - 1), grp = tid / g1, G = nt / g1;
   const int64_t k = blockIdx.x;
-  const T* const Ak = args.A + k * args.sb;
-  const int64_t sc = args.sc, sr = args.sr;
   const int64_t qq = static_cast<int64_t>(q) * q;
+  // Matrix k's offsets: W, Y, (S, Y2), (perm, tau2), rowperm and X.
+  const int64_t o_y = mb ? mb->y : k * p * q, o_x = mb ? mb->x : k * qq, o_t = mb ? mb->t : k * q,
+                o_r = mb ? mb->r : k * p, o_X = mb ? mb->a : k * qq;
+  const T* const Ak = args.A + (mb ? mb->a : k * args.sb);
+  const int64_t sc = mb ? p : args.sc, sr = mb ? 1 : args.sr;
 
   load_matrix(a, ld1, Ak, p, q, T(1), [=](int c, int i) { return c * sc + i * sr; });
   __syncthreads();
@@ -195,11 +199,11 @@ __global__ void __launch_bounds__(kMaxThreads) qr_whole_kernel(QrWholeArgs<T> ar
     if (lane == 0) d[c] = t;
   }
   __syncthreads();
-  order_columns(d, q, sort, col, perm + k * q);
+  order_columns(d, q, sort, col, perm + o_t);
   if (row_sort) {
     sort_rows_by_key(key, ridx, p);  // (its barriers also publish col)
     if (keep)
-      for (int r = tid; r < p; r += nt) rowperm[k * p + r] = ridx[r];
+      for (int r = tid; r < p; r += nt) rowperm[o_r + r] = ridx[r];
   }
   __syncthreads();
   // The rows and columns in their order, scaled (read again: from L2).
@@ -217,7 +221,7 @@ __global__ void __launch_bounds__(kMaxThreads) qr_whole_kernel(QrWholeArgs<T> ar
     if (row_sort)
       for (int r = tid; r < p; r += nt) pos[ridx[r]] = r;
     __syncthreads();
-    T* const Yk = args.Y + k * p * q;
+    T* const Yk = args.Y + o_y;
     for (int c = warp; c < q; c += nw) {
       const bool id = s_tau[c] == 0.0;
       for (int i = lane; i < p; i += 32) {
@@ -238,11 +242,11 @@ __global__ void __launch_bounds__(kMaxThreads) qr_whole_kernel(QrWholeArgs<T> ar
       if (on)
         for (int r = j + 1 + lg; r < p; r += g1) sd += double(a[i * ld1 + r]) * double(a[j * ld1 + r]);
       sd = lanes_sum(sd, g1);
-      if (t < npairs && lg == 0) S[k * qq + j * q + i] = on ? T(double(a[i * ld1 + j]) + sd) : T(0);
+      if (t < npairs && lg == 0) S[o_x + j * q + i] = on ? T(double(a[i * ld1 + j]) + sd) : T(0);
     }
     for (int j = tid; j < q; j += nt) {
-      S[k * qq + j * q + j] = s_tau[j] != 0.0 ? T(1.0 / s_tau[j]) : T(1);
-      for (int i = j + 1; i < q; ++i) S[k * qq + j * q + i] = T(0);
+      S[o_x + j * q + j] = s_tau[j] != 0.0 ? T(1.0 / s_tau[j]) : T(1);
+      for (int i = j + 1; i < q; ++i) S[o_x + j * q + i] = T(0);
     }
   }
   // x = R^T: column i of x is row i of R.
@@ -251,15 +255,15 @@ __global__ void __launch_bounds__(kMaxThreads) qr_whole_kernel(QrWholeArgs<T> ar
     x[i * ld2 + r] = r >= i ? a[r * ld1 + i] : T(0);
   }
   __syncthreads();
-  T* const Xk = X + k * qq;
+  T* const Xk = X + o_X;
   if (!twice) {
     for (int t = tid; t < q * q; t += nt) Xk[t] = x[(t / q) * ld2 + t % q];
     return;
   }
   householder_in_smem(x, ld2, q, q, g2, d, s_tau, s_scale, s_beta);
   if (keep) {
-    for (int t = tid; t < q * q; t += nt) Y2[k * qq + t] = x[(t / q) * ld2 + t % q];
-    for (int j = tid; j < q; j += nt) tau2[k * q + j] = T(s_tau[j]);
+    for (int t = tid; t < q * q; t += nt) Y2[o_x + t] = x[(t / q) * ld2 + t % q];
+    for (int j = tid; j < q; j += nt) tau2[o_t + j] = T(s_tau[j]);
   }
   for (int t = tid; t < q * q; t += nt) {  // R2^T
     const int i = t / q, r = t - i * q;
@@ -271,15 +275,27 @@ __global__ void __launch_bounds__(kMaxThreads) qr_whole_kernel(QrWholeArgs<T> ar
 template <typename T, int R>
 __global__ void __launch_bounds__(kApplyThreads)
     apply_reflectors_kernel(const T* __restrict__ Y, int L, int r, const T* __restrict__ tau, const T* __restrict__ M,
-                            T* __restrict__ out, const int64_t* __restrict__ perm, int g) {
+                            T* __restrict__ out, const int64_t* __restrict__ perm, int g, const QrMember* members) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  double* const s_tau = reinterpret_cast<double*>(smem_raw);
-  T* const v = reinterpret_cast<T*>(smem_raw + (r + 1) / 2 * 16);  // L x r, column stride L
   const int tid = threadIdx.x, nt = blockDim.x, lg = tid & (g - 1), grp = tid / g, G = nt / g;
   const int64_t k = blockIdx.x;
+  // Matrix k's offsets: Y, tau, M, out and perm.
+  int64_t o_y = k * L * r, o_t = k * r, o_m = k * L * L, o_p = k * L;
+  if (members) {  // a list's member: L = q, and r = q reflectors (r > 0) or none
+    const QrMember& mb = members[k];
+    L = mb.q;
+    r = r > 0 ? L : 0;
+    o_y = mb.x;
+    o_t = o_p = mb.t;
+    o_m = mb.right;
+    if (static_cast<int>(blockIdx.y) * G >= L) return;  // none of its columns here (the whole block)
+  }
+  const int64_t o_out = members ? members[k].v : o_m;
+  double* const s_tau = reinterpret_cast<double*>(smem_raw);
+  T* const v = reinterpret_cast<T*>(smem_raw + (r + 1) / 2 * 16);  // L x r, column stride L
   const int64_t lr = static_cast<int64_t>(L) * r;
-  for (int64_t t = tid; t < lr; t += nt) v[t] = Y[k * lr + t];
-  for (int h = tid; h < r; h += nt) s_tau[h] = double(tau[k * r + h]);
+  for (int64_t t = tid; t < lr; t += nt) v[t] = Y[o_y + t];
+  for (int h = tid; h < r; h += nt) s_tau[h] = double(tau[o_t + h]);
   __syncthreads();
   const int j = blockIdx.y * G + grp;
   const bool on = j < L;
@@ -288,7 +304,7 @@ __global__ void __launch_bounds__(kApplyThreads)
 #pragma unroll
   for (int t = 0; t < R; ++t) {
     const int i = lg + g * t;
-    y[t] = !on || i >= L ? T(0) : M[(k * L + j) * L + i];
+    y[t] = !on || i >= L ? T(0) : M[o_m + static_cast<int64_t>(j) * L + i];
   }
   for (int h = r - 1; h >= 0; --h) {
     const double th = s_tau[h];
@@ -307,12 +323,20 @@ __global__ void __launch_bounds__(kApplyThreads)
     for (int t = 0; t < R; ++t) y[t] = T(double(y[t]) - w * double(cf[t]));
   }
   if (!on) return;
-  T* const oj = out + (k * L + j) * L;
+  T* const oj = out + o_out + static_cast<int64_t>(j) * L;
 #pragma unroll
   for (int t = 0; t < R; ++t) {
     const int i = lg + g * t;
-    if (i < L) oj[perm ? perm[k * L + i] : i] = y[t];
+    if (i < L) oj[perm ? perm[o_p + i] : i] = y[t];
   }
+}
+
+// A list's members' S times their scales, a block a member.
+template <typename T>
+__global__ void scale_s_list_kernel(T* __restrict__ S, const T* __restrict__ scale, const QrMember* __restrict__ members) {
+  const QrMember& m = members[blockIdx.x];
+  const T s = scale[blockIdx.x];
+  for (int j = threadIdx.x; j < m.q; j += blockDim.x) S[m.s + j] *= s;
 }
 
 // Rows a lane of the application: 8, or 16 or 32 for 256 to 1024 rows (qr_whole_fits).
@@ -331,14 +355,15 @@ size_t apply_reflectors_smem(int64_t L, int64_t r, size_t elem) {
 }
 
 bool qr_whole_fits(int64_t p, int64_t q, size_t elem, size_t smem_per_block) {
-  return p <= kQrWholeMaxRows && qr_whole_smem(p, q, elem) <= smem_per_block &&
+  // (the factorisation kernel's own s_red counts against the limit too)
+  return p <= kQrWholeMaxRows && qr_whole_smem(p, q, elem) + 32 * sizeof(double) <= smem_per_block &&
          apply_reflectors_smem(q, q, elem) <= smem_per_block && apply_wy_smem(p, q, elem) <= smem_per_block;
 }
 
 template <typename T>
 void launch_qr_whole(const QrWholeArgs<T>& a, int64_t B, cudaStream_t stream) {
   if (B == 0) return;
-  TORCH_CHECK(a.p >= a.q && a.q >= 1 && a.p <= kQrWholeMaxRows && B <= INT32_MAX, "jsvd internal: launch_qr_whole shapes");
+  TORCH_CHECK(a.members == nullptr && a.p >= a.q && a.q >= 1 && a.p <= kQrWholeMaxRows && B <= INT32_MAX, "jsvd internal: launch_qr_whole shapes");
   const size_t smem = qr_whole_smem(a.p, a.q, sizeof(T));
   auto kernel = qr_whole_kernel<T>;
   allow_dynamic_smem(kernel, smem);
@@ -357,7 +382,7 @@ void launch_apply_reflectors(const T* Y, int L, int r, const T* tau, const T* M,
   const dim3 grid(static_cast<unsigned>(B), static_cast<unsigned>((L + per_block - 1) / per_block));
   auto go = [&](auto kernel) {
     allow_dynamic_smem(kernel, smem);
-    kernel<<<grid, threads, smem, stream>>>(Y, L, r, tau, M, out, perm, g);
+    kernel<<<grid, threads, smem, stream>>>(Y, L, r, tau, M, out, perm, g, nullptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   };
   switch (apply_rows_per_lane(L)) {
@@ -366,6 +391,71 @@ void launch_apply_reflectors(const T* Y, int L, int r, const T* tau, const T* M,
     default: return go(apply_reflectors_kernel<T, 32>);
   }
 }
+
+QrListLaunch qr_list_launch(const QrMember* dev, const std::vector<QrMember>& host, size_t elem, bool row_sort) {
+  QrListLaunch l;
+  l.members = dev;
+  l.count = static_cast<int64_t>(host.size());
+  for (const QrMember& m : host) {
+    TORCH_CHECK(m.p >= m.q && m.q >= 1 && m.p <= kQrWholeMaxRows, "jsvd internal: a list member the one-launch QR cannot take");
+    l.max_p = std::max(l.max_p, m.p);
+    l.max_q = std::max(l.max_q, m.q);
+    l.max_uc = std::max(l.max_uc, m.uc);
+    l.qr_threads = std::max(l.qr_threads, qr_whole_threads(m.p, m.q));
+    // (per member: a row's padding, qr_ld, is not monotone in the rows)
+    l.qr_smem = std::max(l.qr_smem, qr_whole_smem(m.p, m.q, elem));
+    l.wy_smem = std::max(l.wy_smem, apply_wy_smem(row_sort ? m.p : 0, m.q, elem));
+  }
+  return l;
+}
+
+template <typename T>
+void launch_qr_whole_list(const QrWholeArgs<T>& a, const QrListLaunch& l, cudaStream_t stream) {
+  if (l.count == 0) return;
+  TORCH_CHECK(a.members == l.members && l.count <= INT32_MAX, "jsvd internal: launch_qr_whole_list");
+  auto kernel = qr_whole_kernel<T>;
+  allow_dynamic_smem(kernel, l.qr_smem);
+  kernel<<<static_cast<unsigned>(l.count), l.qr_threads, l.qr_smem, stream>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_apply_reflectors_list(const T* Y2, bool twice, const T* tau2, const T* Mr, T* out, const int64_t* perm,
+                                  const QrListLaunch& l, cudaStream_t stream) {
+  if (l.count == 0) return;
+  // The largest member's launch: every smaller one's columns fit its groups (R g >= L).
+  const int L = l.max_q, g = lanes_for_rows(L), threads = std::min(kApplyThreads, (g * L + 31) / 32 * 32),
+            per_block = threads / g;
+  const size_t smem = apply_reflectors_smem(L, twice ? L : 0, sizeof(T));
+  const dim3 grid(static_cast<unsigned>(l.count), static_cast<unsigned>((L + per_block - 1) / per_block));
+  auto go = [&](auto kernel) {
+    allow_dynamic_smem(kernel, smem);
+    kernel<<<grid, threads, smem, stream>>>(Y2, L, twice ? L : 0, tau2, Mr, out, perm, g, l.members);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  switch (apply_rows_per_lane(L)) {
+    case 8: return go(apply_reflectors_kernel<T, 8>);
+    case 16: return go(apply_reflectors_kernel<T, 16>);
+    default: return go(apply_reflectors_kernel<T, 32>);
+  }
+}
+
+template <typename T>
+void launch_scale_s_list(T* S, const T* scale, const QrListLaunch& l, cudaStream_t stream) {
+  if (l.count == 0) return;
+  scale_s_list_kernel<T><<<static_cast<unsigned>(l.count), std::min(256, (l.max_q + 31) / 32 * 32), 0, stream>>>(
+      S, scale, l.members);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+#define JSVD_QR_LIST_INSTANTIATE(T)                                                                            \
+  template void launch_qr_whole_list<T>(const QrWholeArgs<T>&, const QrListLaunch&, cudaStream_t);             \
+  template void launch_apply_reflectors_list<T>(const T*, bool, const T*, const T*, T*, const int64_t*,        \
+                                                const QrListLaunch&, cudaStream_t);                            \
+  template void launch_scale_s_list<T>(T*, const T*, const QrListLaunch&, cudaStream_t);
+JSVD_QR_LIST_INSTANTIATE(float)
+JSVD_QR_LIST_INSTANTIATE(double)
+#undef JSVD_QR_LIST_INSTANTIATE
 
 template void launch_qr_whole<float>(const QrWholeArgs<float>&, int64_t, cudaStream_t);
 template void launch_qr_whole<double>(const QrWholeArgs<double>&, int64_t, cudaStream_t);

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace jsvd {
 namespace cuda {
@@ -22,6 +23,19 @@ size_t apply_wy_smem(int64_t p, int64_t q, size_t elem);
 // Whether the path takes p x q matrices: the kernels' shared memory, and p <= kQrWholeMaxRows.
 bool qr_whole_fits(int64_t p, int64_t q, size_t elem, size_t smem_per_block);
 
+// A member of a variable-size list on the one-launch path (qr_list.cpp): where its pieces are, as
+// offsets into each buffer (a uniform batch's are k times its sizes, and it passes no table).
+struct QrMember {
+  int64_t a;            // W in A (q x p, row c = column c): read, and X = R^T (or R2^T) written over it
+  int64_t y;            // Q's reflectors Y (p x q)
+  int64_t x;            // S, Y2 (q x q)
+  int64_t t;            // perm, tau2 (q)
+  int64_t r;            // rowperm (p)
+  int64_t left, right;  // the Jacobi's factors of X (q x q) that make U and V
+  int64_t u, v, s;      // U (p x uc), V (q x q) and S (q) in the results
+  int32_t p, q, uc, pad_;
+};
+
 // What the one-launch QRs (launch_qr_whole, launch_qr_regs) read and write, for B matrices p x q.
 template <typename T>
 struct QrWholeArgs {
@@ -34,7 +48,19 @@ struct QrWholeArgs {
   int64_t* perm = nullptr;
   int32_t* rowperm = nullptr;
   T* scale = nullptr;
+  // A list (launch_qr_whole only): member k's shape and offsets in members[k] (p, q, sb, sc, sr and
+  // the uniform offsets unused; X may be A: each member's X is written over its own W).
+  const QrMember* members = nullptr;
 };
+
+// A list's launch shapes: the largest each kernel needs over its members (qr_whole_fits for each).
+struct QrListLaunch {
+  const QrMember* members = nullptr;  // on the device
+  int64_t count = 0;
+  int max_p = 0, max_q = 0, max_uc = 0, qr_threads = 0;
+  size_t qr_smem = 0, wy_smem = 0;
+};
+QrListLaunch qr_list_launch(const QrMember* dev, const std::vector<QrMember>& host, size_t elem, bool row_sort);
 
 // For each matrix W of A: divides it by max|a| (scale[k]; 1 for a zero matrix), orders its rows by
 // decreasing max|a_ij| if `row_sort` (P_r; rowperm[k][r]: the row at position r, written where `keep`)
@@ -45,6 +71,9 @@ struct QrWholeArgs {
 // Q2's reflectors in Y2 (B, q x q; v_j below the diagonal of column j, v_j(j) = 1 implied) with tau2.
 template <typename T>
 void launch_qr_whole(const QrWholeArgs<T>& a, int64_t B, cudaStream_t stream);
+// The same for a list's members (a.members = l.members).
+template <typename T>
+void launch_qr_whole_list(const QrWholeArgs<T>& a, const QrListLaunch& l, cudaStream_t stream);
 
 // out[k] (p x nc, column-major) = P_r^T Q [M_k 0; 0 I] (its first nc columns), Q = I - Y_s S^{-1} Y_s^T
 // with Y_s = P_r Y, Y and S from launch_qr_whole (rowperm: P_r, null for none); M (q x q, column-major,
@@ -60,6 +89,17 @@ void launch_apply_wy(const T* Y, const T* S, const int32_t* rowperm, const T* M,
 template <typename T>
 void launch_apply_reflectors(const T* Y, int L, int r, const T* tau, const T* M, T* out, const int64_t* perm, int64_t B,
                              cudaStream_t stream);
+
+// The two applications for a list's members: U (at each member's u) from `left` (based at Ml), and
+// V (at v) from `right` (based at Mr), with Q2's reflectors where `twice`; S (at s) times its scale.
+template <typename T>
+void launch_apply_wy_list(const T* Y, const T* S, const int32_t* rowperm, const T* Ml, T* out, const QrListLaunch& l,
+                          cudaStream_t stream);
+template <typename T>
+void launch_apply_reflectors_list(const T* Y2, bool twice, const T* tau2, const T* Mr, T* out, const int64_t* perm,
+                                  const QrListLaunch& l, cudaStream_t stream);
+template <typename T>
+void launch_scale_s_list(T* S, const T* scale, const QrListLaunch& l, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace jsvd

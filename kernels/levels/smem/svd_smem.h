@@ -74,6 +74,11 @@ inline int delta_threads(int64_t rows) { return delta_two_columns(rows) ? 256 : 
 // Shared memory needed to hold c columns of p rows of A and vrows rows of V
 // or J under each (0 when V is not wanted) in bytes.
 size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem);
+// The kernel's own __shared__ variables (flags and a reduction of 32 T: 272 bytes in float64), which
+// the device's opt-in limit counts with the dynamic bytes: a plan's dynamic bytes stay this far below
+// it (a list's 158 x 105 float64 member planned 232276 of 232448 bytes, and its launch failed with
+// "invalid argument").
+constexpr size_t kSmemKernelStatic = 512;
 
 // Block shape for c columns of p rows (plus vrows rows of V).
 SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem);
