@@ -85,15 +85,14 @@ def test_relative_accuracy_beyond_mpmath_sizes(m, n, rows):
     relative accuracy. The reference is the CPU engine, checked against mpmath above, so this runs on
     CUDA alone (skipped without a device)."""
 
-    def graded(kappa, generator):
-        B = torch.randn(m, n, dtype=torch.float64, generator=generator)
-        if rows:
-            return torch.logspace(0, -torch.log10(torch.tensor(kappa)).item(), m, dtype=torch.float64)[:, None] * B
-        return B * torch.logspace(0, -torch.log10(torch.tensor(kappa)).item(), n, dtype=torch.float64)
-
     g = torch.Generator().manual_seed(torch.randint(0, 2**31, ()).item())
-    A = torch.stack([graded(1e12, g), graded(1e8, g)])
+    B = torch.randn(2, m, n, dtype=torch.float64, generator=g)
+    d = [torch.logspace(0, -k, m if rows else n, dtype=torch.float64) for k in (12, 8)]
+    A = torch.stack([d[i][:, None] * B[i] if rows else B[i] * d[i] for i in range(2)])
     ref = torch_jsvd.svdvals(A)
     S = torch_jsvd.svdvals(A.cuda()).cpu()
     rel = ((S - ref).abs() / ref).max()
-    assert rel <= 100 * max(m, n) * torch.finfo(torch.float64).eps, rel
+    # Both engines' relative errors grow with the condition number of the ungraded factor B (a 16 x 16
+    # Gaussian's reaches the hundreds: 4e-12 against a bound without it, H100 at b961702), as above.
+    tol = 100 * max(m, n) * torch.finfo(torch.float64).eps * max(1.0, torch.linalg.cond(B).max().item() / 10)
+    assert rel <= tol, (rel, tol)
