@@ -1,6 +1,7 @@
 // U's completion by QR (csrc/complement_qr.h), on CPU tensors: both engines call it on their packed U
 // buffer, the CUDA engine from each matrix's own rank (a zero matrix: r = 0), grouping a uniform batch's
-// matrices by (r, cols). Each case checks that the given columns are kept, and that U is orthonormal.
+// matrices by (r, cols); and from the zero columns it finds itself (svd_ex). Each case checks that the
+// given columns are kept, and that U is orthonormal.
 // Exit status: 0 if every check passes.
 #include <ATen/ATen.h>
 
@@ -59,6 +60,29 @@ void run(const char* name, const PackedBatch& b, const std::vector<int64_t>& ran
   check(kept == 0, "the given columns are kept", kept);
 }
 
+// complete_zero_columns_by_qr: each matrix's first q columns orthonormal up to its rank and zero after,
+// the ranks not given.
+void run_zero_columns(const char* name, const PackedBatch& b, const std::vector<int64_t>& ranks, at::ScalarType dt) {
+  at::Generator g = at::detail::createCPUGenerator(11);
+  const at::Tensor U = at::zeros({b.u_numel}, at::TensorOptions().dtype(dt));
+  for (int64_t k = 0; k < b.size(); ++k) seed_columns(U, b, k, ranks[k], g);
+  const at::Tensor before = U.clone();
+  const int64_t N = b.size(), uc = b.uc(0), p = b.p(0), q = b.q(0);
+  jsvd::complete_zero_columns_by_qr(U.view({N, uc, p}).narrow(1, 0, q));
+  const double tol = (dt == at::kDouble ? 1e-13 : 1e-5);
+  double orth = 0, kept = 0;
+  for (int64_t k = 0; k < N; ++k) {
+    const at::Tensor u = u_of(U, b, k).narrow(1, 0, q).to(at::kDouble);
+    orth = std::max(orth, (u.t().matmul(u) - at::eye(q, u.options())).norm().item<double>());
+    if (ranks[k] > 0)
+      kept = std::max(kept, (u.narrow(1, 0, ranks[k]) - u_of(before, b, k).narrow(1, 0, ranks[k]).to(at::kDouble))
+                                .abs().max().item<double>());
+  }
+  std::printf("%s\n", name);
+  check(orth <= tol, "||U^T U - I||_F of the first q columns, every matrix", orth);
+  check(kept == 0, "the orthonormal columns are kept", kept);
+}
+
 }  // namespace
 
 int main() {
@@ -70,6 +94,11 @@ int main() {
   // A list: thin and full members.
   run("list 30x10 full, 50x20 full, 9x9", PackedBatch::make({30, 50, 9}, {10, 20, 9}, true), {10, 4, 0},
       at::kDouble);
+  // Zero columns found by the QR itself (svd_ex's tall matrices): ranks 1, 0, 8 (full rank), 3.
+  run_zero_columns("zero columns, uniform 4 x 300x8, ranks 1 0 8 3", PackedBatch::uniform_of(4, 300, 8, false),
+                   {1, 0, 8, 3}, at::kDouble);
+  run_zero_columns("zero columns, uniform 2 x 500x6 full, ranks 2 5 (float32)", PackedBatch::uniform_of(2, 500, 6, true),
+                   {2, 5}, at::kFloat);
   std::printf("%s\n", failures ? "FAILED" : "all passed");
   return failures ? 1 : 0;
 }

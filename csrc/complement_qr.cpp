@@ -3,6 +3,8 @@
 #include <ATen/ops/eye.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/geqrf.h>
+#include <ATen/ops/linalg_householder_product.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/ormqr.h>
 #include <ATen/ops/tensor.h>
 
@@ -24,6 +26,13 @@ void complete_columns_by_qr(const at::Tensor& Ut, int64_t r) {
   at::Tensor E = at::zeros({p, uc - r}, Ut.options());
   E.narrow(0, r, uc - r).fill_diagonal_(1);
   Ut.narrow(1, r, uc - r).copy_(at::ormqr(a, tau, E.expand({B, p, uc - r}), /*left=*/true, /*transpose=*/false).transpose(1, 2));
+}
+
+void complete_zero_columns_by_qr(const at::Tensor& Ut) {
+  auto [a, tau] = at::geqrf(Ut.transpose(1, 2));  // (B, p, q)
+  const at::Tensor Q = at::linalg_householder_product(a, tau);  // Q's first q columns
+  const at::Tensor zero = a.diagonal(0, -2, -1).abs().lt(0.5).unsqueeze(1);  // (B, 1, q): R_jj = 0
+  Ut.copy_(at::where(zero, Q, Ut.transpose(1, 2)).transpose(1, 2));
 }
 
 void complete_jobs_by_qr(const at::Tensor& U, const PackedBatch& b, const std::vector<CompletionJob>& jobs) {

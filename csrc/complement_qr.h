@@ -19,6 +19,11 @@ namespace jsvd {
 // rows 0 .. r - 1 orthonormal (r >= 0). Fills rows r .. cols - 1.
 void complete_columns_by_qr(const at::Tensor& Ut, int64_t r);
 
+// Ut as above, each matrix's columns orthonormal or exactly zero (those of zero singular values, last),
+// its rank unknown on the host (svd_ex, which never reads): [U_q] = Q R, where R's diagonal is +-1 at the
+// orthonormal columns and 0 at the zero ones, whose columns become Q's. No host read.
+void complete_zero_columns_by_qr(const at::Tensor& Ut);
+
 // Matrix k's U columns r .. cols - 1 (cols <= ucols) from the QR of its first r.
 struct CompletionJob {
   int64_t k, r, cols;

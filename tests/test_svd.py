@@ -89,6 +89,22 @@ def test_matches_torch_factors_up_to_sign(device, dtype):
     torch.testing.assert_close(S, S2, atol=tol * S2[..., :1].max().item(), rtol=0)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype,m,n", [(torch.float32, 30000, 8), (torch.float64, 15000, 5)])
+def test_svd_ex_of_rank_deficient_matrices_too_tall_for_the_greedy_completion(dtype, m, n):
+    # svd_ex reads no rank, so the zero columns of U were the greedy kernel's, whose shared memory holds
+    # at most about 19000 float32 (14000 float64) rows: its launch failed ("invalid argument"). A QR on
+    # the device completes them (kernels/engine/complete_u.cpp). A rank-one, a zero and a rank-2 matrix.
+    g = torch.Generator(device="cuda").manual_seed(0)
+    A = torch.randn(3, m, 2, dtype=dtype, device="cuda", generator=g) @ torch.randn(3, 2, n, dtype=dtype, device="cuda", generator=g)
+    A[0] = A[0, :, :1] * torch.randn(1, n, dtype=dtype, device="cuda", generator=g)
+    A[1] = 0
+    U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False)
+    assert (info >= 0).all(), info
+    assert_valid_svd(A, U, S, Vh, False)
+    assert (S[1] == 0).all() and (S[0, 1:] <= 1e-5 * S[0, 0]).all()
+
+
 @pytest.mark.parametrize("full_matrices", [True, False])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(*on_devices("m,n,rank", [(6, 4, 2), (4, 6, 1), (7, 7, 3), (9, 5, 4), (5, 5, 0), (8, 3, 0),

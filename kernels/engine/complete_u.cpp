@@ -15,13 +15,17 @@ namespace {
 constexpr double kGreedyPerSecond = 3e9;  // p (ucols² - r²) a second, one block (H200)
 constexpr double kQrSecondsPerMatrix = 1e-3;
 
+// Whether the greedy kernel holds a p-row column (and the kernel's own __shared__ arrays, under 2 KB).
+bool greedy_fits(int64_t p, int64_t cols, size_t elem, const DeviceLimits& lim) {
+  const size_t bytes = static_cast<size_t>(p) * (sizeof(double) + elem) + static_cast<size_t>(cols) * elem;
+  return bytes + 2048 <= lim.smem_per_block;
+}
+
 }  // namespace
 
 bool complement_by_qr(int64_t p, int64_t r, int64_t cols, size_t elem, int64_t batch, const DeviceLimits& lim) {
   if (cols <= r) return false;
-  // (and the kernel's own __shared__ arrays, under 2 KB)
-  const size_t greedy_smem = static_cast<size_t>(p) * (sizeof(double) + elem) + static_cast<size_t>(cols) * elem + 2048;
-  if (greedy_smem > lim.smem_per_block) return true;
+  if (!greedy_fits(p, cols, elem, lim)) return true;
   const int64_t waves = (batch + lim.sm_count - 1) / std::max(1, lim.sm_count);
   const double greedy = static_cast<double>(waves) * static_cast<double>(p) *
                         (static_cast<double>(cols) * cols - static_cast<double>(r) * r) / kGreedyPerSecond;
@@ -45,6 +49,16 @@ void complete_u(const EngineArgs<T>& args, const at::Tensor& U, const at::Tensor
   if (read) {
     const at::Tensor h = rank.to(at::kCPU);
     r_host.assign(h.const_data_ptr<int32_t>(), h.const_data_ptr<int32_t>() + N);
+  }
+  if (!read && !greedy_fits(b.p(0), b.q(0), es, lim)) {
+    // svd_ex (which reads no rank) of matrices too tall for the greedy kernel (float32 from about 19000
+    // rows: its launch failed): the zero columns by a QR on the device, then full_matrices' extra ones.
+    // (A list never gets here: svd_varlen reads.)
+    TORCH_CHECK(b.uniform, "jsvd internal: complete_u without the ranks of a list");
+    const at::Tensor Ut = U.narrow(0, 0, N * b.uc(0) * b.p(0)).view({N, b.uc(0), b.p(0)});
+    complete_zero_columns_by_qr(Ut.narrow(1, 0, b.q(0)));
+    if (full) complete_columns_by_qr(Ut, b.q(0));
+    return;
   }
   // Where each matrix's completion starts (clamped: a matrix with NaN input has no rank of its own).
   const auto from = [&](int64_t k) -> int64_t {

@@ -30,7 +30,9 @@ bool complement_by_qr(int64_t p, int64_t r, int64_t cols, size_t elem, int64_t b
 // Completes U (the packed buffer args.U points into) for every matrix of b, whose first rank[k] columns
 // are set; rank: their count, a device int per matrix (set to the completed count where the QR
 // completes). Where opt.may_sync and a matrix is large, the ranks are read on the host, so that each
-// rank-deficient matrix is completed from its own rank. max_p, max_cols: the batch's largest p and ucols.
+// rank-deficient matrix is completed from its own rank; without (svd_ex), matrices too tall for the
+// greedy are completed by a QR that finds their zero columns itself (complete_zero_columns_by_qr).
+// max_p, max_cols: the batch's largest p and ucols.
 template <typename T>
 void complete_u(const EngineArgs<T>& args, const at::Tensor& U, const at::Tensor& rank, const PackedBatch& b,
                 const SvdOptions& opt, const DeviceLimits& lim, int64_t max_p, int64_t max_cols, cudaStream_t stream);
