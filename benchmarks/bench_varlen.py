@@ -198,22 +198,22 @@ def markdown(doc):
                           table(doc["rows"], md=True), "Goals (issue 21, set for the H100; same run, on the device above):", "variable-size lists")
 
 
-def plot(rows, outdir):
+def plot(rows, outdir, device):
     plt = common.pyplot()
     if plt is None:
         return None
-    names = [r["case"].replace("varlen ", "") for r in rows]
+    names = [r["case"].replace("varlen ", "").replace("hmatrix ", "").replace("+", "+\n") for r in rows]
     fig, ax = plt.subplots(figsize=(9, 4.5))
     width = 0.2
     for i, (k, color) in enumerate([("ours", "tab:green"), ("similar", "tab:olive"), ("uniform", "tab:blue"),
                                     ("loop", "tab:red")]):
         ax.bar([x + (i - 1.5) * width for x in range(len(rows))], [r["methods"][k]["ms"] for r in rows], width,
                label=k, color=color)
-    ax.set_xticks(range(len(rows)), names, fontsize=7)
+    ax.set_xticks(range(len(rows)), names, fontsize=7, rotation=30, ha="right")
     ax.set_yscale("log")
     ax.set_ylabel("ms (log)")
     ax.legend(fontsize=8)
-    ax.set_title(f"variable-size lists, float32, {torch.cuda.get_device_name()}", fontsize=9)
+    ax.set_title(f"variable-size lists, float32, {device}", fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(outdir, "varlen.png"), dpi=120)
     plt.close(fig)
@@ -237,7 +237,7 @@ def main():
     outdir = common.results_dir()
     doc = {**meta, "json": "bench_varlen.json", "rows": rows, "goals": goal_lines(rows),
            "command": common.command("bench_varlen.py", args)}
-    doc["plot"] = plot(rows, outdir)
+    doc["plot"] = plot(rows, outdir, meta["device"])
     common.save_run("bench_varlen", doc, outdir, markdown, table(rows), args.no_md)
 
 
