@@ -15,10 +15,9 @@ namespace {
 constexpr double kGreedyPerSecond = 3e9;  // p (ucols² - r²) a second, one block (H200)
 constexpr double kQrSecondsPerMatrix = 1e-3;
 
-// Whether the greedy kernel holds a p-row column (and the kernel's own __shared__ arrays, under 2 KB).
+// Whether the greedy kernel holds a p-row column (one candidate a round).
 bool greedy_fits(int64_t p, int64_t cols, size_t elem, const DeviceLimits& lim) {
-  const size_t bytes = static_cast<size_t>(p) * (sizeof(double) + elem) + static_cast<size_t>(cols) * elem;
-  return bytes + 2048 <= lim.smem_per_block;
+  return complete_smem(p, cols, 1, elem) + kCompleteStaticSmem <= lim.smem_per_block;
 }
 
 }  // namespace

@@ -16,17 +16,6 @@ namespace jsvd {
 namespace cuda {
 namespace {
 
-template <typename T>
-__device__ T block_reduce_sum(T v, T* red) {
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  T s = 0;
-  for (int i = 0; i < (blockDim.x + 31) / 32; ++i) s += red[i];
-  __syncthreads();
-  return s;
-}
-
 // The per-matrix passes over A, V and U are spread over the whole GPU: a warp
 // per column, kPassCols columns per block, blocks (matrix, column group). One
 // block per matrix used to do them, which left a single large matrix with one
@@ -181,80 +170,189 @@ __global__ void __launch_bounds__(kPassThreads)
   });
 }
 
-// The block, for a matrix whose rank < ncols (complete_kernel sends no other):
-// fill U's columns rank .. ncols-1 (which carry no direction) with an
-// orthonormal basis of the complement of the first rank columns. Greedy: the next column starts from the unit vector e_t whose
-// component outside the current span is largest (diag of the projector,
-// kept in smem), then is orthogonalised twice ("twice is enough") and normalised.
-// Dynamic smem: p doubles (projector diagonal) + p T (the new column) + ncols T.
-template <typename T>
+// The block, for a matrix whose rank < ncols (complete_kernel sends no other): fills U's columns rank ..
+// ncols-1 (which carry no direction) with an orthonormal basis of the complement of the first rank
+// columns. Greedy, NB columns a round: the round's candidates are the unit vectors e_t whose components
+// outside the current span are largest (the projector's diagonal, kept in smem), each at least half the
+// largest; they are orthogonalised against U twice together ("twice is enough"; U read once a pass for
+// all of them, where one candidate a round read it four times a column: a rank-one 1024² float32 matrix
+// took 355 ms, H100, docs/experiments.md stop 42), then among themselves by CholeskyQR twice, a
+// candidate that keeps less than half its norm (nearly in the others' span) left to a later round.
+// Dynamic smem: complete_smem.
+template <typename T, int NB>
 __device__ void complete_matrix(const EngineArgs<T>& args, int k, int full, unsigned char* smem_raw) {
   __shared__ double red[32];
   __shared__ int red_i[32];
+  __shared__ int s_cand[NB], s_nc, s_na, s_pos[NB];
+  __shared__ double s_best[NB];
   const MatrixDesc md = matrix_desc(args, k);
   const int p = md.p;
   const int ncols = full ? md.ucols : md.q;
-  const int r0 = args.rank[k];
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
-  double* pdiag = reinterpret_cast<double*>(smem_raw);
-  T* x = reinterpret_cast<T*>(pdiag + p);
-  T* coef = x + p;
+  double* pdiag = reinterpret_cast<double*>(smem_raw);  // p
+  double* G = pdiag + p;                                 // NB x NB: the candidates' Gram matrix
+  double* R = G + NB * NB;                               // NB x NB: its Cholesky factor's inverse
+  T* X = reinterpret_cast<T*>(R + NB * NB);              // p x NB, column-major: the candidates
+  T* C = X + static_cast<size_t>(p) * NB;                // ncols x NB, row-major: U^T X
   T* U = args.U + md.u_off;
+  int col = args.rank[k];
   for (int t = tid; t < p; t += nt) {
     double s = 0;
-    for (int j = 0; j < r0; ++j) {
+    for (int j = 0; j < col; ++j) {
       const double u = U[static_cast<int64_t>(j) * p + t];
       s += u * u;
     }
     pdiag[t] = 1.0 - s;
   }
   __syncthreads();
-  for (int col = r0; col < ncols; ++col) {
-    // argmax of the projector's diagonal
-    double best = -1.0;
-    int bi = 0;
-    for (int t = tid; t < p; t += nt)
-      if (pdiag[t] > best) { best = pdiag[t]; bi = t; }
-    for (int off = 16; off > 0; off /= 2) {
-      const double ob = __shfl_xor_sync(0xffffffffu, best, off);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
-      if (ob > best || (ob == best && oi < bi)) { best = ob; bi = oi; }
+  while (col < ncols) {
+    // The candidates: argmax of the projector's diagonal, NB times (each taken out while the next is found).
+    const int want = min(NB, ncols - col);
+    if (tid == 0) s_nc = 0;
+    for (int c = 0; c < want; ++c) {
+      double best = -1.0;
+      int bi = 0;
+      for (int t = tid; t < p; t += nt)
+        if (pdiag[t] > best) { best = pdiag[t]; bi = t; }
+      for (int off = 16; off > 0; off /= 2) {
+        const double ob = __shfl_xor_sync(0xffffffffu, best, off);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+        if (ob > best || (ob == best && oi < bi)) { best = ob; bi = oi; }
+      }
+      if (lane == 0) { red[warp] = best; red_i[warp] = bi; }
+      __syncthreads();
+      if (tid == 0) {
+        best = red[0];
+        bi = red_i[0];
+        for (int w = 1; w < nw; ++w)
+          if (red[w] > best || (red[w] == best && red_i[w] < bi)) { best = red[w]; bi = red_i[w]; }
+        if (c == 0 || best >= 0.5 * s_best[0]) {
+          s_cand[c] = bi;
+          s_best[c] = best;
+          pdiag[bi] = -2.0;  // (out of the next argmax)
+          s_nc = c + 1;
+        }
+      }
+      __syncthreads();
+      if (s_nc <= c) break;
     }
-    if (lane == 0) { red[warp] = best; red_i[warp] = bi; }
-    __syncthreads();
-    best = red[0];
-    bi = red_i[0];
-    for (int w = 1; w < nw; ++w)
-      if (red[w] > best || (red[w] == best && red_i[w] < bi)) { best = red[w]; bi = red_i[w]; }
-    for (int t = tid; t < p; t += nt) x[t] = t == bi ? T(1) : T(0);
+    const int nc = s_nc;
+    if (tid < nc) pdiag[s_cand[tid]] = s_best[tid];
+    for (int t = tid; t < p; t += nt)
+#pragma unroll
+      for (int c = 0; c < NB; ++c) X[c * p + t] = c < nc && t == s_cand[c] ? T(1) : T(0);
     __syncthreads();
     for (int pass = 0; pass < 2; ++pass) {
-      for (int j = warp; j < col; j += nw) {  // coef = U[:, :col]^T x
+      for (int j = warp; j < col; j += nw) {  // C = U[:, :col]^T X, a warp a row
         const T* u = U + static_cast<int64_t>(j) * p;
-        T acc = 0;
-        for (int t = lane; t < p; t += 32) acc += u[t] * x[t];
+        T acc[NB];
+#pragma unroll
+        for (int c = 0; c < NB; ++c) acc[c] = 0;
+        for (int t = lane; t < p; t += 32) {
+          const T ut = u[t];
+#pragma unroll
+          for (int c = 0; c < NB; ++c) acc[c] += ut * X[c * p + t];
+        }
+#pragma unroll
+        for (int c = 0; c < NB; ++c) {
+          const T v = group_sum<32>(acc[c]);
+          if (lane == 0) C[j * NB + c] = v;
+        }
+      }
+      __syncthreads();
+      for (int t = tid; t < p; t += nt) {  // X -= U[:, :col] C
+        T acc[NB];
+#pragma unroll
+        for (int c = 0; c < NB; ++c) acc[c] = 0;
+        for (int j = 0; j < col; ++j) {
+          const T ut = U[static_cast<int64_t>(j) * p + t];
+#pragma unroll
+          for (int c = 0; c < NB; ++c) acc[c] += ut * C[j * NB + c];
+        }
+#pragma unroll
+        for (int c = 0; c < NB; ++c) X[c * p + t] -= acc[c];
+      }
+      __syncthreads();
+    }
+    // Among themselves: CholeskyQR twice, X <- X R^{-1}; the first pass leaves out the candidates that
+    // keep less than half their norm (the first always stays).
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int pr = warp; pr < NB * NB; pr += nw) {  // G = X^T X
+        const int a = pr / NB, c = pr % NB;
+        if (a > c) continue;
+        double acc = 0;
+        for (int t = lane; t < p; t += 32) acc += double(X[a * p + t]) * double(X[c * p + t]);
         acc = group_sum<32>(acc);
-        if (lane == 0) coef[j] = acc;
+        if (lane == 0) G[a * NB + c] = G[c * NB + a] = acc;
       }
       __syncthreads();
-      for (int t = tid; t < p; t += nt) {  // x -= U[:, :col] coef
-        T acc = 0;
-        for (int j = 0; j < col; ++j) acc += U[static_cast<int64_t>(j) * p + t] * coef[j];
-        x[t] -= acc;
+      if (tid == 0) {
+        // Upper Cholesky factor L^T of the kept candidates' G (in G's upper triangle), then its inverse.
+        int na = 0;
+        int keep[NB];
+        for (int c = 0; c < nc; ++c) {
+          double d = G[c * NB + c];
+          const double g0 = d;
+          for (int i = 0; i < na; ++i) {
+            const int a = keep[i];
+            double r = G[a * NB + c];
+            for (int i2 = 0; i2 < i; ++i2) r -= G[keep[i2] * NB + a] * G[keep[i2] * NB + c];
+            r /= G[a * NB + a];
+            G[a * NB + c] = r;
+            d -= r * r;
+          }
+          const bool kept = pass == 1 ? s_pos[c] >= 0 : g0 > 0.0 && (na == 0 || d >= 0.25 * g0);
+          if (kept && d > 0.0) {
+            G[c * NB + c] = sqrt(d);
+            keep[na++] = c;
+          }
+          if (pass == 0) s_pos[c] = kept && d > 0.0 ? na - 1 : -1;
+        }
+        // R = (L^T)^{-1} on the kept ones, upper triangular, zero elsewhere.
+        for (int i = 0; i < NB * NB; ++i) R[i] = 0.0;
+        for (int i = na - 1; i >= 0; --i) {
+          const int c = keep[i];
+          R[c * NB + c] = 1.0 / G[c * NB + c];
+          for (int j = i + 1; j < na; ++j) {
+            const int e = keep[j];
+            double sacc = 0;
+            for (int l = i + 1; l <= j; ++l) sacc += G[c * NB + keep[l]] * R[keep[l] * NB + e];
+            R[c * NB + e] = -sacc / G[c * NB + c];
+          }
+        }
+        s_na = na;
+      }
+      __syncthreads();
+      for (int t = tid; t < p; t += nt) {  // X <- X R
+        T x[NB];
+#pragma unroll
+        for (int a = 0; a < NB; ++a) x[a] = X[a * p + t];
+#pragma unroll
+        for (int c = 0; c < NB; ++c) {
+          double acc = 0;
+#pragma unroll
+          for (int a = 0; a < NB; ++a) acc += double(x[a]) * R[a * NB + c];
+          X[c * p + t] = T(acc);
+        }
       }
       __syncthreads();
     }
-    T ss = 0;
-    for (int t = tid; t < p; t += nt) ss += x[t] * x[t];
-    __shared__ T redt[32];
-    const T nrm = sqrt(block_reduce_sum(ss, redt));
-    T* u = U + static_cast<int64_t>(col) * p;
+    // The kept candidates become U's next columns, in the order they were found.
+    const int na = s_na;
     for (int t = tid; t < p; t += nt) {
-      const T v = x[t] / nrm;
-      u[t] = v;
-      pdiag[t] -= static_cast<double>(v) * static_cast<double>(v);
+      double dp = 0;
+      for (int c = 0; c < nc; ++c) {
+        const int pos = s_pos[c];
+        if (pos < 0) continue;
+        const T v = X[c * p + t];
+        U[static_cast<int64_t>(col + pos) * p + t] = v;
+        dp += double(v) * double(v);
+      }
+      pdiag[t] -= dp;
     }
+    col += na;
     __syncthreads();
+    if (na == 0) break;  // (no direction left outside the span: cannot happen while col < ncols <= p)
   }
 }
 
@@ -265,7 +363,7 @@ __device__ void complete_matrix(const EngineArgs<T>& args, int k, int full, unsi
 // block each, so that many rank-deficient ones complete in parallel.
 constexpr int kCompleteThreads = 256;
 
-template <typename T>
+template <typename T, int NB>
 __global__ void __launch_bounds__(kCompleteThreads)
     complete_kernel(EngineArgs<T> args, const int32_t* mats, int n, int tile, int full) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -281,10 +379,15 @@ __global__ void __launch_bounds__(kCompleteThreads)
   }
   __syncthreads();
   const int count = ntodo;
-  for (int t = 0; t < count; ++t) complete_matrix(args, todo[t], full, smem_raw);
+  for (int t = 0; t < count; ++t) complete_matrix<T, NB>(args, todo[t], full, smem_raw);
 }
 
 }  // namespace
+
+size_t complete_smem(int64_t p, int64_t cols, int nb, size_t elem) {
+  return static_cast<size_t>(p) * sizeof(double) + static_cast<size_t>(2 * nb * nb) * sizeof(double) +
+         static_cast<size_t>((p + cols) * nb) * elem;
+}
 
 template <typename T>
 void launch_prologue(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_q, cudaStream_t stream) {
@@ -324,11 +427,27 @@ template <typename T>
 void launch_complete(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_p, int64_t max_cols,
                      bool full, cudaStream_t stream) {
   if (n == 0) return;
-  const size_t smem = static_cast<size_t>(max_p) * (sizeof(double) + sizeof(T)) + static_cast<size_t>(max_cols) * sizeof(T);
-  auto kernel = complete_kernel<T>;
-  allow_dynamic_smem(kernel, smem);
+  // Candidates a round: the most whose columns fit (at least 1: complete_u sends no larger matrix).
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  int optin = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  int nb = 16;
+  while (nb > 1 && complete_smem(max_p, max_cols, nb, sizeof(T)) + kCompleteStaticSmem > static_cast<size_t>(optin))
+    nb /= 2;
+  const size_t smem = complete_smem(max_p, max_cols, nb, sizeof(T));
   const int tile = max_p <= 32 ? kCompleteThreads : 1;
-  kernel<<<(n + tile - 1) / tile, kCompleteThreads, smem, stream>>>(args, mats, n, tile, full ? 1 : 0);
+  auto go = [&](auto kernel) {
+    allow_dynamic_smem(kernel, smem);
+    kernel<<<(n + tile - 1) / tile, kCompleteThreads, smem, stream>>>(args, mats, n, tile, full ? 1 : 0);
+  };
+  switch (nb) {
+    case 16: go(complete_kernel<T, 16>); break;
+    case 8: go(complete_kernel<T, 8>); break;
+    case 4: go(complete_kernel<T, 4>); break;
+    case 2: go(complete_kernel<T, 2>); break;
+    default: go(complete_kernel<T, 1>);
+  }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
