@@ -1,7 +1,7 @@
 // U's orthonormal completion by a Householder QR of its first columns, for large matrices of both engines
 // (the extra columns of full_matrices; on CUDA also those of numerically zero singular values): where
 // [U_r 0] = Q R, Q's last columns are an orthonormal basis of the complement of U_r's span (LAPACK's or cuSOLVER's geqrf and ormqr, through
-// ATen). The engines' own completions (one column at a time) took seconds there: 1 x 3072x768 float32
+// ATen). The engines' own completions (a column at a time, then) took seconds there: 1 x 3072x768 float32
 // with full_matrices=True, torch.linalg.svd's default, 9.0 s on the H200 (kernels/engine/complete_u.h),
 // and 1 x 3000x300 3.8 s on the CPU (csrc/cpu/jacobi_cpu.cpp); docs/experiments.md, stop 41.
 #pragma once
