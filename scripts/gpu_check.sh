@@ -2,7 +2,7 @@
 # Everything the GPU machine has to do, in one call: build (sm_90, 16 jobs),
 # CUDA + CPU tests, compute-sanitizer on the new kernels, benchmarks.
 # Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [memcheck|sanitize] [race-qr] [race-delta]
-#   [robust-corpus] [robust-fuzz] [robust-forced] [race-gemm] [bench|bench-quick] [bench-large] [bench-varlen] [bench-lowrank] [demo-compress] [bench-corpus] [script.py]
+#   [robust-corpus] [robust-fuzz] [robust-forced] [robust-smem] [race-gemm] [bench|bench-quick] [bench-large] [bench-varlen] [bench-lowrank] [demo-compress] [bench-corpus] [script.py]
 # (sanitize: memcheck over every case, racecheck over the warp, whole and pair cases but the
 # 512-row block pairs, and the Gram EVD kernel alone; race-qr: the QR's panel, transpose and
 # one-launch kernels alone; race-delta: the 512-row block pairs' kernel alone, one sweep. Under racecheck
@@ -54,6 +54,10 @@ for s in $stages; do
           tests/test_corpus.py 2>&1 || status=1
       done >"$OUT/robust_forced.log"
       grep -E "^== |passed|failed" "$OUT/robust_forced.log" | tail -12 ;;
+    robust-smem)
+      # shapes whose shared-memory plans sit near the per-block limit, through every entry point
+      $PY scripts/smem_limit_cases.py >"$OUT/robust_smem.log" 2>&1 || status=1
+      tail -8 "$OUT/robust_smem.log" ;;
     bench-corpus)
       $PY benchmarks/bench_corpus.py --device cuda --sizes ${CORPUS_SIZES:-256,1024} 2>&1 | tee "$OUT/bench_corpus.log" | tail -8
       cp benchmarks/RESULTS.md "$OUT/" ;;
