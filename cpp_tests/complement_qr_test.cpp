@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "complement_qr.h"
@@ -36,51 +37,49 @@ void seed_columns(const at::Tensor& U, const PackedBatch& b, int64_t k, int64_t 
   u.narrow(1, 0, r).copy_(q);
 }
 
-void run(const char* name, const PackedBatch& b, const std::vector<int64_t>& ranks, at::ScalarType dt) {
-  at::Generator g = at::detail::createCPUGenerator(7);
+// U's packed buffer, each matrix's first ranks[k] columns orthonormal and zeros after; and a copy of it.
+std::pair<at::Tensor, at::Tensor> seeded(const PackedBatch& b, const std::vector<int64_t>& ranks, at::ScalarType dt,
+                                         uint64_t seed) {
+  at::Generator g = at::detail::createCPUGenerator(seed);
   const at::Tensor U = at::zeros({b.u_numel}, at::TensorOptions().dtype(dt));
   for (int64_t k = 0; k < b.size(); ++k) seed_columns(U, b, k, ranks[k], g);
-  const at::Tensor before = U.clone();
-  std::vector<CompletionJob> jobs;
-  for (int64_t k = 0; k < b.size(); ++k)
-    if (ranks[k] < b.uc(k)) jobs.push_back({k, ranks[k], b.uc(k)});
-  jsvd::complete_jobs_by_qr(U, b, jobs);
-  const double tol = (dt == at::kDouble ? 1e-13 : 1e-5);
+  return {U, U.clone()};
+}
+
+// Every matrix's first `cols` columns (0: all of them) orthonormal, and its first ranks[k] as given.
+void check_completed(const char* name, const at::Tensor& U, const at::Tensor& before, const PackedBatch& b,
+                     const std::vector<int64_t>& ranks, int64_t cols) {
+  const double tol = (U.scalar_type() == at::kDouble ? 1e-13 : 1e-5);
   double orth = 0, kept = 0;
   for (int64_t k = 0; k < b.size(); ++k) {
-    const at::Tensor u = u_of(U, b, k).to(at::kDouble);
-    const at::Tensor e = at::eye(b.uc(k), u.options());
-    orth = std::max(orth, (u.t().matmul(u) - e).norm().item<double>());
+    const int64_t c = cols > 0 ? cols : b.uc(k);
+    const at::Tensor u = u_of(U, b, k).narrow(1, 0, c).to(at::kDouble);
+    orth = std::max(orth, (u.t().matmul(u) - at::eye(c, u.options())).norm().item<double>());
     if (ranks[k] > 0)
       kept = std::max(kept, (u.narrow(1, 0, ranks[k]) - u_of(before, b, k).narrow(1, 0, ranks[k]).to(at::kDouble))
                                 .abs().max().item<double>());
   }
   std::printf("%s\n", name);
-  check(orth <= tol, "||U^T U - I||_F, every matrix", orth);
+  check(orth <= tol, "||U^T U - I||_F of the completed columns, every matrix", orth);
   check(kept == 0, "the given columns are kept", kept);
+}
+
+// complete_jobs_by_qr from each matrix's rank to its ucols.
+void run(const char* name, const PackedBatch& b, const std::vector<int64_t>& ranks, at::ScalarType dt) {
+  const auto [U, before] = seeded(b, ranks, dt, 7);
+  std::vector<CompletionJob> jobs;
+  for (int64_t k = 0; k < b.size(); ++k)
+    if (ranks[k] < b.uc(k)) jobs.push_back({k, ranks[k], b.uc(k)});
+  jsvd::complete_jobs_by_qr(U, b, jobs);
+  check_completed(name, U, before, b, ranks, 0);
 }
 
 // complete_zero_columns_by_qr: each matrix's first q columns orthonormal up to its rank and zero after,
 // the ranks not given.
 void run_zero_columns(const char* name, const PackedBatch& b, const std::vector<int64_t>& ranks, at::ScalarType dt) {
-  at::Generator g = at::detail::createCPUGenerator(11);
-  const at::Tensor U = at::zeros({b.u_numel}, at::TensorOptions().dtype(dt));
-  for (int64_t k = 0; k < b.size(); ++k) seed_columns(U, b, k, ranks[k], g);
-  const at::Tensor before = U.clone();
-  const int64_t N = b.size(), uc = b.uc(0), p = b.p(0), q = b.q(0);
-  jsvd::complete_zero_columns_by_qr(U.view({N, uc, p}).narrow(1, 0, q));
-  const double tol = (dt == at::kDouble ? 1e-13 : 1e-5);
-  double orth = 0, kept = 0;
-  for (int64_t k = 0; k < N; ++k) {
-    const at::Tensor u = u_of(U, b, k).narrow(1, 0, q).to(at::kDouble);
-    orth = std::max(orth, (u.t().matmul(u) - at::eye(q, u.options())).norm().item<double>());
-    if (ranks[k] > 0)
-      kept = std::max(kept, (u.narrow(1, 0, ranks[k]) - u_of(before, b, k).narrow(1, 0, ranks[k]).to(at::kDouble))
-                                .abs().max().item<double>());
-  }
-  std::printf("%s\n", name);
-  check(orth <= tol, "||U^T U - I||_F of the first q columns, every matrix", orth);
-  check(kept == 0, "the orthonormal columns are kept", kept);
+  const auto [U, before] = seeded(b, ranks, dt, 11);
+  jsvd::complete_zero_columns_by_qr(U.view({b.size(), b.uc(0), b.p(0)}).narrow(1, 0, b.q(0)));
+  check_completed(name, U, before, b, ranks, b.q(0));
 }
 
 }  // namespace

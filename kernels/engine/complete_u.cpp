@@ -82,13 +82,14 @@ void complete_u(const EngineArgs<T>& args, const at::Tensor& U, const at::Tensor
     }
   }
   if (jobs.empty()) {
-    launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, full, stream);
+    launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, full, lim.smem_per_block,
+                    stream);
     return;
   }
   if (!read) {
     // U's first q columns of every matrix (rank-deficient ones) first; a uniform batch's one job stands
     // for every matrix
-    launch_complete(args, nullptr, static_cast<int>(N), max_p, max_q, /*full=*/false, stream);
+    launch_complete(args, nullptr, static_cast<int>(N), max_p, max_q, /*full=*/false, lim.smem_per_block, stream);
     if (b.uniform) {
       for (int64_t k = 1; k < N; ++k) jobs.push_back({k, b.q(0), cols_of(0)});
       rest_p = 0;
@@ -103,7 +104,7 @@ void complete_u(const EngineArgs<T>& args, const at::Tensor& U, const at::Tensor
   } else {
     for (const CompletionJob& j : jobs) rank.narrow(0, j.k, 1).fill_(static_cast<int>(j.cols));
   }
-  launch_complete(args, nullptr, static_cast<int>(N), rest_p, rest_cols, full, stream);
+  launch_complete(args, nullptr, static_cast<int>(N), rest_p, rest_cols, full, lim.smem_per_block, stream);
 }
 
 template void complete_u<float>(const EngineArgs<float>&, const at::Tensor&, const at::Tensor&, const PackedBatch&,

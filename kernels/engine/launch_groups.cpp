@@ -69,9 +69,7 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
   if (!uni) width_cap = list_width_cap(b.rows, b.cols, es, uv);
   for (int64_t k = 0; k < N; ++k) {
     const int64_t p = b.p(k), q = b.q(k);
-    if (!uni)
-      desc[k] = MatrixDesc{b.a_at(k), b.u_at(k), b.s_at(k), b.v_at(k), static_cast<int32_t>(p),
-                           static_cast<int32_t>(q), static_cast<int32_t>(b.uc(k)), 0};
+    if (!uni) desc[k] = matrix_desc_of(b, k);
     max_p = std::max(max_p, p);
     max_cols = std::max(max_cols, opt.full_matrices ? b.uc(k) : q);
     MatrixPlan mp = uni ? *uplan : plan_matrix(p, q, es, uv, N, lim, nullptr, width_cap);

@@ -15,6 +15,7 @@
 
 #include <ATen/cuda/CUDAEvent.h>
 
+#include "engine/engine_types.h"
 #include "planner/planner.h"
 #include "levels/smem/svd_smem.h"
 
@@ -55,6 +56,12 @@ struct Prep {
   at::Tensor staged;                                    // the upload (undefined: nothing to upload)
   std::shared_ptr<at::cuda::CUDAEvent> uploaded;        // cached preps: the upload's completion
 };
+
+// Matrix k's descriptor in b (the device table of a list).
+inline MatrixDesc matrix_desc_of(const PackedBatch& b, int64_t k) {
+  return MatrixDesc{b.a_at(k), b.u_at(k), b.s_at(k), b.v_at(k), static_cast<int32_t>(b.p(k)),
+                    static_cast<int32_t>(b.q(k)), static_cast<int32_t>(b.uc(k)), 0};
+}
 
 // `uplan`: a uniform batch's plan (CallPlan::jacobi); other batches are
 // planned here, matrix by matrix.

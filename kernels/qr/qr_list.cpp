@@ -16,6 +16,7 @@
 #include "engine/device_upload.h"
 #include "engine/engine_types.h"
 #include "engine/finite_check.h"
+#include "engine/launch_groups.h"
 #include "qr/qr_whole_smem.h"
 #include "tuning_knobs.h"
 
@@ -75,8 +76,7 @@ CoreResult qr_list(const at::Tensor& A, const PackedBatch& b, const SvdOptions& 
   std::vector<uint8_t> host(n * sizeof(QrMember) + N * sizeof(MatrixDesc));
   std::memcpy(host.data(), m.data(), n * sizeof(QrMember));
   for (int64_t k = 0; k < N; ++k) {
-    const MatrixDesc d{b.a_at(k), b.u_at(k), b.s_at(k), b.v_at(k), static_cast<int32_t>(b.p(k)),
-                       static_cast<int32_t>(b.q(k)), static_cast<int32_t>(b.uc(k)), 0};
+    const MatrixDesc d = matrix_desc_of(b, k);
     std::memcpy(host.data() + n * sizeof(QrMember) + k * sizeof(MatrixDesc), &d, sizeof(MatrixDesc));
   }
   const at::Tensor table = upload_bytes(host.data(), host.size(), A.device());

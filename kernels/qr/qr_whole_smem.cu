@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(kApplyThreads)
   const int tid = threadIdx.x, nt = blockDim.x, lg = tid & (g - 1), grp = tid / g, G = nt / g;
   const int64_t k = blockIdx.x;
   // Matrix k's offsets: Y, tau, M, out and perm.
-  int64_t o_y = k * L * r, o_t = k * r, o_m = k * L * L, o_p = k * L;
+  int64_t o_y = k * L * r, o_t = k * r, o_m = k * L * L, o_out = o_m, o_p = k * L;
   if (members) {  // a list's member: L = q, and r = q reflectors (r > 0) or none
     const QrMember& mb = members[k];
     L = mb.q;
@@ -288,9 +288,9 @@ __global__ void __launch_bounds__(kApplyThreads)
     o_y = mb.x;
     o_t = o_p = mb.t;
     o_m = mb.right;
+    o_out = mb.v;
     if (static_cast<int>(blockIdx.y) * G >= L) return;  // none of its columns here (the whole block)
   }
-  const int64_t o_out = members ? members[k].v : o_m;
   double* const s_tau = reinterpret_cast<double*>(smem_raw);
   T* const v = reinterpret_cast<T*>(smem_raw + (r + 1) / 2 * 16);  // L x r, column stride L
   const int64_t lr = static_cast<int64_t>(L) * r;

@@ -425,16 +425,11 @@ void launch_finalize(const EngineArgs<T>& args, const int32_t* mats, int n, int6
 
 template <typename T>
 void launch_complete(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_p, int64_t max_cols,
-                     bool full, cudaStream_t stream) {
+                     bool full, size_t smem_per_block, cudaStream_t stream) {
   if (n == 0) return;
   // Candidates a round: the most whose columns fit (at least 1: complete_u sends no larger matrix).
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  int optin = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   int nb = 16;
-  while (nb > 1 && complete_smem(max_p, max_cols, nb, sizeof(T)) + kCompleteStaticSmem > static_cast<size_t>(optin))
-    nb /= 2;
+  while (nb > 1 && complete_smem(max_p, max_cols, nb, sizeof(T)) + kCompleteStaticSmem > smem_per_block) nb /= 2;
   const size_t smem = complete_smem(max_p, max_cols, nb, sizeof(T));
   const int tile = max_p <= 32 ? kCompleteThreads : 1;
   auto go = [&](auto kernel) {
@@ -457,8 +452,10 @@ template void launch_finalize<float>(const EngineArgs<float>&, const int32_t*, i
                                      cudaStream_t);
 template void launch_finalize<double>(const EngineArgs<double>&, const int32_t*, int, int64_t, double*, int32_t*,
                                       cudaStream_t);
-template void launch_complete<float>(const EngineArgs<float>&, const int32_t*, int, int64_t, int64_t, bool, cudaStream_t);
-template void launch_complete<double>(const EngineArgs<double>&, const int32_t*, int, int64_t, int64_t, bool, cudaStream_t);
+template void launch_complete<float>(const EngineArgs<float>&, const int32_t*, int, int64_t, int64_t, bool, size_t,
+                                     cudaStream_t);
+template void launch_complete<double>(const EngineArgs<double>&, const int32_t*, int, int64_t, int64_t, bool, size_t,
+                                      cudaStream_t);
 
 }  // namespace cuda
 }  // namespace jsvd

@@ -28,15 +28,16 @@ template <typename T>
 void launch_finalize(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_q, double* norms,
                      int32_t* order, cudaStream_t stream);
 
-// Fills U columns rank .. (full ? ucols : q) - 1 with an orthonormal completion (a block a matrix,
-// nb candidate columns a round).
-// Its dynamic shared memory for p-row matrices of `cols` columns, nb candidates a round, and a bound on
-// its static shared memory.
+// The completion's dynamic shared memory for p-row matrices of `cols` columns, nb candidates a round,
+// and a bound on its static shared memory.
 size_t complete_smem(int64_t p, int64_t cols, int nb, size_t elem);
 constexpr size_t kCompleteStaticSmem = 2048;
+
+// Fills U columns rank .. (full ? ucols : q) - 1 with an orthonormal completion (a block a matrix, as
+// many candidate columns a round, up to 16, as fit in smem_per_block, the device's opt-in limit).
 template <typename T>
 void launch_complete(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_p, int64_t max_cols,
-                     bool full, cudaStream_t stream);
+                     bool full, size_t smem_per_block, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace jsvd
