@@ -105,6 +105,25 @@ def test_svd_ex_of_rank_deficient_matrices_too_tall_for_the_greedy_completion(dt
     assert (S[1] == 0).all() and (S[0, 1:] <= 1e-5 * S[0, 0]).all()
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_full_rank_matrices_too_tall_for_the_greedy_completion_beside_deficient_ones(dtype):
+    # svd and svd_varlen read the ranks; a full-rank matrix needs no completion, but the greedy's launch
+    # was sized for the tallest matrix of the call and failed ("invalid argument") when that one could
+    # not fit its shared memory: svd of one 400000 x 16 float32 matrix (the Gram start's route), or a list
+    # with a 30000-row member beside a small rank-deficient one.
+    g = torch.Generator(device="cuda").manual_seed(3)
+    tall = torch.randn(1, 400000 if dtype == torch.float32 else 200000, 16, dtype=dtype, device="cuda", generator=g)
+    U, S, Vh = torch_jsvd.svd(tall, full_matrices=False)
+    assert_valid_svd(tall, U, S, Vh, False)
+    small = torch.randn(40, 1, dtype=dtype, device="cuda", generator=g) @ torch.randn(1, 30, dtype=dtype, device="cuda",
+                                                                                    generator=g)
+    As = [torch.randn(30000, 8, dtype=dtype, device="cuda", generator=g), small]
+    Us, Ss, Vhs = torch_jsvd.svd_varlen(As)
+    for A, U, S, Vh in zip(As, Us, Ss, Vhs):
+        assert_valid_svd(A, U, S, Vh, False)
+
+
 @pytest.mark.parametrize("full_matrices", [True, False])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(*on_devices("m,n,rank", [(6, 4, 2), (4, 6, 1), (7, 7, 3), (9, 5, 4), (5, 5, 0), (8, 3, 0),

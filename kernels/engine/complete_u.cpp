@@ -76,14 +76,19 @@ void complete_u(const EngineArgs<T>& args, const at::Tensor& U, const at::Tensor
     max_q = std::max(max_q, b.q(k));
     if (alone > 0 && complement_by_qr(b.p(k), from(k), cols_of(k), es, b.uniform && !read ? N : alone, lim)) {
       jobs.push_back({k, from(k), cols_of(k)});
-    } else {
+    } else if (!read || from(k) < cols_of(k)) {
+      // (with the ranks read, only the matrices the greedy has work in size its shared memory: a
+      // full-rank matrix too tall for it, e.g. the Gram start's 400000 x 16, made its launch fail)
       rest_p = std::max(rest_p, b.p(k));
       rest_cols = std::max(rest_cols, cols_of(k));
     }
   }
   if (jobs.empty()) {
-    launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, full, lim.smem_per_block,
-                    stream);
+    if (!read)
+      launch_complete(args, /*every matrix*/ nullptr, static_cast<int>(N), max_p, max_cols, full,
+                      lim.smem_per_block, stream);
+    else if (rest_cols > 0)
+      launch_complete(args, nullptr, static_cast<int>(N), rest_p, rest_cols, full, lim.smem_per_block, stream);
     return;
   }
   if (!read) {
