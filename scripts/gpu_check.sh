@@ -5,7 +5,7 @@
 #   [robust-corpus] [robust-fuzz] [robust-forced] [robust-smem] [race-gemm] [bench|bench-quick] [bench-large] [bench-varlen] [bench-lowrank] [demo-compress] [bench-corpus] [script.py]
 # (sanitize: memcheck over every case, racecheck over the warp, whole and pair cases but the
 # 512-row block pairs, and the Gram EVD kernel alone; race-qr: the QR's panel, transpose and
-# one-launch kernels alone; race-delta: the 512-row block pairs' kernel alone, one sweep. Under racecheck
+# one-launch kernels and the batched start's products alone; race-delta: the 512-row block pairs' kernel alone, one sweep. Under racecheck
 # with every kernel instrumented the Gram and delta cases each run past 300 s, and the three
 # stages together past a 600 s device call: sanitize in one call, race-qr race-delta in another)
 set -u
@@ -76,10 +76,12 @@ for s in $stages; do
         echo "racecheck (gram_evd_kernel) rc=$?"; } >"$OUT/sanitizer.log" 2>&1
       grep -E "rc=|ERROR SUMMARY|RACECHECK SUMMARY|hazard" "$OUT/sanitizer.log" | head -20 ;;
     race-qr)
-      for k in householder_panel transpose_kernel qr_whole_kernel qr_regs_kernel apply_reflectors_kernel apply_wy_kernel sort_rows_kernel; do
-        JSVD_SANITIZE_ONLY=qr JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
-          --kernel-name kns=$k --error-exitcode 9 $PY scripts/sanitize_cases.py
-        echo "racecheck ($k) rc=$?"
+      # (and the batched start's two products, gram_products.cu)
+      for ck in qr:householder_panel qr:transpose_kernel qr:qr_whole_kernel qr:qr_regs_kernel qr:apply_reflectors_kernel \
+                qr:apply_wy_kernel qr:sort_rows_kernel start:gram_kernel start:start_product_kernel; do
+        JSVD_SANITIZE_ONLY=${ck%%:*} JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
+          --kernel-name kns=${ck#*:} --error-exitcode 9 $PY scripts/sanitize_cases.py
+        echo "racecheck (${ck#*:}) rc=$?"
       done >"$OUT/racecheck_qr.log" 2>&1
       grep -E "rc=|RACECHECK SUMMARY|hazard" "$OUT/racecheck_qr.log" | head -12 ;;
     race-delta)

@@ -192,11 +192,14 @@ def test_tall_batches(dtype, m, n, full):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("layout", ["row_major", "column_major", "strided_rows", "wide"])
-def test_tall_batches_read_in_place(dtype, layout):
+@pytest.mark.parametrize("n", [16, 32])
+def test_tall_batches_read_in_place(dtype, layout, n):
     """The start reads the caller's tensor as it is laid out (no packing copy): every orientation and a
-    strided slice give a valid SVD with S against LAPACK."""
+    strided slice give a valid SVD with S against LAPACK (float32 at 16 columns: G and X by
+    gram_products.cu; otherwise by cuBLAS)."""
     g = torch.Generator().manual_seed(11)
-    A = torch.randn(1000, 256 if layout == "strided_rows" else 128, 32, generator=g, dtype=torch.float64)
+    rows = 256 if layout == "strided_rows" else 128
+    A = torch.randn(1000 if n == 32 else 4000, 2 * rows if n == 16 else rows, n, generator=g, dtype=torch.float64)
     A = A.to(dtype).cuda()
     if layout == "column_major":
         A = A.mT.contiguous().mT
@@ -204,11 +207,30 @@ def test_tall_batches_read_in_place(dtype, layout):
         A = A[:, ::2]
     elif layout == "wide":
         A = A.mT
-    assert _start_v([tuple(A.shape[-2:])] * 1000, dtype)[0] is not None
+    assert _start_v([tuple(A.shape[-2:])] * A.shape[0], dtype)[0] is not None
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     ref = torch.linalg.svdvals(A.double())
     assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(*A.shape[-2:], dtype)
+
+
+@pytest.mark.parametrize("dtype,shape", [(torch.float32, (1, 400000, 16)), (torch.float64, (3, 100000, 24)),
+                                         (torch.float32, (6, 5000, 64))], ids=str)
+def test_tall_batches_of_few_long_matrices(dtype, shape):
+    """Few long matrices: float32's 16 columns split each matrix's rows over blocks for its Gram matrix
+    (gram_products.cu, partial sums added in a fixed order), the others take cuBLAS's: same S as
+    LAPACK's, and the same bits on a second call."""
+    g = torch.Generator().manual_seed(shape[1])
+    A = torch.randn(*shape, generator=g, dtype=torch.float64)
+    A[0] *= torch.logspace(0, -2, shape[2], dtype=torch.float64)
+    A = A.to(dtype).cuda()
+    assert _start_v([tuple(shape[1:])] * shape[0], dtype)[0] is not None
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    ref = torch.linalg.svdvals(A.double())
+    assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(*shape[1:], dtype)
+    U2, S2, Vh2 = torch_jsvd.svd(A, full_matrices=False)
+    assert torch.equal(S, S2) and torch.equal(U, U2) and torch.equal(Vh, Vh2)
 
 
 def test_tall_batches_declined(tmp_path):

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "common/batched_gemm.h"
+#include "precondition/gram_products.h"
 #include "precondition/start_checks.h"
 #include "tuning_knobs.h"
 
@@ -44,11 +45,20 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // orientation. The start runs where start_checks passes every matrix (*bad is read once): M finite,
   // ||M||_F within range for M V0 (float64: 2^500, so that G neither overflows nor, from 2^-440, loses
   // digits to underflow), float64 columns within the ratio.
-  const at::Tensor Wd = blas_operand(f64 ? W : W.to(at::kDouble));
+  const bool batched = gram_eig_by_jacobi(q);
   const at::Tensor bad = at::empty({}, A.options().dtype(at::kInt));
   C10_CUDA_CHECK(cudaMemsetAsync(bad.data_ptr(), 0, sizeof(int32_t), at::cuda::getCurrentCUDAStream()));
-  const at::Tensor G = at::empty({B, q, q}, Wd.options());
-  bmm_into<double>(G, Wd, Wd.mT(), 1.0, 0.0);
+  const at::Tensor G = at::empty({B, q, q}, A.options().dtype(at::kDouble));
+  // float32 matrices of at most 16 columns: G and X by the start's own kernels, straight from M
+  // (gram_products.h); otherwise cuBLAS's DGEMMs on M in float64.
+  at::Tensor Wd;
+  const bool own = batched && knobs().gram_products && gram_products_take(W);
+  if (own) {
+    gram_f64(W, G);
+  } else {
+    Wd = blas_operand(f64 ? W : W.to(at::kDouble));
+    bmm_into<double>(G, Wd, Wd.mT(), 1.0, 0.0);
+  }
   start_checks(G, start_limits(f64, q), bad);
   // (read through pinned memory and an event recorded now: the batched route's read at its end waits for
   // the checks alone, not for the Jacobi queued after them, so the host's work after it overlaps that)
@@ -60,7 +70,6 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     checked.synchronize();
     return *bad_host.const_data_ptr<int32_t>() == 0;
   };
-  const bool batched = gram_eig_by_jacobi(q);
   // (syevd synchronises anyway: read first; the batched Jacobi never does, so it is read last, where svd
   // reads its info next anyway, and a declined batch is then solved again without the start)
   if (!batched && !ok()) return e.without_start(A, b, opt);
@@ -84,9 +93,15 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       return e.without_start(A, b, opt);  // (syevd did not converge)
     }
   }
-  const at::Tensor Xd = at::empty({B, q, p}, G.options());  // packed, M V0 is V0^T W
-  bmm_into<double>(Xd, V0.mT(), Wd, 1.0, 0.0);
-  CoreResult r = e.jacobi(Xd.to(A.scalar_type()).view({-1}), b, opt);
+  at::Tensor X;  // packed, M V0 is V0^T W
+  if (own) {
+    X = start_product(W, V0);
+  } else {
+    const at::Tensor Xd = at::empty({B, q, p}, G.options());
+    bmm_into<double>(Xd, V0.mT(), Wd, 1.0, 0.0);
+    X = Xd.to(A.scalar_type());
+  }
+  CoreResult r = e.jacobi(X.view({-1}), b, opt);
   // V = V0 V_x; packed, V^T = V_x^T V0^T. In float64: a float32 product's errors of about q eps
   // would cost V as much orthogonality again.
   if (opt.compute_uv) {
