@@ -110,10 +110,11 @@ def test_svd_ex_of_rank_deficient_matrices_too_tall_for_the_greedy_completion(dt
 def test_full_rank_matrices_too_tall_for_the_greedy_completion_beside_deficient_ones(dtype):
     # svd and svd_varlen read the ranks; a full-rank matrix needs no completion, but the greedy's launch
     # was sized for the tallest matrix of the call and failed ("invalid argument") when that one could
-    # not fit its shared memory: svd of one 400000 x 16 float32 matrix (the Gram start's route), or a list
-    # with a 30000-row member beside a small rank-deficient one.
+    # not fit its shared memory: svd of 40 30000 x 16 float32 matrices (the Gram start's route, whose
+    # Jacobi runs on the tall A V0), or a list with a 30000-row member beside a small rank-deficient one.
     g = torch.Generator(device="cuda").manual_seed(3)
-    tall = torch.randn(1, 400000 if dtype == torch.float32 else 200000, 16, dtype=dtype, device="cuda", generator=g)
+    tall = torch.randn(40 if dtype == torch.float32 else 30, 30000 if dtype == torch.float32 else 20000, 16, dtype=dtype,
+                       device="cuda", generator=g)
     U, S, Vh = torch_jsvd.svd(tall, full_matrices=False)
     assert_valid_svd(tall, U, S, Vh, False)
     small = torch.randn(40, 1, dtype=dtype, device="cuda", generator=g) @ torch.randn(1, 30, dtype=dtype, device="cuda",

@@ -24,7 +24,7 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
   if (cols >= kEighMinCols) return batch == 1 || (batch <= kEighMaxBatch && cols >= kEighBatchMinCols);
   const double work = static_cast<double>(batch) * rows * cols * cols;
   const bool f64 = elem == sizeof(double);
-  return cols >= kEighTallMinCols && cols <= kEighJacobiMaxCols &&
+  return cols >= kEighTallMinCols && cols <= kEighJacobiMaxCols && (f64 || batch * kEighTallBatchPerCol >= cols) &&
          rows >= (f64 ? kEighTallRatioF64 : kEighTallRatio) * cols &&
          work >= (f64 ? kEighTallMinWorkF64 : kEighTallMinWork);
 }

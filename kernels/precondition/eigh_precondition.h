@@ -44,7 +44,12 @@ namespace cuda {
 // (at 8e48451): 1000x64x32 0.55 / 0.75, 500x128x64 2.44 / 3.26, 100x160x64 0.83 / 1.13, 300x96x32 0.40 /
 // 0.57; float32 not (1000x64x32 0.53 / 0.26, 200x100x40 0.96 / 0.57), nor square batches (10000x32²
 // float32 4.3 / 1.6). float64: the data may still decline it (above). JSVD_EIGH=0 never, JSVD_EIGH=1
-// every uniform batch.
+// every uniform batch. float32 takes it for at least cols / 2 matrices (kEighTallBatchPerCol): the
+// Jacobi on A V0 solves each matrix in one block, in time linear in its rows, where the QR path spreads a
+// few long ones over the device (H100, stop 43, float32 ms, start / QR path: 1x400000x16 27.8 / 6.0,
+// 1x400000x32 66.1 / 3.5, 1x1000000x16 87.9 / 19.7, 4x200000x16 16.3 / 11.6, but 20x50000x16 5.5 /
+// 15.0). float64 keeps it: its QR path's U, through Householder reflectors of 400000 rows, lost
+// orthogonality (1x400000x16: ||U^T U - I||_F 4.1e-13 in 8.3 ms, against 3.5e-15 in 33.9 by the start).
 constexpr int64_t kEighMinCols = 256;
 constexpr int64_t kEighMaxBatch = 4;
 constexpr int64_t kEighBatchMinCols = 1024;
@@ -54,6 +59,7 @@ constexpr int64_t kEighTallRatio = 4;
 constexpr int64_t kEighTallRatioF64 = 2;
 constexpr double kEighTallMinWorkF64 = 4e7;
 constexpr double kEighTallMinWork = 1e8;
+constexpr int64_t kEighTallBatchPerCol = 2;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
 // Whether the Gram matrices' eigenvectors come from this engine's Jacobi (a batch in one call, the warp
