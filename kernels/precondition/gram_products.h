@@ -2,8 +2,8 @@
 // (eigh_precondition.h), read from the input in its own strides and accumulated in float64: G = M^T M
 // and X = M V0, X rounded once to float32. They replace a float64 copy of M, two cuBLAS DGEMMs and X's
 // rounding copy, five passes over M's size, which at 16 columns cost more than the products themselves
-// (H100, stop 43, kernels of float32 1000x1024x16: 0.60 -> 0.44 ms). From 32 columns and for float64,
-// where no copy is saved, cuBLAS's tensor-core DGEMMs were faster than these kernels (docs/experiments.md).
+// (H100, stop 43, kernels of float32 1000x1024x16: 0.60 -> 0.44 ms). From 32 columns, and for float64
+// (no copy to save), cuBLAS's tensor-core DGEMMs were faster than these kernels (docs/experiments.md).
 // Products of float32 entries are exact in float64, as they were in the DGEMM of the copy.
 #pragma once
 
