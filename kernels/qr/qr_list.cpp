@@ -49,8 +49,7 @@ CoreResult qr_list(const at::Tensor& A, const PackedBatch& b, const SvdOptions& 
   const int64_t N = b.size(), n = static_cast<int64_t>(ks.size());
   const bool uv = opt.compute_uv, f64 = A.scalar_type() == at::kDouble;
   // As the uniform path (qr_precondition.cpp): float64 sorts its rows and takes the second QR.
-  const bool twice = knobs().qr_twice < 0 ? f64 : knobs().qr_twice > 0;
-  const bool row_sort = knobs().qr_row_sort > 0 || (knobs().qr_row_sort < 0 && f64);
+  const bool twice = qr_twice_on(f64), row_sort = qr_row_sort_on(f64);
   // The Jacobi's list: member k's X in place of its W (q x q at the same offset), its factors at the
   // ends of U and V. The members' offsets into the QR's buffers, consecutive.
   PackedBatch xb = b;

@@ -139,6 +139,10 @@ at::Tensor solve_v(const at::Tensor& X0, CoreResult& rx, const SvdOptions& xo, c
 
 }  // namespace
 
+bool qr_twice_on(bool f64) { return knobs().qr_twice < 0 ? f64 : knobs().qr_twice > 0; }
+
+bool qr_row_sort_on(bool f64) { return knobs().qr_row_sort > 0 || (knobs().qr_row_sort < 0 && f64); }
+
 QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, int64_t batch, const DeviceLimits& lim) {
   QrChoice c;
   if (!knobs().qr || !uniform || rows < cols) return c;
@@ -199,7 +203,7 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   // QR of the transpose is a step of the QR iteration on W^T W, so R2^T's columns start nearer to
   // orthogonal and graded: fewer sweeps on structured float64 matrices; in float32 it cost sweeps
   // on weighted incidence matrices and time on single matrices (docs/robustness.md, "Sweeps").
-  const bool twice = knobs().qr_twice < 0 ? A.scalar_type() == at::kDouble : knobs().qr_twice > 0;
+  const bool twice = qr_twice_on(A.scalar_type() == at::kDouble);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   // The GEMMs stay in full precision whatever torch.backends.cuda.matmul.allow_tf32 says.
   const at::NoTF32Guard no_tf32;
@@ -219,7 +223,7 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   // of its small singular values (140 x 130 graded to 1e-12: 1.6e-5 against 7e-15 on the CPU engine,
   // H100; docs/robustness.md). U's rows are put back at the end (U_W = P_r^T U'). Float32 makes no
   // such promise on its QR path (docs/robustness.md), and keeps its rows.
-  const bool row_sort = knobs().qr_row_sort > 0 || (knobs().qr_row_sort < 0 && A.scalar_type() == at::kDouble);
+  const bool row_sort = qr_row_sort_on(A.scalar_type() == at::kDouble);
   at::Tensor row_perm;
   if (qc.whole) {
     // (The one-launch QR sorts its rows itself.) One buffer for X, the scales, S, Y2 and tau2, one

@@ -27,6 +27,11 @@ namespace cuda {
 // bound for both dtypes; JSVD_QR_WHOLE=0 never takes the one launch (nor its float64 bound of 32 columns).
 QrChoice qr_choice(int64_t rows, int64_t cols, size_t elem, bool uniform, int64_t batch, const DeviceLimits& lim);
 
+// Whether the QR takes xGEJSV's second QR (R^T = Q2 R2) and sorts the rows first (by max|a_ij|): both for
+// float64, unless JSVD_QR_TWICE / JSVD_QR_ROW_SORT say otherwise. Uniform batches and lists' members alike.
+bool qr_twice_on(bool f64);
+bool qr_row_sort_on(bool f64);
+
 using Engine = std::function<CoreResult(const at::Tensor&, const PackedBatch&, const SvdOptions&)>;
 
 // The SVD of a uniform packed batch A (1-D, private: overwritten with R) by
