@@ -26,6 +26,10 @@ dev = "cuda"
 cases = [
     ("warp f32", torch.randn(3, 16, 16, device=dev)),
     ("warp f64", torch.randn(5, 32, 24, dtype=torch.float64, device=dev)),
+    ("warp f32 two rows a lane", torch.randn(7, 64, 32, device=dev)),
+    ("warp f32 four rows a lane, 8 lanes", torch.randn(9, 30, 8, device=dev)),
+    ("warp f32 two rows a lane, 4 lanes", torch.randn(11, 8, 3, device=dev)),
+    ("warp f64 four rows a lane, 4 lanes", torch.randn(6, 16, 4, dtype=torch.float64, device=dev)),
     ("warp f32 in place, transposed", torch.randn(3, 20, 12, device=dev).mT),  # read with the caller's strides
     ("warp f32 in place, expanded", torch.randn(1, 16, 16, device=dev).expand(3, 16, 16)),
     ("whole f32", torch.randn(3, 48, 40, device=dev)),

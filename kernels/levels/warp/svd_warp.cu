@@ -1,9 +1,10 @@
 // One-sided Jacobi SVD of a whole small matrix (at most 32 columns) held in
 // registers: a group of NC lanes per matrix (NC = the column count rounded up
-// to a power of two), 32 / NC matrices per warp, no shared memory and no
-// barrier. This is the W-cycle's whole-matrix level (§IV-B) for the sizes where
-// the shared-memory kernel is bound by its three block barriers per
-// round-robin step (benchmarks/RESULTS.md: about 1.5 us a step at 500x16x16).
+// to a power of two), 32 / NC matrices per warp, no block barrier (a step's
+// two exchanges go through a small per-warp buffer, warp_exchange.cuh). This
+// is the W-cycle's whole-matrix level (§IV-B) for the sizes where the
+// shared-memory kernel is bound by its three block barriers per round-robin
+// step (benchmarks/RESULTS.md: about 1.5 us a step at 500x16x16).
 //
 // Layout: lane i of a group holds rows i, i + NC, ... (R of them) of A and
 // row i of V. A column never leaves its register slot's lanes; rotating a
@@ -17,20 +18,20 @@
 // back in its own slot.
 //
 // One step, for the NC/2 pairs of every group at once:
-//  1. each lane: its rows' share of x^T y for every pair (float32: products
-//     rounded once, sums in double; float64: in double);
-//  2. a butterfly reduce-scatter over the group leaves pair k's inner product
-//     in lanes 2k and 2k+1;
+//  1. each lane stages its rows' share of x^T y for every pair (float32:
+//     products rounded once, sums in double; float64: in double);
+//  2. lanes 2k and 2k+1 each add half of pair k's shares, and swap halves;
 //  3. those lanes compute the rotation (Rutishauser, update form) and carry the
 //     pair's squared norms by eq. (6); the norms are recomputed exactly once
-//     per sweep, so they cannot drift;
-//  4. every lane fetches (s, tau) of each pair by shuffle and rotates its rows
-//     of A and V, then the slots are permuted.
+//     per sweep (a butterfly reduce-scatter), so they cannot drift;
+//  4. lane 2k stores (s, tau), every lane reads its group's and rotates its
+//     rows of A and V, then the slots are permuted.
 #include "levels/warp/svd_warp.h"
 
 #include "common/jacobi_device.cuh"
 #include "common/round_robin.h"
 #include "levels/warp/svd_thread.cuh"
+#include "levels/warp/warp_exchange.cuh"
 
 #include <c10/cuda/CUDAException.h>
 
@@ -96,6 +97,10 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
   const int kp = li >> 1;          // the pair whose rotation this lane computes
   const unsigned gmask = NC == 32 ? kFull : ((1u << NC) - 1u) << gbase;
   const int slot = (blockIdx.x * kWarpBlock + threadIdx.x) / NC;
+  using Ex = WarpExchange<T, NC, R>;
+  __shared__ typename Ex::Buffer exchange[kWarpBlock / 32];
+  auto& ex = exchange[threadIdx.x / 32];
+  const int grp = lane / NC;  // the matrix's group within the warp
   // Every lane of the warp takes part in every shuffle, so groups without a
   // matrix (the grid's tail) or already finished keep stepping, idle.
   const bool live = slot < nmats;
@@ -153,25 +158,32 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
     exact_norms(dT, dB);
     bool rotated = false;
     for (int step = 0; step < NC - 1; ++step) {
-      Acc x[P];
+      // 1. This lane's rows' share of every pair's x^T y, staged.
 #pragma unroll
       for (int k = 0; k < P; ++k) {
-        x[k] = 0;
         if constexpr (sizeof(T) == sizeof(float)) {
           // Float32: each product rounded once in float (two rows' products
-          // summed in one FFMA), then summed in double, as in the shared-memory
-          // kernels' steps: one conversion per two rows instead of two per row.
+          // summed in one FFMA), then summed in double by the readers, as in
+          // the shared-memory kernels' steps: one conversion per two rows.
 #pragma unroll
-          for (int r = 0; r < R; r += 2) {
+          for (int w = 0; w < Ex::W; ++w) {
+            const int r = 2 * w;
             const float pr = a[r][2 * k] * a[r][2 * k + 1];
-            x[k] += Acc(r + 1 < R ? fmaf(a[r + 1][2 * k], a[r + 1][2 * k + 1], pr) : pr);
+            Ex::put_share(ex, k, w, lane, r + 1 < R ? fmaf(a[r + 1][2 * k], a[r + 1][2 * k + 1], pr) : pr);
           }
         } else {
+          T x = 0;
 #pragma unroll
-          for (int r = 0; r < R; ++r) x[k] += Acc(a[r][2 * k]) * Acc(a[r][2 * k + 1]);
+          for (int r = 0; r < R; ++r) x += a[r][2 * k] * a[r][2 * k + 1];
+          Ex::put_share(ex, k, 0, lane, x);
         }
       }
-      const Acc g = reduce_scatter<NC>(x, li);
+      __syncwarp();
+      // 2. Pair kp's inner product: half the group's shares in each of its two lanes.
+      const Acc half = Ex::half_sum(ex, grp, kp, li & 1);
+      const Acc g = half + __shfl_xor_sync(kFull, half, 1);
+      // 3. Its rotation, in both lanes (Rutishauser, update form), and the
+      // pair's squared norms carried by eq. (6).
       T s = 0, tau = 0;  // s = 0: no rotation
       if (!done && dT > tiny2 && dB > tiny2) {  // the decision of svd_smem_kernel.cuh's phase 2, written out
         const Acc g2 = g * g;
@@ -188,13 +200,20 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
           }
         }
       }
+      // 4. Every pair's rotation to every lane of the group, and applied.
+      if ((li & 1) == 0) Ex::put_rotation(ex, grp, kp, s, tau);
+      __syncwarp();
 #pragma unroll
-      for (int k = 0; k < P; ++k) {
-        const T sk = __shfl_sync(kFull, s, gbase + 2 * k);
-        const T tk = __shfl_sync(kFull, tau, gbase + 2 * k);
+      for (int k0 = 0; k0 < P; k0 += Ex::kRotLoad) {
+        T sk[Ex::kRotLoad], tk[Ex::kRotLoad];
+        Ex::get_rotations(ex, grp, k0, sk, tk);
 #pragma unroll
-        for (int r = 0; r < R; ++r) rotate_pair(a[r][2 * k], a[r][2 * k + 1], sk, tk);
-        if constexpr (kWithV) rotate_pair(v[2 * k], v[2 * k + 1], sk, tk);
+        for (int j = 0; j < Ex::kRotLoad; ++j) {
+          const int k = k0 + j;
+#pragma unroll
+          for (int r = 0; r < R; ++r) rotate_pair(a[r][2 * k], a[r][2 * k + 1], sk[j], tk[j]);
+          if constexpr (kWithV) rotate_pair(v[2 * k], v[2 * k + 1], sk[j], tk[j]);
+        }
       }
       // Next step's slots. The columns: a static permutation of registers.
 #pragma unroll
