@@ -54,8 +54,8 @@ __device__ T block_max(T v, T* red /* >= 32 */) {
 // Rutishauser's formulas (hierarchically-blocked-jacobi paper (4.3)-(4.6), the
 // trigonometric case) for the rotation [x y] <- [x y] [[c, s], [-s, c]] that
 // makes x^T y = 0, given dxx = x^T x, dyy = y^T y, g = x^T y. Returns tan.
-// P is the precision of the data: its divisions and square roots sit on the
-// critical path of every round-robin step.
+// IEEE division and sqrt in P: the Gram EVD's rotations (gram_evd.cuh); the
+// round-robin steps' own take step_rotation below.
 template <typename P>
 __device__ __forceinline__ P rotation_tan(P dxx, P dyy, P g) {
   const P zeta = (dyy - dxx) / (P(2) * g);
@@ -65,22 +65,12 @@ __device__ __forceinline__ P rotation_tan(P dxx, P dyy, P g) {
   return copysign(P(1) / ct, zeta);
 }
 
-// Apply the rotation of tan t to a pair of values in Rutishauser's update form
+// Apply a rotation in Rutishauser's update form
 //   x' = x - s (y + tau x),  y' = y + s (x - tau y),  tau = s / (1 + c),
 // which equals [x y] [[c, s], [-s, c]] but never rounds c (close to 1 for the
 // small angles of late sweeps): each applied rotation is orthogonal to far
 // better than eps. Measured in a model of this Jacobi at 96x96: ||V^T V - I||
 // 794 eps -> 85 eps in float64 (136 -> 76 in float32).
-template <typename P>
-struct RotationUpdate {
-  P s, tau;
-  __device__ __forceinline__ explicit RotationUpdate(P t) {
-    const P r = sqrt(P(1) + t * t);
-    s = t / r;
-    tau = t / (P(1) + r);
-  }
-};
-
 template <typename T>
 __device__ __forceinline__ void rotate_pair(T& x, T& y, T s, T tau) {
   const T x0 = x, y0 = y;
@@ -105,19 +95,11 @@ __device__ __forceinline__ void rotate_pair_shifted(T& x, T& y, T s, T tau, T a,
 // of IEEE division and sqrt: four dependent MUFU operations instead of five
 // Newton-refined ones. The update form keeps each rotation orthogonal to a few
 // ulp regardless (measured on the H100: the warp level's U and V orthogonality
-// unchanged, benchmarks/RESULTS.md). float64 keeps the exact formulas above.
+// unchanged, benchmarks/RESULTS.md); float64 likewise, each seed refined once.
 template <typename T>
 struct StepRotation {
   T t, s, tau;
 };
-
-// The exact formulas (rotation_tan, RotationUpdate) in that form.
-template <typename T>
-__device__ __forceinline__ StepRotation<T> exact_step_rotation(T diff, T g) {
-  const T t = rotation_tan<T>(T(0), diff, g);
-  const RotationUpdate<T> rot(t);
-  return {t, rot.s, rot.tau};
-}
 
 // MUFU reciprocal and reciprocal square root with subnormals flushed: the
 // plain intrinsics wrap each in a subnormal guard (a compare and two scalings,
@@ -148,8 +130,37 @@ __device__ __forceinline__ StepRotation<float> step_rotation(float diff, float g
   return {t, t * ir, t * rcp_ftz(1.0f + w * ir)};
 }
 
+// float64: the same chain from the MUFU seeds, each refined by one third-order
+// Newton step (which cubes the seed's relative error). IEEE division and sqrt
+// in float64 are ~10 dependent operations and a branch to a slow path each (a
+// CALL in SASS): four divisions and two square roots were on the critical path
+// of every step (H100, 925b885: 10000 x 32² 4.6 -> 4.3 ms, 200 x 128² 6.2 ->
+// 5.6, 1000 x 128x32 0.64 -> 0.58, with U and V as orthogonal). As in float32,
+// the update form keeps each rotation orthogonal whatever the last ulp.
+__device__ __forceinline__ double rcp_refined(double x) {
+  double y;
+  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(x));
+  const double e = fma(-x, y, 1.0);  // 1 - x y
+  return fma(y, fma(e, e, e), y);    // y (1 + e + e^2)
+}
+__device__ __forceinline__ double rsqrt_refined(double x) {  // x >= 1 here
+  double y;
+  asm("rsqrt.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(x));
+  const double h = fma(-x * y, y, 1.0);      // 1 - x y^2
+  return fma(y * h, fma(0.375, h, 0.5), y);  // y (1 + h/2 + 3h^2/8)
+}
+
 __device__ __forceinline__ StepRotation<double> step_rotation(double diff, double g) {
-  return exact_step_rotation(diff, g);
+  // |g| > eps sqrt(dx dy) with both norms above negligible_norm2 where a
+  // rotation is computed, so 2g is a normal number.
+  const double zeta = diff * rcp_refined(2.0 * g);
+  const double az = fabs(zeta);
+  const double w0 = fma(az, az, 1.0);
+  const double ct = az > 1e150 ? 2.0 * az : az + w0 * rsqrt_refined(w0);  // |zeta| + sqrt(1 + zeta^2)
+  const double t = copysign(rcp_refined(ct), zeta);
+  const double w = fma(t, t, 1.0);
+  const double ir = rsqrt_refined(w);  // 1 / sqrt(1 + t^2) = cos
+  return {t, t * ir, t * rcp_refined(fma(w, ir, 1.0))};
 }
 
 // Constants usable in device code (std::numeric_limits is host-only constexpr).
