@@ -51,20 +51,6 @@ __device__ T block_max(T v, T* red /* >= 32 */) {
   return m;
 }
 
-// Rutishauser's formulas (hierarchically-blocked-jacobi paper (4.3)-(4.6), the
-// trigonometric case) for the rotation [x y] <- [x y] [[c, s], [-s, c]] that
-// makes x^T y = 0, given dxx = x^T x, dyy = y^T y, g = x^T y. Returns tan.
-// IEEE division and sqrt in P: the Gram EVD's rotations (gram_evd.cuh); the
-// round-robin steps' own take step_rotation below.
-template <typename P>
-__device__ __forceinline__ P rotation_tan(P dxx, P dyy, P g) {
-  const P zeta = (dyy - dxx) / (P(2) * g);
-  const P az = fabs(zeta);
-  // For huge |zeta|, sqrt(1 + zeta^2) == |zeta| and zeta^2 may overflow.
-  const P ct = az > P(sizeof(P) == 4 ? 1e18 : 1e150) ? P(2) * az : az + sqrt(P(1) + az * az);
-  return copysign(P(1) / ct, zeta);
-}
-
 // Apply a rotation in Rutishauser's update form
 //   x' = x - s (y + tau x),  y' = y + s (x - tau y),  tau = s / (1 + c),
 // which equals [x y] [[c, s], [-s, c]] but never rounds c (close to 1 for the
@@ -88,8 +74,11 @@ __device__ __forceinline__ void rotate_pair_shifted(T& x, T& y, T s, T tau, T a,
   y = y + s * (x0 - tau * y0);
 }
 
-// The rotation of a pair whose squared norms differ by `diff` (second minus
-// first) and whose inner product is g: tan t, and (s, tau) for rotate_pair.
+// Rutishauser's formulas (hierarchically-blocked-jacobi paper (4.3)-(4.6), the
+// trigonometric case) for the rotation [x y] <- [x y] [[c, s], [-s, c]] that
+// makes x^T y = 0, for a pair whose squared norms differ by `diff` (second
+// minus first) and whose inner product is g: tan t, cos c, and (s, tau) for
+// rotate_pair. zeta = diff / (2g), t = sign(zeta) / (|zeta| + sqrt(1 + zeta^2)).
 // Every round-robin step waits for it, so for float32 it is built from the
 // approximate reciprocal and reciprocal square root (about 2 ulp each) instead
 // of IEEE division and sqrt: four dependent MUFU operations instead of five
@@ -98,7 +87,7 @@ __device__ __forceinline__ void rotate_pair_shifted(T& x, T& y, T s, T tau, T a,
 // unchanged, benchmarks/RESULTS.md); float64 likewise, each seed refined once.
 template <typename T>
 struct StepRotation {
-  T t, s, tau;
+  T t, c, s, tau;
 };
 
 // MUFU reciprocal and reciprocal square root with subnormals flushed: the
@@ -127,7 +116,7 @@ __device__ __forceinline__ StepRotation<float> step_rotation(float diff, float g
   const float t = copysignf(rcp_ftz(ct), zeta);
   const float w = 1.0f + t * t;
   const float ir = rsqrt_ftz(w);  // 1 / sqrt(1 + t^2) = cos
-  return {t, t * ir, t * rcp_ftz(1.0f + w * ir)};
+  return {t, ir, t * ir, t * rcp_ftz(1.0f + w * ir)};
 }
 
 // float64: the same chain from the MUFU seeds, each refined by one third-order
@@ -160,7 +149,7 @@ __device__ __forceinline__ StepRotation<double> step_rotation(double diff, doubl
   const double t = copysign(rcp_refined(ct), zeta);
   const double w = fma(t, t, 1.0);
   const double ir = rsqrt_refined(w);  // 1 / sqrt(1 + t^2) = cos
-  return {t, t * ir, t * rcp_refined(fma(w, ir, 1.0))};
+  return {t, ir, t * ir, t * rcp_refined(fma(w, ir, 1.0))};
 }
 
 // Constants usable in device code (std::numeric_limits is host-only constexpr).

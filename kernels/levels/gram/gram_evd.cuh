@@ -87,12 +87,13 @@ __device__ inline void jacobi_evd(EvdSmem& s, int c, double negl, double apply, 
         double cs = 1, sn = 0, tau = 0;
         // The step's critical path (a step waits for its slowest rotation):
         // squares instead of square roots in the test (the data are scaled to
-        // max|a| = 1, no overflow), and c = rsqrt(1 + t^2).
+        // max|a| = 1, no overflow), and the one-sided levels' rotation from
+        // refined MUFU seeds (jacobi_device.cuh).
         if (bii > negl && bjj > negl && bij * bij > apply2 * bii * bjj) {
-          const double t = rotation_tan<double>(bii, bjj, bij);
-          cs = rsqrt(1.0 + t * t);
-          sn = t * cs;
-          tau = sn / (1.0 + cs);
+          const StepRotation<double> r = step_rotation(bjj - bii, bij);
+          cs = r.c;
+          sn = r.s;
+          tau = r.tau;
           s_rot = 1;
         }
         s.partner[i] = j;
