@@ -55,8 +55,8 @@ def measure(case, reps=3, seed=0):
 
 def line(d):
     if d["case"].endswith(":values"):
-        return f"{d['case']:24s} {d['ms']:9.2f} ms  s_err {d['recon']:.1e}  sweeps {d['sweeps']}"
-    return (f"{d['case']:24s} {d['ms']:9.2f} ms  recon {d['recon']:.1e}  orthU {d['orth_u']:.1e}  "
+        return f"{d['case']:24s} {d['ms']:9.3f} ms  s_err {d['recon']:.1e}  sweeps {d['sweeps']}"
+    return (f"{d['case']:24s} {d['ms']:9.3f} ms  recon {d['recon']:.1e}  orthU {d['orth_u']:.1e}  "
             f"orthV {d['orth_v']:.1e}  sweeps {d['sweeps']}")
 
 
