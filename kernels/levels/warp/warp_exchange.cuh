@@ -82,7 +82,9 @@ struct WarpExchange {
   // (s, tau) of pairs k .. k + kRotLoad - 1 of group g (after a __syncwarp):
   // one 16-byte load. Read where they are applied, so that the rotations of a
   // step are not all live at once (at 32 x 32 float32 that spilled).
-  static constexpr int kRotLoad = (sizeof(T) == sizeof(float) && P % 2 == 0) ? 2 : 1;
+  // (NC >= 4, so a group's pairs come in twos: float32's load holds two.)
+  static constexpr int kRotLoad = sizeof(T) == sizeof(float) ? 2 : 1;
+  static_assert(P % kRotLoad == 0, "the rotations' loads cover the group's pairs");
   __device__ static __forceinline__ void get_rotations(const Buffer& b, int g, int k, T (&s)[kRotLoad],
                                                        T (&tau)[kRotLoad]) {
     if constexpr (kRotLoad == 2) {
@@ -91,14 +93,10 @@ struct WarpExchange {
       tau[0] = f.y;
       s[1] = f.z;
       tau[1] = f.w;
-    } else if constexpr (sizeof(T) == sizeof(double)) {
+    } else {
       const double2 d = *reinterpret_cast<const double2*>(&b.rot[g * P + k][0]);
       s[0] = d.x;
       tau[0] = d.y;
-    } else {
-      const float2 f = *reinterpret_cast<const float2*>(&b.rot[g * P + k][0]);
-      s[0] = f.x;
-      tau[0] = f.y;
     }
   }
 };
