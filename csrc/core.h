@@ -149,26 +149,38 @@ inline std::vector<int32_t> list_shape_groups(const std::vector<int64_t>& rows, 
   const size_t n = rows.size();
   std::vector<int32_t> group(n, -1);
   *ngroups = 0;
-  std::vector<size_t> order(n);
-  for (size_t k = 0; k < n; ++k) order[k] = k;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return rows[a] != rows[b] ? rows[a] < rows[b] : cols[a] < cols[b];
+  // The members of each shape counted in an open-addressing table, in one pass: sorting 2000 random shapes
+  // took ~0.2 ms of host time on the H100's host (branch misses), the table ~0.02 (issue 21).
+  size_t cap = 64;
+  while (cap < 2 * n) cap *= 2;
+  struct Shape { int64_t r = -1, c = -1, count = 0; };
+  std::vector<Shape> table(cap);
+  std::vector<uint32_t> slot(n);
+  for (size_t k = 0; k < n; ++k) {
+    const uint64_t h = static_cast<uint64_t>(rows[k]) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(cols[k]) * 0xC2B2AE3D27D4EB4Full;
+    size_t s = (h >> 29) & (cap - 1);
+    while (table[s].count > 0 && (table[s].r != rows[k] || table[s].c != cols[k])) s = (s + 1) & (cap - 1);
+    table[s].r = rows[k];
+    table[s].c = cols[k];
+    ++table[s].count;
+    slot[k] = static_cast<uint32_t>(s);
+  }
+  struct Run { size_t s; double work; };
+  std::vector<Run> runs;  // the shapes that become groups
+  for (size_t s = 0; s < cap; ++s) {
+    const Shape& sh = table[s];
+    if (sh.count >= kListGroupMin && static_cast<size_t>(sh.count) < n)
+      runs.push_back({s, static_cast<double>(sh.count) * sh.r * sh.c * sh.c});
+  }
+  // Most work first; equal work by shape (rows, then columns), so that the groups do not depend on the table.
+  std::sort(runs.begin(), runs.end(), [&](const Run& a, const Run& b) {
+    const Shape &x = table[a.s], &y = table[b.s];
+    return a.work != b.work ? a.work > b.work : x.r != y.r ? x.r < y.r : x.c < y.c;
   });
-  struct Run { size_t begin, end; double work; };
-  std::vector<Run> runs;  // members of one shape: order[begin, end)
-  for (size_t i = 0; i < n;) {
-    size_t j = i;
-    while (j < n && rows[order[j]] == rows[order[i]] && cols[order[j]] == cols[order[i]]) ++j;
-    if (static_cast<int64_t>(j - i) >= kListGroupMin && j - i < n)
-      runs.push_back({i, j, static_cast<double>(j - i) * rows[order[i]] * cols[order[i]] * cols[order[i]]});
-    i = j;
-  }
-  std::stable_sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.work > b.work; });
   if (runs.size() > kListGroupMax) runs.resize(kListGroupMax);
-  for (const Run& r : runs) {
-    for (size_t i = r.begin; i < r.end; ++i) group[order[i]] = *ngroups;
-    ++*ngroups;
-  }
+  std::vector<int32_t> group_of(cap, -1);
+  for (const Run& r : runs) group_of[r.s] = (*ngroups)++;
+  for (size_t k = 0; k < n; ++k) group[k] = group_of[slot[k]];
   return group;
 }
 
