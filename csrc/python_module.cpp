@@ -1,39 +1,32 @@
 // The Python module torch_jsvd._C (setup.py's build only: JSVD_PYTHON_MODULE;
 // the CMake build is a plain shared library). `import torch_jsvd._C` loads the
 // library so the op registrations run (as in pytorch/extension-cpp); the module
-// itself has one helper of the Python layer.
+// itself has the Python layer's helpers for nested tensors.
 #ifdef JSVD_PYTHON_MODULE
 #include <Python.h>
 
 #include <ATen/NestedTensorImpl.h>
 #include <ATen/ops/empty.h>
+
+#include <algorithm>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 namespace {
 
-// _nest_contiguous(buffer, sizes): the nested tensor (strided layout) whose
-// components are C-contiguous back to back in the 1-D contiguous `buffer`,
-// component i of shape sizes[i] (int64, CPU, (count, d)); a view of buffer.
-// torch._nested_view_from_buffer does the same but checks each component by
-// tensor ops (about 2 us each on a CPU: a list of thousands of matrices feels
-// it); here the shapes are checked against the buffer by one loop.
-PyObject* nest_contiguous(PyObject* /*self*/, PyObject* args) {
-  HANDLE_TH_ERRORS
-  PyObject *buffer_obj = nullptr, *sizes_obj = nullptr;
-  if (!PyArg_ParseTuple(args, "OO", &buffer_obj, &sizes_obj)) return nullptr;
-  TORCH_CHECK_TYPE(THPVariable_Check(buffer_obj) && THPVariable_Check(sizes_obj),
-                   "_nest_contiguous(buffer, sizes): expected two tensors");
+// The nested tensor (strided layout) whose components are C-contiguous back to back in the 1-D
+// contiguous `given`, component i of shape sizes[i] (int64, CPU, (count, d)); a view of it.
+// torch._nested_view_from_buffer does the same but checks each component by tensor ops (about 2 us
+// each on a CPU: a list of thousands of matrices feels it), and the two-argument NestedTensorImpl
+// derives strides and offsets by tensor ops (~25 ns a component): here one loop does both.
+at::Tensor nest(const at::Tensor& given, const at::Tensor& sizes_in) {
   // (a nested tensor addresses its buffer's storage from its start: a buffer that starts further in is copied)
-  const at::Tensor& given = THPVariable_Unpack(buffer_obj);
   const at::Tensor buffer = given.storage_offset() == 0 ? given : given.clone();
-  const at::Tensor sizes = THPVariable_Unpack(sizes_obj).contiguous();
+  const at::Tensor sizes = sizes_in.contiguous();
   TORCH_CHECK(buffer.dim() == 1 && buffer.is_contiguous() && !buffer.is_nested(),
               "_nest_contiguous: expected a 1-D contiguous buffer");
   TORCH_CHECK(sizes.dim() == 2 && sizes.scalar_type() == at::kLong && sizes.device().is_cpu(),
               "_nest_contiguous: expected sizes to be an int64 CPU tensor of shape (count, d)");
-  // Each component's C-contiguous strides and its offset, here in one loop (the two-argument
-  // NestedTensorImpl derives them by tensor ops, ~25 ns a component).
   const int64_t count = sizes.size(0), d = sizes.size(1);
   const int64_t* sz = sizes.const_data_ptr<int64_t>();
   at::Tensor strides = at::empty({count, d}, sizes.options()), offsets = at::empty({count}, sizes.options());
@@ -52,12 +45,96 @@ PyObject* nest_contiguous(PyObject* /*self*/, PyObject* args) {
   }
   TORCH_CHECK(total <= buffer.numel(), "_nest_contiguous: the sizes need ", total, " elements, the buffer has ",
               buffer.numel());
-  return THPVariable_Wrap(at::detail::make_tensor<at::native::NestedTensorImpl>(buffer, sizes, strides, offsets));
+  return at::detail::make_tensor<at::native::NestedTensorImpl>(buffer, sizes, strides, offsets);
+}
+
+const at::Tensor& tensor_arg(PyObject* o, const char* what) {
+  TORCH_CHECK_TYPE(THPVariable_Check(o), what, ": expected a tensor");
+  return THPVariable_Unpack(o);
+}
+
+// _nest_contiguous(buffer, sizes): nest() above.
+PyObject* nest_contiguous(PyObject* /*self*/, PyObject* args) {
+  HANDLE_TH_ERRORS
+  PyObject *buffer_obj = nullptr, *sizes_obj = nullptr;
+  if (!PyArg_ParseTuple(args, "OO", &buffer_obj, &sizes_obj)) return nullptr;
+  return THPVariable_Wrap(nest(tensor_arg(buffer_obj, "_nest_contiguous(buffer, sizes)"),
+                               tensor_arg(sizes_obj, "_nest_contiguous(buffer, sizes)")));
+  END_HANDLE_TH_ERRORS
+}
+
+// _strided_members(nt): (values, members) describing a strided nested tensor of matrices in place for
+// jsvd.svd_varlen_packed (members: int64 (count, 5), rows, cols, offset, row stride and column stride of
+// each), or None where its components are not 2-D or it has none. One loop over the nested tensor's own
+// size, stride and offset tables (four tensor ops and a cat in Python: ~75 us a call on the H100's host).
+PyObject* strided_members(PyObject* /*self*/, PyObject* args) {
+  HANDLE_TH_ERRORS
+  PyObject* nt_obj = nullptr;
+  if (!PyArg_ParseTuple(args, "O", &nt_obj)) return nullptr;
+  const at::Tensor& nt = tensor_arg(nt_obj, "_strided_members(nt)");
+  TORCH_CHECK(nt.is_nested() && nt.layout() == at::kStrided, "_strided_members: expected a strided nested tensor");
+  const at::native::NestedTensorImpl* impl = at::native::get_nested_tensor_impl(nt);
+  const at::Tensor sizes = impl->get_nested_sizes().contiguous(), strides = impl->get_nested_strides().contiguous();
+  const at::Tensor offsets = impl->get_storage_offsets().contiguous();
+  if (sizes.dim() != 2 || sizes.size(0) == 0 || sizes.size(1) != 2) Py_RETURN_NONE;
+  const int64_t count = sizes.size(0);
+  at::Tensor members = at::empty({count, 5}, sizes.options());
+  const int64_t *sz = sizes.const_data_ptr<int64_t>(), *st = strides.const_data_ptr<int64_t>(),
+                *off = offsets.const_data_ptr<int64_t>();
+  int64_t* t = members.mutable_data_ptr<int64_t>();
+  for (int64_t i = 0; i < count; ++i) {
+    t[5 * i] = sz[2 * i];
+    t[5 * i + 1] = sz[2 * i + 1];
+    t[5 * i + 2] = off[i];
+    t[5 * i + 3] = st[2 * i];
+    t[5 * i + 4] = st[2 * i + 1];
+  }
+  return Py_BuildValue("(NN)", THPVariable_Wrap(impl->get_unsafe_storage_as_tensor()), THPVariable_Wrap(members));
+  END_HANDLE_TH_ERRORS
+}
+
+// _nest_results(U, S, Vh, members, full_matrices, compute_uv): jsvd.svd_varlen_packed's three buffers as
+// the strided nested tensors svd_varlen returns for a strided nested input (matrix i's factors C-contiguous
+// back to back: U_i m x (m or k), S_i k, Vh_i (n or k) x n, k = min(m, n); without compute_uv, U and Vh
+// nest count empty vectors). One loop for the three size tables (eight tensor ops in Python).
+PyObject* nest_results(PyObject* /*self*/, PyObject* args) {
+  HANDLE_TH_ERRORS
+  PyObject *u_obj = nullptr, *s_obj = nullptr, *vh_obj = nullptr, *members_obj = nullptr;
+  int full = 0, uv = 1;
+  if (!PyArg_ParseTuple(args, "OOOOpp", &u_obj, &s_obj, &vh_obj, &members_obj, &full, &uv)) return nullptr;
+  const char* what = "_nest_results(U, S, Vh, members, full_matrices, compute_uv)";
+  const at::Tensor members = tensor_arg(members_obj, what).contiguous();
+  TORCH_CHECK(members.dim() == 2 && members.size(1) == 5 && members.scalar_type() == at::kLong &&
+                  members.device().is_cpu(),
+              "_nest_results: expected members to be an int64 CPU tensor of shape (count, 5)");
+  const int64_t count = members.size(0);
+  const auto o = members.options();
+  at::Tensor us = at::empty({count, uv ? 2 : 1}, o), ss = at::empty({count, 1}, o),
+             vs = at::empty({count, uv ? 2 : 1}, o);
+  const int64_t* t = members.const_data_ptr<int64_t>();
+  int64_t *u = us.mutable_data_ptr<int64_t>(), *s = ss.mutable_data_ptr<int64_t>(), *v = vs.mutable_data_ptr<int64_t>();
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t m = t[5 * i], n = t[5 * i + 1], k = std::min(m, n);
+    s[i] = k;
+    if (uv) {
+      u[2 * i] = m;
+      u[2 * i + 1] = full ? m : k;
+      v[2 * i] = full ? n : k;
+      v[2 * i + 1] = n;
+    } else {
+      u[i] = v[i] = 0;
+    }
+  }
+  return Py_BuildValue("(NNN)", THPVariable_Wrap(nest(tensor_arg(u_obj, what), us)),
+                       THPVariable_Wrap(nest(tensor_arg(s_obj, what), ss)),
+                       THPVariable_Wrap(nest(tensor_arg(vh_obj, what), vs)));
   END_HANDLE_TH_ERRORS
 }
 
 PyMethodDef methods[] = {
     {"_nest_contiguous", nest_contiguous, METH_VARARGS, "a strided nested tensor of contiguous components"},
+    {"_strided_members", strided_members, METH_VARARGS, "a strided nested tensor of matrices as (values, members)"},
+    {"_nest_results", nest_results, METH_VARARGS, "svd_varlen_packed's buffers as strided nested tensors"},
     {nullptr, nullptr, 0, nullptr},
 };
 

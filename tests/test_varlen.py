@@ -174,6 +174,32 @@ def test_nest_contiguous_helper():
         _C._nest_contiguous(buf, torch.tensor([[-1, 4]]))
 
 
+
+def test_strided_members_and_nest_results_helpers():
+    # A strided nested tensor read in place (its size, stride and offset tables, as Python's accessors give
+    # them; components transposed or padded), and svd_varlen_packed's buffers nested back for every
+    # (full_matrices, compute_uv); a nested tensor of vectors is no list of matrices.
+    from torch_jsvd import _C
+    g = torch.Generator().manual_seed(3)
+    base = torch.nested.nested_tensor([torch.randn(4, 7, generator=g), torch.randn(3, 2, generator=g)])
+    for nt in (base, base.transpose(1, 2), torch.nested.nested_tensor([torch.randn(2, 3)[:, :2]])):
+        values, members = _C._strided_members(nt)
+        want = torch.cat([nt._nested_tensor_size(), nt._nested_tensor_storage_offsets()[:, None],
+                          nt._nested_tensor_strides()], 1)
+        assert torch.equal(members, want) and values.data_ptr() == nt.values().data_ptr()
+        for full in (True, False):
+            for uv in (True, False):
+                U, S, Vh = torch.ops.jsvd.svd_varlen_packed.default(values, members, full, uv, None, None)
+                got = _C._nest_results(U, S, Vh, members, full, uv)
+                ref = torch_jsvd.svd_varlen(list(nt.unbind()), full_matrices=full, compute_uv=uv)
+                for g_nt, r_list in zip(got, ref):
+                    for a, b in zip(g_nt.unbind(), r_list):
+                        assert a.shape == b.shape or (not uv and a.numel() == b.numel() == 0)
+                        if uv or a.numel():
+                            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert _C._strided_members(torch.nested.nested_tensor([torch.randn(3), torch.randn(5)])) is None
+
+
 def _buffer_of(As, device, dtype=torch.float64):
     """The matrices As laid into one buffer with gaps, half of them transposed (column-major): the
     buffer and its (count, 5) members table."""

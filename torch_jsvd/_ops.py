@@ -204,6 +204,8 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
             values, members, row_offsets = packed
             U, S, Vh = torch.ops.jsvd.svd_varlen_packed.default(values, members, full_matrices, compute_uv, tol,
                                                                 max_sweeps)
+            if As.layout == torch.strided:  # (the three nested tensors in one C++ loop)
+                return SVDVarlenResult(*_C._nest_results(U, S, Vh, members, full_matrices, compute_uv))
             return SVDVarlenResult(*_nest_results(U, S, Vh, members, full_matrices, compute_uv, As.layout,
                                                   row_offsets))
     if nested:
@@ -225,12 +227,9 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
 def _packed_members(As: Tensor):
     """(values, members, row offsets or None) describing a nested tensor of 2-D matrices in place, for
     jsvd.svd_varlen_packed; None where its layout cannot be described so (the list path then decides)."""
-    if As.layout == torch.strided:
-        sizes = As._nested_tensor_size()
-        if sizes.dim() != 2 or sizes.shape[0] == 0 or sizes.shape[1] != 2:
-            return None
-        members = torch.cat([sizes, As._nested_tensor_storage_offsets()[:, None], As._nested_tensor_strides()], 1)
-        return As.values(), members, None
+    if As.layout == torch.strided:  # (its size, stride and offset tables read in one C++ loop)
+        packed = _C._strided_members(As)
+        return None if packed is None else (*packed, None)
     # jagged: rows ragged (ragged_idx 1), one column count, no holes (lengths)
     if As.dim() != 3 or As._ragged_idx != 1 or As._lengths is not None:
         return None
