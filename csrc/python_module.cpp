@@ -5,10 +5,10 @@
 #ifdef JSVD_PYTHON_MODULE
 #include <Python.h>
 
+#include <algorithm>
+
 #include <ATen/NestedTensorImpl.h>
 #include <ATen/ops/empty.h>
-
-#include <algorithm>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 

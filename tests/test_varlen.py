@@ -174,7 +174,6 @@ def test_nest_contiguous_helper():
         _C._nest_contiguous(buf, torch.tensor([[-1, 4]]))
 
 
-
 def test_strided_members_and_nest_results_helpers():
     # A strided nested tensor read in place (its size, stride and offset tables, as Python's accessors give
     # them; components transposed or padded), and svd_varlen_packed's buffers nested back for every

@@ -258,7 +258,8 @@ def _nest_buffer(buf: Tensor, sizes: Tensor, layout: torch.layout, row_offsets: 
 
 def _nest_results(U: Tensor, S: Tensor, Vh: Tensor, members: Tensor, full_matrices: bool, compute_uv: bool,
                   layout: torch.layout, row_offsets: Optional[Tensor]):
-    """svd_varlen_packed's three buffers as the nested tensors svd_varlen returns for a nested input."""
+    """svd_varlen_packed's three buffers as the nested tensors svd_varlen returns for a jagged input (a strided
+    one's: _C._nest_results, the same in one C++ loop)."""
     m, n = members[:, 0], members[:, 1]
     k = torch.minimum(m, n)
     S = _nest_buffer(S, k[:, None], layout, None)
