@@ -151,6 +151,26 @@ int64_t list_width_cap(const std::vector<int64_t>& p, const std::vector<int64_t>
   return most > 256 && !delta ? 8 : 16;
 }
 
+namespace {
+// Whole matrices of a float32 batch that fills the device twice over (a throughput-bound launch): about
+// 8 rows of A a lane instead of 4 (fewer lanes per rotation, so fewer shuffles and barriers per row
+// rotated), unless that loses the register steps. H100, stop 45 (docs/experiments.md), ms, 4 / 8 rows a
+// lane: 2000x48² 2.97-3.01 / 2.23-2.25, 1000x33² 0.95-0.97 / 0.68, 4000x40² 3.54-3.56 / 3.17-3.19,
+// 2000x60x40 2.06-2.07 / 1.73-1.75, 500x128x64 2.46-2.48 / 1.95; but 2000x64² 3.82-3.84 / 5.46-5.48, where
+// 8 lanes a rotation have no register steps and 16 have. Batches that fill the device less are
+// latency-bound: wider groups (2 rows a lane) cut a 85-matrix list of 33..64 sides by a fifth, not taken.
+void more_lane_rows(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
+                    const DeviceLimits& lim) {
+  if (mp.level != Level::kWholeSmem || elem != sizeof(float) || batch < 2 * static_cast<int64_t>(lim.sm_count))
+    return;
+  MatrixPlan alt = mp;
+  alt.launch = svd_smem_config(rows, compute_uv ? cols : 0, cols, elem, 8);
+  if (alt.launch.tpp == mp.launch.tpp || alt.launch.smem > lim.smem_per_block - kSmemKernelStatic) return;
+  plan_variant(alt, elem, compute_uv);
+  if (alt.launch.reg_rows > 0 || mp.launch.reg_rows == 0) mp = alt;
+}
+}  // namespace
+
 void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv) {
   if (mp.level == Level::kWholeSmem) choose_whole_steps(mp.launch, elem, compute_uv);
   if (mp.level == Level::kPairSvd) choose_pair_steps(mp.launch, elem, compute_uv);
@@ -207,6 +227,7 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
     }
     cp.jacobi = plan_matrix(p, cols, elem, carry_v, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr);
     plan_variant(cp.jacobi, elem, carry_v);
+    if (!forced) more_lane_rows(cp.jacobi, p, cols, elem, carry_v, batch, lim);
     if (cp.v_solve) {
       cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr);
       plan_variant(cp.jacobi_v, elem, true);

@@ -219,21 +219,21 @@ bool pair_delta_fits(int64_t p, int64_t q, int64_t w, size_t elem) {
          pair_delta_kernel<float>(p + 2 * w) != nullptr;
 }
 
-size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem) {
+size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem, int lane_rows) {
   const int64_t npairs = c;  // as max_pairs in the kernel
-  const int64_t ld = column_stride(static_cast<int>(p + vrows), lanes_per_rotation(p, c));  // as in the kernel
+  const int64_t ld = column_stride(static_cast<int>(p + vrows), lanes_per_rotation(p, c, lane_rows));  // as in the kernel
   return static_cast<size_t>(c + npairs) * sizeof(double) + static_cast<size_t>(c * ld + 2 * npairs) * elem +
          static_cast<size_t>(c) * sizeof(int) + 16;
 }
 
-SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem) {
+SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem, int lane_rows) {
   SmemLaunch cfg;
   const int64_t pairs = (c + 1) / 2;
-  const int tpp = lanes_per_rotation(p, c);
+  const int tpp = lanes_per_rotation(p, c, lane_rows);
   cfg.tpp = tpp;
   const int64_t groups = std::min<int64_t>(pairs, 1024 / tpp);
   cfg.threads = static_cast<int>(std::max<int64_t>(groups * tpp, 32));
-  cfg.smem = svd_smem_bytes(p, vrows, c, elem);
+  cfg.smem = svd_smem_bytes(p, vrows, c, elem, lane_rows);
   cfg.rows = p + vrows;
   const HalvingOrder order{static_cast<int>(c), static_cast<int>((c + 1) / 2)};
   cfg.reg_groups = order.max_slots(order.levels());

@@ -19,13 +19,15 @@ JSVD_HOST_DEVICE constexpr bool pair_carries_rotation(size_t elem) { return elem
 // Rows carried under each column of a pair of c columns of a matrix with q columns.
 inline int64_t pair_vrows(int64_t q, int64_t c, size_t elem) { return pair_carries_rotation(elem) ? c : q; }
 
-// Lanes per rotation (α·32, W-cycle §IV-B) for c columns of p rows: about four
-// rows per lane. Narrower groups for short columns mean smaller blocks, so
-// more matrices share an SM and hide each other's step latency.
-inline int lanes_per_rotation(int64_t p, int64_t c) {
+// Lanes per rotation (α·32, W-cycle §IV-B) for c columns of p rows: about
+// `lane_rows` rows of A per lane (4; the planner takes 8 for float32 batches
+// that fill the device twice over, planner.cpp). Narrower groups for short
+// columns mean smaller blocks, so more matrices share an SM and hide each
+// other's step latency.
+inline int lanes_per_rotation(int64_t p, int64_t c, int lane_rows = 4) {
   const int64_t pairs = (c + 1) / 2;
   int tpp = 32;
-  while (tpp > 4 && tpp * 4 > p) tpp /= 2;
+  while (tpp > 4 && tpp * lane_rows > p) tpp /= 2;
   while (tpp > 4 && pairs * tpp > 1024) tpp /= 2;  // every pair of a step in flight if possible
   return tpp;
 }
@@ -73,7 +75,7 @@ inline int delta_threads(int64_t rows) { return delta_two_columns(rows) ? 256 : 
 
 // Shared memory needed to hold c columns of p rows of A and vrows rows of V
 // or J under each (0 when V is not wanted) in bytes.
-size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem);
+size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem, int lane_rows = 4);
 // The kernel's own __shared__ variables (flags and a reduction of 32 T: 272 bytes in float64), which
 // the device's opt-in limit counts with the dynamic bytes: a plan's dynamic bytes stay this far below
 // it (a list's 158 x 105 float64 member planned 232276 of 232448 bytes, and its launch failed with
@@ -81,7 +83,7 @@ size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem);
 constexpr size_t kSmemKernelStatic = 512;
 
 // Block shape for c columns of p rows (plus vrows rows of V).
-SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem);
+SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem, int lane_rows = 4);
 
 // Block pairs of c columns of p x q matrices: svd_smem_config with the rows
 // carried under each column (with V: V's rows or J's, or E's where `delta`,
