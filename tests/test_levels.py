@@ -39,6 +39,28 @@ def test_plan_picks_each_level_by_shape():
     assert p32["smem_per_block"] > 48 * 1024
 
 
+
+def test_whole_level_lanes_per_rotation():
+    """A rotation's lanes hold about four rows of A each; float32 batches of at least twice as many matrices
+    as SMs about eight (throughput-bound: planner.cpp, more_lane_rows), unless that loses the register
+    steps. The plan of each, and the fewer lanes' results."""
+    sms = torch_jsvd.plan([(4, 4)], device="cuda")["sm_count"]
+
+    def level(batch, n, dtype=torch.float32):
+        return torch_jsvd.plan([(n, n)] * batch, dtype=dtype, device="cuda")["matrices"][0]["levels"][0]
+
+    assert level(sms, 48)["lanes_per_rotation"] == 8
+    assert level(2 * sms, 48)["lanes_per_rotation"] == 4
+    assert level(2 * sms, 48, torch.float64)["lanes_per_rotation"] == 8
+    kept = level(2 * sms, 64)  # (8 lanes a rotation have no register steps, 16 have)
+    assert kept["lanes_per_rotation"] == 16 and kept["steps"] == "registers", kept
+    g = torch.Generator(device="cuda").manual_seed(48)
+    A = torch.randn(2 * sms, 48, 48, device="cuda", generator=g)
+    A[1] = A[1, :, :24] @ torch.randn(24, 48, device="cuda", generator=g)  # (rank 24)
+    A[2] *= torch.logspace(0, -5, 48, device="cuda")
+    check_svd(A, full_matrices=False)
+    check_svd(A.mT, full_matrices=True)
+
 # Every register shape of the warp level (lanes per matrix x rows per lane, or a thread per matrix of at
 # most 4 rows), with batches that leave warps (or the thread kernel's 128-thread blocks) partly empty.
 WARP_SHAPES = [(3, 4, 3), (130, 3, 3), (5, 2, 2), (4, 1, 1), (3, 4, 4), (6, 4, 2), (2, 3, 1), (5, 8, 4), (2, 16, 4), (9, 8, 8), (3, 16, 8), (5, 32, 8), (7, 16, 16),
