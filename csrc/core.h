@@ -153,7 +153,7 @@ inline std::vector<int32_t> list_shape_groups(const std::vector<int64_t>& rows, 
   // took ~0.2 ms of host time on the H100's host (branch misses), the table ~0.02 (issue 21).
   size_t cap = 64;
   while (cap < 2 * n) cap *= 2;
-  struct Shape { int64_t r = -1, c = -1, count = 0; };
+  struct Shape { int64_t r = -1, c = -1, count = 0; int32_t group = -1; };
   std::vector<Shape> table(cap);
   std::vector<uint32_t> slot(n);
   for (size_t k = 0; k < n; ++k) {
@@ -178,9 +178,8 @@ inline std::vector<int32_t> list_shape_groups(const std::vector<int64_t>& rows, 
     return a.work != b.work ? a.work > b.work : x.r != y.r ? x.r < y.r : x.c < y.c;
   });
   if (runs.size() > kListGroupMax) runs.resize(kListGroupMax);
-  std::vector<int32_t> group_of(cap, -1);
-  for (const Run& r : runs) group_of[r.s] = (*ngroups)++;
-  for (size_t k = 0; k < n; ++k) group[k] = group_of[slot[k]];
+  for (const Run& r : runs) table[r.s].group = (*ngroups)++;
+  for (size_t k = 0; k < n; ++k) group[k] = table[slot[k]].group;
   return group;
 }
 

@@ -39,6 +39,9 @@ DeviceLimits device_limits(int device) {
 int inner_sweeps() { return knobs().inner_sweeps; }
 
 namespace {
+// The dynamic shared memory a launch may take (kSmemKernelStatic: the kernel's own variables).
+size_t smem_budget(const DeviceLimits& lim) { return lim.smem_per_block - kSmemKernelStatic; }
+
 // Block pairs of a matrix of `cols` columns whose rotations come from their Gram matrix's EVD.
 MatrixPlan gram_plan(int64_t cols) {
   MatrixPlan mp;
@@ -68,7 +71,7 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // Level 1: the whole matrix in shared memory (Observation 1: its SVD
   // directly, no Gram matrix, no global traffic between sweeps).
   const int64_t vrows = compute_uv ? cols : 0;  // V rides along under A's columns
-  const size_t budget = lim.smem_per_block - kSmemKernelStatic;  // (the dynamic bytes a launch may take)
+  const size_t budget = smem_budget(lim);
   if (min_level <= 1 && svd_smem_bytes(rows, vrows, cols, elem) <= budget) {
     mp.level = Level::kWholeSmem;
     mp.launch = svd_smem_config(rows, vrows, cols, elem);
@@ -165,7 +168,7 @@ void more_lane_rows(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, boo
     return;
   MatrixPlan alt = mp;
   alt.launch = svd_smem_config(rows, compute_uv ? cols : 0, cols, elem, 8);
-  if (alt.launch.tpp == mp.launch.tpp || alt.launch.smem > lim.smem_per_block - kSmemKernelStatic) return;
+  if (alt.launch.tpp == mp.launch.tpp || alt.launch.smem > smem_budget(lim)) return;
   plan_variant(alt, elem, compute_uv);
   if (alt.launch.reg_rows > 0 || mp.launch.reg_rows == 0) mp = alt;
 }
@@ -264,7 +267,7 @@ void merge_pair_plan(PairMerge& merged, MatrixPlan& mp, int64_t p, int64_t q, si
   const PairMerge next{std::max(merged.p, p), std::max(merged.q, q), std::max(merged.c, 2 * mp.width),
                        merged.delta && mp.launch.delta, merged.p_min < 0 ? p : std::min(merged.p_min, p)};
   if (pair_smem_config(next.p, next.q, std::max<int64_t>(next.c, 2), elem, compute_uv, next.launch_delta(compute_uv))
-          .smem > lim.smem_per_block - kSmemKernelStatic) {
+          .smem > smem_budget(lim)) {
     mp = gram_plan(q);
     return;
   }
