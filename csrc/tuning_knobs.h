@@ -40,6 +40,7 @@ struct Knobs {
   bool reg_steps = true;       // JSVD_REG_STEPS=0: no register steps in the shared-memory kernel
   bool pdl = true;             // JSVD_PDL=0: no programmatic dependent launch between steps
   int whole_regs = 1;          // JSVD_WHOLE_REGS: whole matrices' register steps (0 off, 1 where free, 2 always)
+  bool pad_rows = true;        // JSVD_PAD_ROWS=0: whole matrices' register steps on unpadded rows
   bool pair_delta = true;      // JSVD_PAIR_DELTA=0: float32 512-row pairs carry V's rows, not E = J - I
   bool list_streams = true;    // JSVD_LIST_STREAMS=0: a list's launch groups one after another on the current stream
   bool whole_merge = true;     // JSVD_WHOLE_MERGE=0: a list's whole matrices grouped by block size, not only lanes per rotation
@@ -91,6 +92,7 @@ inline Knobs read() {
   k.reg_steps = on("JSVD_REG_STEPS", k.reg_steps);
   k.pdl = on("JSVD_PDL", k.pdl);
   k.whole_regs = integer("JSVD_WHOLE_REGS", k.whole_regs);
+  k.pad_rows = on("JSVD_PAD_ROWS", k.pad_rows);
   k.pair_delta = on("JSVD_PAIR_DELTA", k.pair_delta);
   k.list_streams = on("JSVD_LIST_STREAMS", k.list_streams);
   k.whole_merge = on("JSVD_WHOLE_MERGE", k.whole_merge);

@@ -127,6 +127,32 @@ def test_whole_level_register_steps(m, n, dtype):
         assert ((S.double() - ref).abs().amax(-1) <= bound(m, n, dtype) * ref[..., 0]).all()
 
 
+@pytest.mark.parametrize("m,n,dtype", [(100, 100, torch.float32), (77, 77, torch.float32), (128, 64, torch.float32),
+                                       (120, 90, torch.float32), (100, 100, torch.float64)])
+def test_whole_level_rows_padded_to_register_bucket(m, n, dtype):
+    """Whole matrices on the register steps hold A's and V's rows padded with zero rows to the register
+    bucket (svd_smem_kernel.cuh, pa), so that the steps need no per-row bounds. The float32 plans say so
+    (float64's lanes hold too few rows for the buckets at these sizes), and results hold for vectors,
+    values alone, both orientations, a rank-deficient and a graded member, and a list mixing padded
+    shapes with a member too tall to pad (130 x 70: 130 rows of A exceed the bucket's 128) in one launch."""
+    lv = torch_jsvd.plan([(m, n)] * 8, dtype=dtype, device="cuda")["matrices"][0]["levels"][-1]
+    assert lv["kernel"] == "whole_svd_smem", lv
+    if dtype == torch.float32:
+        assert lv["steps"] == "registers" and lv["rows_padded_to"] >= m + n, lv
+    g = torch.Generator(device="cuda").manual_seed(m * n)
+    A = torch.randn(8, m, n, dtype=dtype, device="cuda", generator=g)
+    A[1] = A[1, :, : n // 3] @ torch.randn(n // 3, n, dtype=dtype, device="cuda", generator=g)
+    A[2] *= torch.logspace(0, -6, n, dtype=dtype, device="cuda")
+    for X in (A, A.mT):
+        for full in (False, True):
+            check_svd(X, full_matrices=full)
+        S = torch_jsvd.svdvals(X)
+        ref = torch.linalg.svdvals(X.double())
+        assert ((S.double() - ref).abs().amax(-1) <= bound(m, n, dtype) * ref[..., 0]).all()
+    L = [torch.randn(s, dtype=dtype, device="cuda", generator=g) for s in [(m, n), (130, 70), (n, m), (77, 77)]]
+    _assert_varlen_accurate(L, full_matrices=False)
+
+
 # Register steps (svd_smem_kernel.cuh): square sizes whose rows fill the
 # register bucket take the path without per-row bounds (rows_exact): 128²
 # whole, 256² and 512² pairs with V, 512² svdvals; one row or column less

@@ -54,6 +54,8 @@ struct EngineArgs {
   // Pair SVD level: the sweep's task queue (PairTask), zeroed before each sweep.
   int32_t* pair_next = nullptr;  // the next task to take
   int32_t* pair_done = nullptr;  // per block column: tasks done on it this sweep
+  // Whole matrices on the register steps: rows padded to the register bucket (SmemLaunch::pad_rows).
+  int32_t pad_rows = 0;
 };
 
 // Matrix k's descriptor: from the table, or for a uniform batch computed from

@@ -121,6 +121,7 @@ std::shared_ptr<Prep> prepare(const PackedBatch& b, const SvdOptions& opt, size_
       g.cost = std::max(g.cost, p * q);
       g.cfg.smem = std::max(g.cfg.smem, l.smem);
       g.cfg.rows = std::max(g.cfg.rows, l.rows);
+      g.cfg.cols = std::max(g.cfg.cols, l.cols);
       g.cfg.reg_groups = std::max(g.cfg.reg_groups, l.reg_groups);
       g.mats.push_back(static_cast<int32_t>(k));
       continue;

@@ -374,7 +374,9 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
       const SmemLaunch& cfg = mp.launch;
       os << "{\"level\": 1, \"kernel\": \"" << level_name(mp.level) << "\", \"width\": " << q
          << ", \"lanes_per_rotation\": " << cfg.tpp << ", \"steps\": \"" << (cfg.reg_rows ? "registers" : "shared")
-         << "\", \"threads\": " << (cfg.reg_rows ? cfg.reg_threads : cfg.threads) << ", \"smem\": " << cfg.smem << "}";
+         << "\", \"threads\": " << (cfg.reg_rows ? cfg.reg_threads : cfg.threads) << ", \"smem\": " << cfg.smem;
+      if (cfg.reg_rows && cfg.pad_rows) os << ", \"rows_padded_to\": " << cfg.reg_rows * cfg.tpp;  // (A's and V's)
+      os << "}";
     } else if (mp.level == Level::kGemm) {
       const GemmShape g = gemm_shape(p, q, mp.width, as_uniform ? count : 1, lim.sm_count);
       os << "{\"level\": 1, \"kernel\": \"block_pairs_gemm\", \"width\": " << g.w << ", \"blocks\": " << 2 * g.pairs

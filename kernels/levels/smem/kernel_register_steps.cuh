@@ -15,7 +15,7 @@
   // the rotation is computed by every lane of the group at once: one barrier
   // per step instead of three, and no step waits on a single thread. A block
   // pair's cross task (not intra) is level 0 alone: [A_i A_j]'s cross pairs.
-  const int nrows = p + vr;
+  const int nrows = pa + vr;
   const HalvingOrder order{c, w1 > 0 ? w0 : (c + 1) / 2};
   // (kDelta's cross tasks skip levels(), a loop of integer divisions, 1.3k
   // instructions a task in ncu at 100x512². Not moved for the others: that
@@ -30,8 +30,8 @@
   // chains instead of one.
   // Square pairs and whole matrices (V's rows under A's: p = q) and svdvals
   // (A's rows alone) of a size that fills the bucket take it.
-  constexpr int kRegA = kDelta ? kRegRows - 1 : kWithV ? kRegRows / 2 : kRegRows;
-  const bool rows_exact = kRegRows > 0 && p == kRegA * TPP && nrows == kRegRows * TPP;
+  // (kRegA: svd_smem_kernel.cuh; whole matrices may be padded to it, pa.)
+  const bool rows_exact = kRegRows > 0 && pa == kRegA * TPP && nrows == kRegRows * TPP;
   // Block pairs: their cross tasks in cross_steps_in_registers (below); their
   // first (intra) task of a sweep in registers, by the halving order, where
   // the rows split exactly (faster; with bounded rows it was slower, from
@@ -103,7 +103,7 @@
 #pragma unroll
         for (int h = 0; h < R; ++h) {
           const int r = lane + h * TPP;
-          if (r < p) axy += Acc(xr[h] * y[r]);
+          if (r < pa) axy += Acc(xr[h] * y[r]);
         }
       }
       axy = group_sum<TPP>(axy);

@@ -91,6 +91,6 @@
     for_each_column(c, p, [&](int l, int r) { Ug[static_cast<int64_t>(rank_s[l]) * p + r] = As[l * ld + r] * ps[l]; });
     if constexpr (kWithV) {
       T* Vg = args.V + md.v_off;
-      for_each_column(c, c, [&](int l, int r) { Vg[rank_s[l] * c + r] = As[l * ld + p + r]; });
+      for_each_column(c, c, [&](int l, int r) { Vg[rank_s[l] * c + r] = As[l * ld + pa + r]; });
     }
   }

@@ -42,25 +42,37 @@ void launch_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, i
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Whether a register-step kernel keeps at least as many blocks per SM as the
-// shared-memory one (a block per SM lost costs more than the registers save).
-// Cached by kernel, device and shape: the occupancy query is host time.
-bool registers_keep_occupancy(const void* with_regs, int threads_regs, const void* without, int threads,
-                              size_t smem) {
+// Whether kernel `a` (threads_a, smem_a) keeps at least as many blocks per SM
+// as kernel `b` (threads_b, smem_b): a register-step kernel against the
+// shared-memory one (a block per SM lost costs more than the registers save),
+// or padded rows against unpadded. Cached by kernels, device and shapes: the
+// occupancy query is host time.
+bool keeps_occupancy(const void* a, int threads_a, size_t smem_a, const void* b, int threads_b, size_t smem_b) {
   static std::mutex mu;
-  static std::map<std::tuple<const void*, int, int, int, size_t>, bool> cache;
+  static std::map<std::tuple<const void*, const void*, int, int, int, size_t, size_t>, bool> cache;
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
   std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(with_regs, device, threads_regs, threads, smem);
+  const auto key = std::make_tuple(a, b, device, threads_a, threads_b, smem_a, smem_b);
   auto it = cache.find(key);
   if (it == cache.end()) {
-    int n_regs = 0, n_smem = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_regs, with_regs, threads_regs, smem));
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_smem, without, threads, smem));
-    it = cache.emplace(key, n_regs >= n_smem && n_regs > 0).first;
+    int n_a = 0, n_b = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_a, a, threads_a, smem_a));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_b, b, threads_b, smem_b));
+    it = cache.emplace(key, n_a >= n_b && n_a > 0).first;
   }
   return it->second;
+}
+bool registers_keep_occupancy(const void* with_regs, int threads_regs, const void* without, int threads,
+                              size_t smem) {
+  return keeps_occupancy(with_regs, threads_regs, smem, without, threads, smem);
+}
+
+// Shared memory of c columns held at a column stride of ld (svd_smem_kernel.cuh's layout).
+size_t smem_bytes_at(int64_t c, int64_t ld, size_t elem) {
+  const int64_t npairs = c;  // as max_pairs in the kernel
+  return static_cast<size_t>(c + npairs) * sizeof(double) + static_cast<size_t>(c * ld + 2 * npairs) * elem +
+         static_cast<size_t>(c) * sizeof(int) + 16;
 }
 
 // The kernel of a block-pair launch. Its signature, for every instantiation.
@@ -91,9 +103,12 @@ int whole_registers_mode() {
 // Whether whole matrices of this launch take the register steps in bucket B
 // (rows per lane): they must fit, and cost no block per SM. The block is
 // widened to the ordering's most owners at a level (halving_order.h), up to
-// 1024 threads: its size, or 0 for no.
+// 1024 threads: its size, or 0 for no. If yes, their rows are padded to the
+// bucket (cfg.pad_rows, svd_smem_kernel.cuh) where the padded shared memory
+// fits and costs no block per SM: the steps' loops then need no per-row bounds
+// (rows_exact, kernel_register_steps.cuh).
 template <typename T, int TPP, bool kWithV, int B>
-int whole_bucket_threads(const SmemLaunch& cfg) {
+int whole_bucket_threads(SmemLaunch& cfg) {
   const int64_t words = B * static_cast<int64_t>(sizeof(T)) / 4;
   const int threads = std::max(32, std::min(cfg.reg_groups, 1024 / TPP) * TPP);
   if (cfg.rows > static_cast<int64_t>(B) * TPP || threads > reg_block_limit(words)) return 0;
@@ -105,12 +120,25 @@ int whole_bucket_threads(const SmemLaunch& cfg) {
       !registers_keep_occupancy(reinterpret_cast<const void*>(with_regs), threads,
                                 reinterpret_cast<const void*>(without), cfg.threads, cfg.smem))
     return 0;
+  cfg.pad_rows = false;
+  const size_t padded = smem_bytes_at(cfg.cols, column_stride(B * TPP, TPP), sizeof(T));
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  const size_t limit = at::cuda::getDeviceProperties(device)->sharedMemPerBlockOptin - kSmemKernelStatic;
+  if (knobs().pad_rows && padded <= limit) {
+    allow_dynamic_smem(with_regs, padded);
+    const void* k = reinterpret_cast<const void*>(with_regs);
+    if (keeps_occupancy(k, threads, std::max(padded, cfg.smem), k, threads, cfg.smem)) {
+      cfg.pad_rows = true;
+      cfg.smem = std::max(padded, cfg.smem);
+    }
+  }
   return threads;
 }
 
 // The register steps' bucket for this launch (0: none) and its block size.
 template <typename T, int TPP, bool kWithV>
-int whole_register_bucket(const SmemLaunch& cfg, int& threads) {
+int whole_register_bucket(SmemLaunch& cfg, int& threads) {
   if (whole_registers_mode() == 0) return 0;
   if ((threads = whole_bucket_threads<T, TPP, kWithV, 8>(cfg))) return 8;
   if ((threads = whole_bucket_threads<T, TPP, kWithV, 16>(cfg))) return 16;
@@ -186,8 +214,10 @@ PairKernel<T> pair_kernel(const SmemLaunch& cfg, bool with_v) {
 // Whole matrices: the plan's variant (register steps of reg_rows rows a lane
 // on reg_threads threads, or the shared-memory steps).
 template <typename T, bool kWithV>
-void launch_tpp(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
+void launch_tpp(const EngineArgs<T>& engine_args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
                 cudaStream_t stream) {
+  EngineArgs<T> args = engine_args;
+  args.pad_rows = cfg.reg_rows > 0 && cfg.pad_rows;
   const int rt = cfg.reg_threads;
   switch (cfg.tpp) {
     case 4: return launch_whole<T, 4, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
@@ -207,6 +237,7 @@ template <typename T, bool kWithV>
 void choose_whole_steps_t(SmemLaunch& cfg) {
   int threads = 0;
   cfg.reg_rows = 0;
+  cfg.pad_rows = false;
   if (cfg.tpp == 16) cfg.reg_rows = whole_register_bucket<T, 16, kWithV>(cfg, threads);
   if (cfg.tpp == 32) cfg.reg_rows = whole_register_bucket<T, 32, kWithV>(cfg, threads);
   cfg.reg_threads = cfg.reg_rows ? threads : 0;
@@ -220,10 +251,8 @@ bool pair_delta_fits(int64_t p, int64_t q, int64_t w, size_t elem) {
 }
 
 size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem, int lane_rows) {
-  const int64_t npairs = c;  // as max_pairs in the kernel
   const int64_t ld = column_stride(static_cast<int>(p + vrows), lanes_per_rotation(p, c, lane_rows));  // as in the kernel
-  return static_cast<size_t>(c + npairs) * sizeof(double) + static_cast<size_t>(c * ld + 2 * npairs) * elem +
-         static_cast<size_t>(c) * sizeof(int) + 16;
+  return smem_bytes_at(c, ld, elem);
 }
 
 SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem, int lane_rows) {
@@ -235,6 +264,7 @@ SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem, int
   cfg.threads = static_cast<int>(std::max<int64_t>(groups * tpp, 32));
   cfg.smem = svd_smem_bytes(p, vrows, c, elem, lane_rows);
   cfg.rows = p + vrows;
+  cfg.cols = c;
   const HalvingOrder order{static_cast<int>(c), static_cast<int>((c + 1) / 2)};
   cfg.reg_groups = order.max_slots(order.levels());
   return cfg;

@@ -54,6 +54,10 @@ struct SmemLaunch {
   // The kernel variant, chosen by the planner (choose_*_steps), launched as is:
   int reg_rows = 0;    // rows of a column a lane keeps in registers (0: the shared-memory steps)
   int reg_threads = 0; // whole matrices with register steps: their block size
+  int64_t cols = 0;    // columns held (a list's launch: its widest member's)
+  // Whole matrices with register steps: A's and V's rows padded with zeros to reg_rows lanes' worth
+  // (svd_smem_kernel.cuh, pa), where it costs no block per SM; smem then covers the padded rows.
+  bool pad_rows = false;
 };
 
 // Whether float32 block pairs of width w of a p x q matrix with V carry the

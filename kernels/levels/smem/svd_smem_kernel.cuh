@@ -193,8 +193,16 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
   // V (whole mode, and float32 pairs) or J (float64 pairs) or E = J - I
   // (kDelta) rows under each column
   constexpr bool kCarryJ = kPair && kWithV && (pair_carries_rotation(sizeof(T)) || kDelta);
-  const int vr = kWithV ? (kCarryJ ? c : md.q) : 0;
-  const int ld = column_stride(p + vr, TPP);  // (svd_smem.h: bank conflicts)
+  // The register steps: rows of A in a lane's first kRegA registers (the rest hold V's, J's or E's).
+  constexpr int kRegA = kDelta ? kRegRows - 1 : kWithV ? kRegRows / 2 : kRegRows;
+  // Whole matrices on the register steps (args.pad_rows, chosen by the launch's planner): A's rows
+  // and V's padded with zero rows to kRegA lanes' worth each, so that they split exactly among a
+  // group's lanes (rows_exact, kernel_register_steps.cuh). Zero rows change no inner product, norm
+  // or rotation, and stay zero.
+  const bool padded = !kPair && kRegRows > 0 && args.pad_rows && p <= kRegA * TPP;
+  const int pa = padded ? kRegA * TPP : p;  // rows of A in shared memory (p of them the matrix's)
+  const int vr = kWithV ? (kCarryJ ? c : padded ? (kRegRows - kRegA) * TPP : md.q) : 0;
+  const int ld = column_stride(pa + vr, TPP);  // (svd_smem.h: bank conflicts)
   const bool pair_quads = kPair && sizeof(T) == sizeof(float) && (!kCarryJ || kDelta) &&
                           ((p | (kCarryJ ? 0 : vr) | ld) & 3) == 0 &&
                           ((md.a_off | (kWithV && !kCarryJ ? md.v_off : 0)) & 3) == 0;
@@ -243,15 +251,15 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
     }
     __pipeline_commit();
   } else {
-    for_each_column(c, p, [&](int l, int r) {
-      const T v = Ag[static_cast<int64_t>(gcol(l)) * p + r];
+    for_each_column(c, pa, [&](int l, int r) {
+      const T v = r < p ? Ag[static_cast<int64_t>(gcol(l)) * p + r] : T(0);
       As[l * ld + r] = v;
       local_bad |= !isfinite(v);
       local_max = fmax(local_max, fabs(v));
     });
   }
   if constexpr (kWithV && (!kPair || kCarryJ)) {  // V (whole mode) or J (float64 pairs) starts at I, E at 0
-    for_each_column(c, vr, [&](int l, int r) { As[l * ld + p + r] = (r == l && !kDelta) ? T(1) : T(0); });
+    for_each_column(c, vr, [&](int l, int r) { As[l * ld + pa + r] = (r == l && !kDelta) ? T(1) : T(0); });
   }
   if constexpr (kPair) __pipeline_wait_prior(0);
 
