@@ -128,6 +128,7 @@ def test_whole_level_register_steps(m, n, dtype):
 
 
 @pytest.mark.parametrize("m,n,dtype", [(100, 100, torch.float32), (77, 77, torch.float32), (128, 64, torch.float32),
+                                       (60, 60, torch.float32),  # (8 lanes a rotation)
                                        (120, 90, torch.float32), (100, 100, torch.float64)])
 def test_whole_level_rows_padded_to_register_bucket(m, n, dtype):
     """Whole matrices on the register steps hold A's and V's rows padded with zero rows to the register

@@ -221,7 +221,12 @@ void launch_tpp(const EngineArgs<T>& engine_args, const int32_t* tasks, int ntas
   const int rt = cfg.reg_threads;
   switch (cfg.tpp) {
     case 4: return launch_whole<T, 4, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
-    case 8: return launch_whole<T, 8, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
+    case 8:  // (register steps: float32 only, choose_whole_steps_t)
+      if constexpr (sizeof(T) == sizeof(float)) {
+        if (cfg.reg_rows == 8) return launch_whole<T, 8, kWithV, 8>(args, tasks, ntasks, rt, cfg.smem, stream);
+        if (cfg.reg_rows == 16) return launch_whole<T, 8, kWithV, 16>(args, tasks, ntasks, rt, cfg.smem, stream);
+      }
+      return launch_whole<T, 8, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
     case 16:
       if (cfg.reg_rows == 8) return launch_whole<T, 16, kWithV, 8>(args, tasks, ntasks, rt, cfg.smem, stream);
       if (cfg.reg_rows == 16) return launch_whole<T, 16, kWithV, 16>(args, tasks, ntasks, rt, cfg.smem, stream);
@@ -238,6 +243,11 @@ void choose_whole_steps_t(SmemLaunch& cfg) {
   int threads = 0;
   cfg.reg_rows = 0;
   cfg.pad_rows = false;
+  // (8 lanes a rotation: float32 only. Float64's kernels spilled, and a float64 Hilbert 33 x 16 took
+  // a sweep more than its test allows; not measured for speed.)
+  if constexpr (sizeof(T) == sizeof(float)) {
+    if (cfg.tpp == 8) cfg.reg_rows = whole_register_bucket<T, 8, kWithV>(cfg, threads);
+  }
   if (cfg.tpp == 16) cfg.reg_rows = whole_register_bucket<T, 16, kWithV>(cfg, threads);
   if (cfg.tpp == 32) cfg.reg_rows = whole_register_bucket<T, 32, kWithV>(cfg, threads);
   cfg.reg_threads = cfg.reg_rows ? threads : 0;
