@@ -52,8 +52,8 @@ def test_whole_level_lanes_per_rotation():
     assert level(sms, 48)["lanes_per_rotation"] == 8
     assert level(2 * sms, 48)["lanes_per_rotation"] == 4
     assert level(2 * sms, 48, torch.float64)["lanes_per_rotation"] == 8
-    kept = level(2 * sms, 64)  # (8 lanes a rotation have no register steps, 16 have)
-    assert kept["lanes_per_rotation"] == 16 and kept["steps"] == "registers", kept
+    kept = level(2 * sms, 64)  # (8 lanes a rotation keep the register steps at 64², float32)
+    assert kept["lanes_per_rotation"] == 8 and kept["steps"] == "registers", kept
     g = torch.Generator(device="cuda").manual_seed(48)
     A = torch.randn(2 * sms, 48, 48, device="cuda", generator=g)
     A[1] = A[1, :, :24] @ torch.randn(24, 48, device="cuda", generator=g)  # (rank 24)
