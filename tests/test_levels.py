@@ -108,6 +108,17 @@ def test_whole_level_blocks_of_partial_warps(m, n, dtype):
             check_svd(X, full_matrices=full)
 
 
+def _check_both_orientations(A):
+    """svd (reduced and full) and svdvals of the batch A and of its transpose, against float64."""
+    m, n = A.shape[-2:]
+    for X in (A, A.mT):
+        for full in (False, True):
+            check_svd(X, full_matrices=full)
+        S = torch_jsvd.svdvals(X)
+        ref = torch.linalg.svdvals(X.double())
+        assert ((S.double() - ref).abs().amax(-1) <= bound(m, n, A.dtype) * ref[..., 0]).all()
+
+
 @pytest.mark.parametrize("m,n,dtype", [(128, 128, torch.float32), (130, 70, torch.float32), (64, 64, torch.float64),
                                        (150, 60, torch.float32)])  # (tall, a warp a rotation, not tall enough for the QR)
 def test_whole_level_register_steps(m, n, dtype):
@@ -119,12 +130,7 @@ def test_whole_level_register_steps(m, n, dtype):
     assert lv["kernel"] == "whole_svd_smem" and lv["steps"] == "registers", lv
     A = torch.randn(8, m, n, dtype=dtype, device="cuda")
     A[1] *= 1e-3  # graded batch: convergence is per matrix
-    for X in (A, A.mT):
-        for full in (False, True):
-            check_svd(X, full_matrices=full)
-        S = torch_jsvd.svdvals(X)
-        ref = torch.linalg.svdvals(X.double())
-        assert ((S.double() - ref).abs().amax(-1) <= bound(m, n, dtype) * ref[..., 0]).all()
+    _check_both_orientations(A)
 
 
 @pytest.mark.parametrize("m,n,dtype", [(100, 100, torch.float32), (77, 77, torch.float32), (128, 64, torch.float32),
@@ -144,12 +150,7 @@ def test_whole_level_rows_padded_to_register_bucket(m, n, dtype):
     A = torch.randn(8, m, n, dtype=dtype, device="cuda", generator=g)
     A[1] = A[1, :, : n // 3] @ torch.randn(n // 3, n, dtype=dtype, device="cuda", generator=g)
     A[2] *= torch.logspace(0, -6, n, dtype=dtype, device="cuda")
-    for X in (A, A.mT):
-        for full in (False, True):
-            check_svd(X, full_matrices=full)
-        S = torch_jsvd.svdvals(X)
-        ref = torch.linalg.svdvals(X.double())
-        assert ((S.double() - ref).abs().amax(-1) <= bound(m, n, dtype) * ref[..., 0]).all()
+    _check_both_orientations(A)
     L = [torch.randn(s, dtype=dtype, device="cuda", generator=g) for s in [(m, n), (130, 70), (n, m), (77, 77)]]
     _assert_varlen_accurate(L, full_matrices=False)
 
