@@ -39,7 +39,6 @@ def test_plan_picks_each_level_by_shape():
     assert p32["smem_per_block"] > 48 * 1024
 
 
-
 def test_whole_level_lanes_per_rotation():
     """A rotation's lanes hold about four rows of A each; float32 batches of at least twice as many matrices
     as SMs about eight (throughput-bound: planner.cpp, more_lane_rows), unless that loses the register
@@ -60,6 +59,7 @@ def test_whole_level_lanes_per_rotation():
     A[2] *= torch.logspace(0, -5, 48, device="cuda")
     check_svd(A, full_matrices=False)
     check_svd(A.mT, full_matrices=True)
+
 
 # Every register shape of the warp level (lanes per matrix x rows per lane, or a thread per matrix of at
 # most 4 rows), with batches that leave warps (or the thread kernel's 128-thread blocks) partly empty.

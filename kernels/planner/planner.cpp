@@ -161,8 +161,8 @@ namespace {
 // lane: 2000x48² 2.97-3.01 / 2.23-2.25, 1000x33² 0.95-0.97 / 0.68, 4000x40² 3.54-3.56 / 3.17-3.19,
 // 2000x60x40 2.06-2.07 / 1.73-1.75, 500x128x64 2.46-2.48 / 1.95; but 2000x64² 3.82-3.84 / 5.46-5.48, where
 // 8 lanes a rotation had no register steps and 16 had (since cc066fb 8 have them: 2.96-3.06 ms, stop 46).
-// Batches that fill the device less are
-// latency-bound: wider groups (2 rows a lane) cut a 85-matrix list of 33..64 sides by a fifth, not taken.
+// Batches that fill the device less are latency-bound: wider groups (2 rows a lane) cut a 85-matrix list
+// of 33..64 sides by a fifth, not taken.
 void more_lane_rows(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
                     const DeviceLimits& lim) {
   if (mp.level != Level::kWholeSmem || elem != sizeof(float) || batch < 2 * static_cast<int64_t>(lim.sm_count))
