@@ -116,7 +116,11 @@ int whole_bucket_threads(SmemLaunch& cfg) {
   auto without = svd_smem_kernel<T, TPP, false, kWithV, 0>;
   allow_dynamic_smem(with_regs, cfg.smem);
   allow_dynamic_smem(without, cfg.smem);
-  if (whole_registers_mode() != 2 &&
+  // 8 lanes a rotation whose rows fill at least 3/4 of the bucket: the register steps even where they
+  // cost blocks per SM (H100, stop 46, ms, occupancy rule / registers: 64x48² 0.83 / 0.43, 200x48² 0.84 /
+  // 0.52, 2000x48² 2.32 / 1.96, 300x56x40 0.75 / 0.39; but 1000x33², padded from 66 rows to 128, 0.69 / 0.76).
+  const bool fills = TPP == 8 && 4 * cfg.rows >= 3 * static_cast<int64_t>(B) * TPP;
+  if (whole_registers_mode() != 2 && !fills &&
       !registers_keep_occupancy(reinterpret_cast<const void*>(with_regs), threads,
                                 reinterpret_cast<const void*>(without), cfg.threads, cfg.smem))
     return 0;
