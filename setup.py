@@ -32,7 +32,7 @@ def _extension():
         sources,
         extra_compile_args={"cxx": cxx + ["-DJSVD_WITH_CUDA"], "nvcc": nvcc},
         include_dirs=[os.path.join(ROOT, "csrc"), os.path.join(ROOT, "kernels")],
-        libraries=["cublas"],  # the QR preconditioning's GEMMs (kernels/qr/qr_precondition.cpp)
+        libraries=["cublas", "cusolver"],  # the QR's GEMMs (qr_precondition.cpp), the start's syevBatched (syev_batched.cpp)
     )
 
 

@@ -1,7 +1,8 @@
 """The Gram eigenvectors as the Jacobi's starting V (kernels/precondition/eigh_precondition.h).
 
 svd and svdvals of one matrix of >= 256 columns, or of up to 4 of >= 1024, run the Jacobi on M V0, V0 the
-eigenvectors of M^T M from torch.linalg.eigh, and of large batches of tall matrices of 16 to 64 columns,
+eigenvectors of M^T M from torch.linalg.eigh; of more near-square ones (float32 256 to 768 columns, float64
+to 1024), V0 from cuSOLVER's syevBatched; of large batches of tall matrices of 16 to 64 columns,
 V0 from this engine's batched Jacobi on the Gram matrices; svd_ex (which never synchronises) and other
 batches do not, nor float64 matrices whose columns are graded beyond sqrt(cols eps). Checked: the plan,
 every output property on structured inputs (rank-deficient, graded, wide, full_matrices, zero, scaled),
@@ -36,10 +37,17 @@ def test_plan_single_or_few_large_matrices(dtype):
     assert _start_v([(768, 3072)], dtype)[0]["kernel"] == "gram_eigh"  # (wide: on its transpose)
     assert _start_v([(1000, 256)], dtype)[0]["kernel"] == "gram_eigh"
     assert _start_v([(1024, 255)], dtype) == [None]  # too few columns
-    # batched eigh loops over the matrices: a few large ones only
-    assert all(s["kernel"] == "gram_eigh" for s in _start_v([(1024, 1024)] * 4, dtype))
-    assert _start_v([(1024, 1024)] * 5, dtype) == [None] * 5
+    # torch.linalg.eigh loops over a batch: a few large ones only
+    assert all(s["solver"] == "torch.linalg.eigh" for s in _start_v([(1024, 1024)] * 4, dtype))
     assert _start_v([(1023, 1023)] * 2, dtype) == [None] * 2
+    # more near-square ones by cuSOLVER's syevBatched (float32 to 768 columns, float64 to 1024)
+    assert all(s["solver"] == "cusolverDnXsyevBatched" for s in _start_v([(512, 512)] * 5, dtype))
+    assert _start_v([(300, 256)] * 100, dtype)[0]["solver"] == "cusolverDnXsyevBatched"
+    assert _start_v([(256, 300)] * 100, dtype)[0]["solver"] == "cusolverDnXsyevBatched"  # (wide)
+    assert (_start_v([(1024, 1024)] * 5, dtype)[0] is None) == (dtype == torch.float32)
+    assert _start_v([(1025, 1025)] * 5, dtype) == [None] * 5
+    assert _start_v([(1024, 512)] * 5, dtype) == [None] * 5  # (rows >= 2 cols: the QR path)
+    assert _start_v([(255, 255)] * 100, dtype) == [None] * 100
     ratio = _start_v([(1024, 1024)], dtype)[0].get("min_column_ratio")
     if dtype == torch.float64:  # (float64: the data may decline the start)
         assert ratio == pytest.approx(math.sqrt(1024 * torch.finfo(torch.float64).eps))
@@ -195,6 +203,58 @@ def test_tall_batches(dtype, m, n, full):
     A[7, 3, 3] = float("nan")
     with pytest.raises(torch.linalg.LinAlgError):
         torch_jsvd.svd(A)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("m,n,full", [(300, 256, False), (256, 300, True), (384, 384, False)])
+def test_batches_by_syev_batched(dtype, m, n, full):
+    """Batches of near-square matrices whose Gram eigenvectors come from cuSOLVER's syevBatched: every
+    output property and S against LAPACK on Gaussian, rank-deficient, zero, graded (columns over 3
+    decades), two-equal-column and scaled (1e-30, 1e30) members; svdvals alike; a NaN raises."""
+    g = torch.Generator().manual_seed(m + n)
+    k = min(m, n)
+    A = torch.randn(8, m, n, generator=g, dtype=torch.float64)
+    A[1] = random_rank((m, n), k // 3)
+    A[2] = 0
+    A[3] *= torch.logspace(0, -3, n, dtype=torch.float64)
+    A[4, :, 1] = A[4, :, 0]
+    A[5] *= 1e-30
+    A[6] *= 1e30
+    A = A.to(dtype).cuda()
+    assert _start_v([(m, n)] * 8, dtype)[0]["solver"] == "cusolverDnXsyevBatched"
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
+    assert_valid_svd(A, U, S, Vh, full)
+    ref = torch.linalg.svdvals(A.double())
+    err = lambda S: ((S.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max()
+    assert err(S) <= bound(m, n, dtype)
+    assert err(torch_jsvd.svdvals(A)) <= bound(m, n, dtype)
+    if dtype == torch.float64:  # (graded within the start's ratio: small singular values relatively accurate)
+        cpu = torch_jsvd.svdvals(A[3].cpu()).double()
+        assert ((S[3].cpu() - cpu).abs() / cpu).max() <= 1e-10
+    A[7, 3, 3] = float("nan")
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch_jsvd.svd(A)
+
+
+def test_batches_by_syev_batched_declined(tmp_path):
+    """A float64 batch with a member graded beyond the start's ratio (12 decades) is solved exactly as
+    with the start switched off (JSVD_EIGH=0, in a child process), and keeps that member's small singular
+    values relatively accurate."""
+    g = torch.Generator().manual_seed(6)
+    A = torch.randn(6, 300, 256, generator=g, dtype=torch.float64)
+    A[2] *= torch.logspace(0, -12, 256, dtype=torch.float64)[torch.randperm(256, generator=g)]
+    torch.save(A, tmp_path / "A.pt")
+    code = f"""
+        import os, torch, torch_jsvd
+        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
+        torch.save(torch_jsvd.svd(A, full_matrices=False)[1].cpu(), os.environ["OUT"])
+    """
+    run_child(code, JSVD_TUNER="0", OUT=str(tmp_path / "S.pt"))
+    run_child(code, JSVD_TUNER="0", JSVD_EIGH="0", OUT=str(tmp_path / "S_off.pt"))
+    S, S_off = torch.load(tmp_path / "S.pt"), torch.load(tmp_path / "S_off.pt")
+    assert torch.equal(S, S_off)
+    cpu = torch_jsvd.svdvals(A[2]).double()
+    assert ((S[2] - cpu).abs() / cpu).max() <= 1e-10
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)

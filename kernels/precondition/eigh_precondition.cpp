@@ -13,6 +13,7 @@
 #include "common/batched_gemm.h"
 #include "precondition/gram_products.h"
 #include "precondition/start_checks.h"
+#include "precondition/syev_batched.h"
 #include "tuning_knobs.h"
 
 namespace jsvd {
@@ -21,15 +22,20 @@ namespace cuda {
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform) {
   if (!uniform || knobs().eigh == 0) return false;
   if (knobs().eigh == 1) return true;
-  if (cols >= kEighMinCols) return batch == 1 || (batch <= kEighMaxBatch && cols >= kEighBatchMinCols);
-  const double work = static_cast<double>(batch) * rows * cols * cols;
   const bool f64 = elem == sizeof(double);
+  if (cols >= kEighMinCols) {
+    if (batch <= kEighMaxBatch) return batch == 1 || cols >= kEighBatchMinCols;
+    return rows < 2 * cols && cols <= (f64 ? kSyevBatchedMaxCols : kSyevBatchedMaxColsF32);
+  }
+  const double work = static_cast<double>(batch) * rows * cols * cols;
   return cols >= kEighTallMinCols && cols <= kEighJacobiMaxCols && (f64 || batch * kEighTallBatchPerCol >= cols) &&
          rows >= (f64 ? kEighTallRatioF64 : kEighTallRatio) * cols &&
          work >= (f64 ? kEighTallMinWorkF64 : kEighTallMinWork);
 }
 
 bool gram_eig_by_jacobi(int64_t cols) { return cols <= kEighJacobiMaxCols; }
+
+bool syev_batched_on(int64_t batch) { return batch > kEighMaxBatch; }
 
 CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
                                    const StartEngines& e) {
@@ -87,10 +93,18 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // 127 against 97 at 4096²), and the float32 route's V0, an approximation, left the Jacobi more
     // sweeps: same build (a9e2a25, JSVD_EIGH_F64), 1x4096² 276 -> 202 ms with the residual 1.1e-6 ->
     // 6.1e-8, 1x1024² 18.3 -> 14.2, 1x3072x768 14.9 -> 12.6, 1x1536² 31.1 -> 29.2.
-    try {
-      V0 = std::get<1>(at::linalg_eigh(G)).flip(-1);
-    } catch (const c10::Error&) {
-      return e.without_start(A, b, opt);  // (syevd did not converge)
+    // A batch in one call of cuSOLVER's syevBatched, where torch.linalg.eigh would loop over syevd.
+    if (syev_batched_on(B)) {
+      bool failed = false;
+      at::Tensor Gw = G;
+      V0 = syev_batched(Gw, &failed);
+      if (failed) return e.without_start(A, b, opt);
+    } else {
+      try {
+        V0 = std::get<1>(at::linalg_eigh(G)).flip(-1);
+      } catch (const c10::Error&) {
+        return e.without_start(A, b, opt);  // (syevd did not converge)
+      }
     }
   }
   at::Tensor X;  // packed, M V0 is V0^T W
