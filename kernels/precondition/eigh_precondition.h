@@ -1,8 +1,9 @@
 // Preconditioning by the eigenvectors of the Gram matrix (the mixed-precision
 // one-sided Jacobi's starting V: an eigen-decomposition of A^T A, then
 // full-precision Jacobi sweeps on A V0, whose columns start orthogonal to
-// about the eigen-solver's accuracy). M^T M = V0 L V0^T by cuSOLVER's syevd
-// (torch.linalg.eigh, in float64), the Jacobi on X = M V0 = U S V_x^T, so M = U S (V0 V_x)^T.
+// about the eigen-solver's accuracy). M^T M = V0 L V0^T in float64 by cuSOLVER's syevd (torch.linalg.eigh;
+// syevBatched for batches, syev_batched.h; this engine's Jacobi for Gram matrices of at most 64 columns),
+// the Jacobi on X = M V0 = U S V_x^T, so M = U S (V0 V_x)^T.
 //
 // H100, float32, bench_large at acb6907 against 6eca140's QR path: 1x4096² 947 -> 275 ms,
 // 1x3072x768 42.5 -> 14.4, 1x1536² 61 -> 30 (a prototype counted 13 -> 3 and 10 -> 1 sweeps); with the
