@@ -1,9 +1,9 @@
 """The Gram eigenvectors as the Jacobi's starting V (kernels/precondition/eigh_precondition.h).
 
 svd and svdvals of one matrix of >= 256 columns, or of up to 4 of >= 1024, run the Jacobi on M V0, V0 the
-eigenvectors of M^T M from torch.linalg.eigh; of more near-square ones (float32 256 to 768 columns, float64
-to 1024), V0 from cuSOLVER's syevBatched; of large batches of tall matrices of 16 to 64 columns,
-V0 from this engine's batched Jacobi on the Gram matrices; svd_ex (which never synchronises) and other
+eigenvectors of M^T M from torch.linalg.eigh; of large batches of near-square ones (float32 256 to 768
+columns, float64 to 1024), V0 from cuSOLVER's syevBatched; of large batches of tall matrices of 16 to 64
+columns, V0 from this engine's batched Jacobi on the Gram matrices; svd_ex (which never synchronises) and other
 batches do not, nor float64 matrices whose columns are graded beyond sqrt(cols eps). Checked: the plan,
 every output property on structured inputs (rank-deficient, graded, wide, full_matrices, zero, scaled),
 agreement with float64 singular values, the relative accuracy of float64 graded matrices' small singular
@@ -40,13 +40,20 @@ def test_plan_single_or_few_large_matrices(dtype):
     # torch.linalg.eigh loops over a batch: a few large ones only
     assert all(s["solver"] == "torch.linalg.eigh" for s in _start_v([(1024, 1024)] * 4, dtype))
     assert _start_v([(1023, 1023)] * 2, dtype) == [None] * 2
-    # more near-square ones by cuSOLVER's syevBatched (float32 to 768 columns, float64 to 1024)
-    assert all(s["solver"] == "cusolverDnXsyevBatched" for s in _start_v([(512, 512)] * 5, dtype))
-    assert _start_v([(300, 256)] * 100, dtype)[0]["solver"] == "cusolverDnXsyevBatched"
-    assert _start_v([(256, 300)] * 100, dtype)[0]["solver"] == "cusolverDnXsyevBatched"  # (wide)
-    assert (_start_v([(1024, 1024)] * 5, dtype)[0] is None) == (dtype == torch.float32)
-    assert _start_v([(1025, 1025)] * 5, dtype) == [None] * 5
-    assert _start_v([(1024, 512)] * 5, dtype) == [None] * 5  # (rows >= 2 cols: the QR path)
+    # large enough batches of near-square ones by cuSOLVER's syevBatched: float32 from 100 matrices below
+    # 768 columns and 12 at 768; float64 from 40 below 768 columns and 10 from 768 to 1024
+    f64 = dtype == torch.float64
+    few, many = (40, 10) if f64 else (100, 12)
+    def syevb(shapes):
+        s = _start_v(shapes, dtype)[0]
+        return s is not None and s["solver"] == "cusolverDnXsyevBatched"
+
+    assert syevb([(512, 512)] * few) and not syevb([(512, 512)] * (few - 1))
+    assert syevb([(300, 256)] * few) and syevb([(256, 300)] * few)  # (wide: on its transpose)
+    assert syevb([(768, 768)] * many) and not syevb([(768, 768)] * (many - 1))
+    assert syevb([(1024, 1024)] * 10) == f64
+    assert _start_v([(1025, 1025)] * 100, dtype) == [None] * 100
+    assert _start_v([(1024, 512)] * 100, dtype) == [None] * 100  # (rows >= 2 cols: the QR path)
     assert _start_v([(255, 255)] * 100, dtype) == [None] * 100
     ratio = _start_v([(1024, 1024)], dtype)[0].get("min_column_ratio")
     if dtype == torch.float64:  # (float64: the data may decline the start)
@@ -213,7 +220,8 @@ def test_batches_by_syev_batched(dtype, m, n, full):
     decades), two-equal-column and scaled (1e-30, 1e30) members; svdvals alike; a NaN raises."""
     g = torch.Generator().manual_seed(m + n)
     k = min(m, n)
-    A = torch.randn(8, m, n, generator=g, dtype=torch.float64)
+    batch = 40 if dtype == torch.float64 else 100  # (the smallest batches that take it below 768 columns)
+    A = torch.randn(batch, m, n, generator=g, dtype=torch.float64)
     A[1] = random_rank((m, n), k // 3)
     A[2] = 0
     A[3] *= torch.logspace(0, -3, n, dtype=torch.float64)
@@ -221,7 +229,7 @@ def test_batches_by_syev_batched(dtype, m, n, full):
     A[5] *= 1e-30
     A[6] *= 1e30
     A = A.to(dtype).cuda()
-    assert _start_v([(m, n)] * 8, dtype)[0]["solver"] == "cusolverDnXsyevBatched"
+    assert _start_v([(m, n)] * batch, dtype)[0]["solver"] == "cusolverDnXsyevBatched"
     U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
     assert_valid_svd(A, U, S, Vh, full)
     ref = torch.linalg.svdvals(A.double())
@@ -241,7 +249,7 @@ def test_batches_by_syev_batched_declined(tmp_path):
     with the start switched off (JSVD_EIGH=0, in a child process), and keeps that member's small singular
     values relatively accurate."""
     g = torch.Generator().manual_seed(6)
-    A = torch.randn(6, 300, 256, generator=g, dtype=torch.float64)
+    A = torch.randn(40, 300, 256, generator=g, dtype=torch.float64)
     A[2] *= torch.logspace(0, -12, 256, dtype=torch.float64)[torch.randperm(256, generator=g)]
     torch.save(A, tmp_path / "A.pt")
     code = f"""

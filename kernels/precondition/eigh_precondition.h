@@ -31,7 +31,8 @@ namespace cuda {
 
 // Whether a uniform batch of `batch` rows x cols matrices (rows >= cols) of `elem`-byte entries takes
 // it: one matrix of at least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols,
-// or more near-square ones up to kSyevBatchedMaxCols (below), or tall ones (rows >= kEighTallRatio cols; float64 kEighTallRatioF64) of kEighTallMinCols to
+// or large enough batches of near-square ones up to kSyevBatchedMaxCols (below), or tall ones
+// (rows >= kEighTallRatio cols; float64 kEighTallRatioF64) of kEighTallMinCols to
 // kEighJacobiMaxCols columns whose work batch x rows x cols² pays the route's fixed cost (two engine
 // calls, three GEMMs and the checks' launch). H200, `scripts/ab_knob.sh JSVD_EIGH` (VALUES="1 0", two
 // rounds, ms, start / QR path) at 2c2bf8d: float64 1000x256x16 0.41-0.42 / 0.69-0.74, 100x512x32
@@ -54,18 +55,25 @@ namespace cuda {
 constexpr int64_t kEighMinCols = 256;
 constexpr int64_t kEighMaxBatch = 4;
 constexpr int64_t kEighBatchMinCols = 1024;
-// Batches of more than kEighMaxBatch near-square matrices (rows < 2 cols; only squares were measured) of
-// kEighMinCols to kSyevBatchedMaxCols columns (float32 kSyevBatchedMaxColsF32) take it with V0 from
-// cuSOLVER's syevBatched, all the Gram matrices in one call (syev_batched.h). H100, stop 47,
-// `scripts/ab_knob.sh JSVD_EIGH` (VALUES="1 -1", two rounds, ms, start / rule before): float64 100x512²
+// Batches of near-square matrices (rows < 2 cols; only squares were measured) of kEighMinCols to
+// kSyevBatchedMaxCols columns (float32 kSyevBatchedMaxColsF32) take it with V0 from cuSOLVER's
+// syevBatched, all the Gram matrices in one call (syev_batched.h), where the batch is large enough:
+// syevBatched's time hardly depends on the batch up to one matrix an SM (200x256² 20.6 ms, 100x512² 56,
+// 12x768² 65-101, 10x1024² 95-120 float64), so it pays only where the Jacobi without it takes longer.
+// H100, stop 47, `scripts/ab_knob.sh JSVD_EIGH` (two rounds, ms, start / QR path): float64 100x512²
 // 107.8-108.3 / 189.6-189.7, 200x256² 30.1-30.3 / 62.4-62.5, 50x384² 27.7-30.9 / 51.0-51.6, 12x768²
 // 70.6-80.6 / 130.5-131.1, 10x1024² 112-138 / 161; float32 100x512² 60.1-60.9 / 63.7-63.8, 200x256²
 // 22.8-23.3 / 24.1-24.4, 12x768² 51.3-62.3 / 73.5-73.7, with U and V 20-40 times closer to orthogonal
-// (100x512²: ||U^T U - I||_F 3.3e-5 -> 1.8e-6). Not taken: float32 10x1024² (syevBatched alone 95 ms,
-// the Jacobi 75 in all), 128-200 columns (float32 200x128² 3.22-3.27 -> 3.61-3.75, float64 200x128² and
-// 64x200² even), and a few large matrices (2x2048² float32 71 -> 202-247 ms against the loop of syevd).
+// (100x512²: ||U^T U - I||_F 3.3e-5 -> 1.8e-6). Slower, so below the minimum batches: float64 20x300² 26-27
+// / 16, 5x512² 43-45 / 25-26, 5x1024² 120-128 / 88-90; float32 20x512² 30-51 / 16, 30x256² 11-14 / 5.2-5.5,
+// 8x384² 19.5-27 / 13.2-13.4, 5x768² 64-93 / 38, 10x1024² (syevBatched alone 95 ms, the Jacobi 75 in all),
+// 200x128² 3.61-3.75 / 3.22-3.27 (fewer than kEighMinCols columns). A few large matrices keep the loop of
+// syevd (2x2048² float32 71 -> 202-247 ms with syevBatched).
 constexpr int64_t kSyevBatchedMaxCols = 1024;
 constexpr int64_t kSyevBatchedMaxColsF32 = 768;
+constexpr int64_t kSyevBatchedLargeCols = 768;  // from here the smaller minimum batch
+constexpr int64_t kSyevBatchedMinBatchF64 = 40, kSyevBatchedMinBatchLargeF64 = 10;
+constexpr int64_t kSyevBatchedMinBatchF32 = 100, kSyevBatchedMinBatchLargeF32 = 12;
 constexpr int64_t kEighTallMinCols = 16;
 constexpr int64_t kEighJacobiMaxCols = 64;
 constexpr int64_t kEighTallRatio = 4;
