@@ -99,8 +99,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // A batch in one call of cuSOLVER's syevBatched, where torch.linalg.eigh would loop over syevd.
     if (syev_batched_on(B)) {
       bool failed = false;
-      at::Tensor Gw = G;
-      V0 = syev_batched(Gw, &failed);
+      V0 = syev_batched(G, &failed);
       if (failed) return e.without_start(A, b, opt);
     } else {
       try {

@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 #include <cusolverDn.h>
 
+#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -31,7 +32,7 @@ cusolverDnHandle_t solver_handle() {
 
 }  // namespace
 
-at::Tensor syev_batched(at::Tensor& G, bool* failed) {
+at::Tensor syev_batched(const at::Tensor& G, bool* failed) {
   TORCH_CHECK(G.dim() == 3 && G.size(1) == G.size(2) && G.is_contiguous() && G.is_cuda() &&
                   (G.scalar_type() == at::kDouble || G.scalar_type() == at::kFloat),
               "jsvd internal: syev_batched takes a contiguous (B, q, q) float32/float64 CUDA tensor");

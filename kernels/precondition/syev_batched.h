@@ -11,7 +11,7 @@ namespace cuda {
 // G: (B, q, q) contiguous float32/float64, symmetric; overwritten. Returns V (B, q, q), whose columns are
 // G's eigenvectors by decreasing eigenvalue, and sets *failed to whether syevBatched reported a matrix
 // it did not converge on (read on the host: a synchronisation).
-at::Tensor syev_batched(at::Tensor& G, bool* failed);
+at::Tensor syev_batched(const at::Tensor& G, bool* failed);
 
 }  // namespace cuda
 }  // namespace jsvd
