@@ -405,3 +405,25 @@ def test_raises_like_svd(device):
         torch_jsvd.svd_varlen([torch.randn(3, 3, device=device), bad])
     with pytest.raises(torch.linalg.LinAlgError, match="max_sweeps"):
         torch_jsvd.svd_varlen([torch.randn(48, 48, dtype=torch.float64, device=device)], max_sweeps=1)
+
+
+def test_collector_state_kept(device):
+    """A list's call pauses Python's cyclic collector (_ops.py, _collector_paused) and leaves it as it
+    found it: enabled after a call and after a raise, disabled if it was, with the results intact."""
+    bad = torch.randn(4, 4, device=device)
+    bad[0, 0] = float("nan")
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            mats = _mats(device)
+            Us, Ss, Vhs = torch_jsvd.svd_varlen(mats)
+            assert gc.isenabled() == enabled
+            with pytest.raises(torch.linalg.LinAlgError):
+                torch_jsvd.svd_varlen([torch.randn(3, 3, device=device), bad])
+            assert gc.isenabled() == enabled
+            gc.collect()
+            for A, U, S, Vh in zip(mats, Us, Ss, Vhs):
+                assert_valid_svd(A, U, S, Vh, False, check_strides=False)
+    finally:
+        gc.enable() if was else gc.disable()
