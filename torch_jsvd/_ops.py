@@ -240,8 +240,12 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
     if not mats:
         # The dispatcher cannot pick a backend for an empty Tensor[]: say what is wrong here.
         raise ValueError("torch_jsvd.svd_varlen: expected a non-empty list of matrices, but got an empty list")
-    with _collector_paused():
-        U, S, Vh = _call(torch.ops.jsvd.svd_varlen.default, mats, mats, full_matrices, compute_uv, tol, max_sweeps)
+    args = (mats, full_matrices, compute_uv, tol, max_sweeps)
+    if torch.compiler.is_compiling():  # (a compiled graph makes no Python objects a matrix; dynamo cannot trace gc)
+        U, S, Vh = _call(torch.ops.jsvd.svd_varlen.default, mats, *args)
+    else:
+        with _collector_paused():
+            U, S, Vh = _call(torch.ops.jsvd.svd_varlen.default, mats, *args)
     if nested:
         U, S, Vh = (_nest(t, As.layout) for t in (U, S, Vh))
     return SVDVarlenResult(U, S, Vh)
