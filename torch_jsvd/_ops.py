@@ -54,7 +54,7 @@ def _collector_paused():
     every 700 and promote the survivors towards the oldest generation, whose collections traverse every
     object the process holds. The objects are counted all the same, so at most one collection follows
     the block. svd_varlen of 2000 2x2 matrices on the CPU, results kept between calls, 300 calls (2 threads,
-    AMD EPYC, Python 3.11; docs/experiments.md, stop 47), us a matrix: mean 3.2-3.4 -> 2.2-2.3, median
+    Intel Xeon, Python 3.11; docs/experiments.md, stop 47), us a matrix: mean 3.2-3.4 -> 2.2-2.3, median
     2.10-2.17 -> 2.02-2.09. (The switch is the process's: a thread that runs meanwhile is not collected either;
     one that paused it first keeps it paused.)"""
     on = gc.isenabled()
