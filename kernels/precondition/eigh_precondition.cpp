@@ -28,7 +28,8 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
     const bool large = cols >= kSyevBatchedLargeCols;
     const int64_t min_batch = f64 ? (large ? kSyevBatchedMinBatchLargeF64 : kSyevBatchedMinBatchF64)
                                   : (large ? kSyevBatchedMinBatchLargeF32 : kSyevBatchedMinBatchF32);
-    return rows < 2 * cols && cols <= (f64 ? kSyevBatchedMaxCols : kSyevBatchedMaxColsF32) && batch >= min_batch;
+    return kHaveSyevBatched && rows < 2 * cols && cols <= (f64 ? kSyevBatchedMaxCols : kSyevBatchedMaxColsF32) &&
+           batch >= min_batch;
   }
   const double work = static_cast<double>(batch) * rows * cols * cols;
   return cols >= kEighTallMinCols && cols <= kEighJacobiMaxCols && (f64 || batch * kEighTallBatchPerCol >= cols) &&

@@ -33,6 +33,9 @@ cusolverDnHandle_t solver_handle() {
 }  // namespace
 
 at::Tensor syev_batched(const at::Tensor& G, bool* failed) {
+#if CUSOLVER_VERSION < 12000
+  TORCH_CHECK(false, "jsvd internal: syev_batched needs cuSOLVER 12.0 (CUDA 13) or later");
+#else
   TORCH_CHECK(G.dim() == 3 && G.size(1) == G.size(2) && G.is_contiguous() && G.is_cuda() &&
                   (G.scalar_type() == at::kDouble || G.scalar_type() == at::kFloat),
               "jsvd internal: syev_batched takes a contiguous (B, q, q) float32/float64 CUDA tensor");
@@ -61,6 +64,7 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed) {
   *failed = info.ne(0).any().item<bool>();
   // Column-major eigenvectors, by increasing eigenvalue: as a row-major (B, q, q) tensor that is V^T.
   return G.mT().flip(-1);
+#endif
 }
 
 }  // namespace cuda

@@ -4,9 +4,14 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <cusolver_common.h>
 
 namespace jsvd {
 namespace cuda {
+
+// Whether this build's cuSOLVER has it: those of CUDA 13 (cuSOLVER 12.0) do, the one it was written and
+// measured with; an older toolkit builds without it (the batches then keep the QR path).
+constexpr bool kHaveSyevBatched = CUSOLVER_VERSION >= 12000;
 
 // G: (B, q, q) contiguous float32/float64, symmetric; overwritten. Returns V (B, q, q), whose columns are
 // G's eigenvectors by decreasing eigenvalue, and sets *failed to whether syevBatched reported a matrix
