@@ -29,6 +29,24 @@ __device__ __forceinline__ double lane_dot(const T* x, const T* y, int from, int
   return (s0 + s1) + (s2 + s3);
 }
 
+// lane_dot with the products and a lane's chains in T, the sum returned in double: float32's
+// conversions to double and back (16 a clock an SM on the H100) bound the Householder steps, and
+// LAPACK's xGEQR2 works in the matrix's precision. The tails' norms keep lane_dot: their squares
+// underflow in float32 first (householder_reflector).
+template <typename T>
+__device__ __forceinline__ double lane_dot_t(const T* x, const T* y, int from, int L) {
+  T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int i = from;
+  for (; i + 96 < L; i += 128) {
+    s0 += x[i] * y[i];
+    s1 += x[i + 32] * y[i + 32];
+    s2 += x[i + 64] * y[i + 64];
+    s3 += x[i + 96] * y[i + 96];
+  }
+  for (; i < L; i += 32) s0 += x[i] * y[i];
+  return double((s0 + s1) + (s2 + s3));
+}
+
 // xLARFG from column j's head alpha and the squared norm of its tail: H_j = I
 // - tau v v^T, v = [1; scale x_tail], R(j, j) = beta (tau = 0 where the tail
 // is already zero, and then v = e_j). A tail whose squares fall below

@@ -94,21 +94,21 @@ __global__ void __launch_bounds__(kThreads)
     // H_j applied to columns c > j: y -= tau (y_j + scale x^T y) [1; scale x].
     for (int c = j + 1 + warp; c < w; c += nwarps) {
       T* y = a + c * L;
-      const double s = warp_sum(lane_dot(x, y, j + 1 + lane, L));
+      const double s = warp_sum(lane_dot_t(x, y, j + 1 + lane, L));
       const double wc = tau * (double(y[j]) + scale * s);
-      const double ws = wc * scale;
+      const T ws = T(wc * scale);  // (the update in T: lane_dot_t)
       __syncwarp();  // every lane has read y[j] before lane 0 writes it
       if (lane == 0) y[j] = T(double(y[j]) - wc);
       int i = j + 1 + lane;
       for (; i + 96 < L; i += 128) {  // (loads first: y and x share the array)
-        const double x0 = x[i], x1 = x[i + 32], x2 = x[i + 64], x3 = x[i + 96];
-        const double y0 = y[i], y1 = y[i + 32], y2 = y[i + 64], y3 = y[i + 96];
-        y[i] = T(y0 - ws * x0);
-        y[i + 32] = T(y1 - ws * x1);
-        y[i + 64] = T(y2 - ws * x2);
-        y[i + 96] = T(y3 - ws * x3);
+        const T x0 = x[i], x1 = x[i + 32], x2 = x[i + 64], x3 = x[i + 96];
+        const T y0 = y[i], y1 = y[i + 32], y2 = y[i + 64], y3 = y[i + 96];
+        y[i] = y0 - ws * x0;
+        y[i + 32] = y1 - ws * x1;
+        y[i + 64] = y2 - ws * x2;
+        y[i + 96] = y3 - ws * x3;
       }
-      for (; i < L; i += 32) y[i] = T(double(y[i]) - ws * double(x[i]));
+      for (; i < L; i += 32) y[i] -= ws * x[i];
       if (c == j + 1) {  // the next reflector's tail, from the rows this warp wrote
         __syncwarp();
         const double t = warp_sum(lane_dot(y, y, c + 1 + lane, L));
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int t = warp; t < w * w; t += nwarps) {
     const int i = t / w, j = t % w;
     if (i >= j) continue;
-    const double s = warp_sum(lane_dot(a + i * L, a + j * L, j + 1 + lane, L));
+    const double s = warp_sum(lane_dot_t(a + i * L, a + j * L, j + 1 + lane, L));
     if (lane == 0) s_t[i][j] = s + double(a[i * L + j]);
   }
   __syncthreads();
@@ -160,11 +160,12 @@ __global__ void householder_panel_warp_kernel(T* __restrict__ A, int64_t a_bs, i
     const double tau = h.tau, scale = h.scale;
     for (int c = j + 1; c < w; ++c) {  // y -= tau (y_j + scale x^T y) [1; scale x]
       T* const y = a + c * L;
-      const double s = warp_sum(lane_dot(x, y, j + 1 + lane, L));
-      const double wc = tau * (double(y[j]) + scale * s), ws = wc * scale;
+      const double s = warp_sum(lane_dot_t(x, y, j + 1 + lane, L));
+      const double wc = tau * (double(y[j]) + scale * s);
+      const T ws = T(wc * scale);
       __syncwarp();  // every lane has read y[j] and x^T y before y changes
       if (lane == 0) y[j] = T(double(y[j]) - wc);
-      for (int i = j + 1 + lane; i < L; i += 32) y[i] = T(double(y[i]) - ws * double(x[i]));
+      for (int i = j + 1 + lane; i < L; i += 32) y[i] -= ws * x[i];
     }
     __syncwarp();  // column j is read by nobody any more: it becomes its reflector
     scale_to_reflector(x, j, L, scale, h.beta, lane, 32);
@@ -174,7 +175,7 @@ __global__ void householder_panel_warp_kernel(T* __restrict__ A, int64_t a_bs, i
   // G(i, j) = v_i^T v_j for i < j, then T in its place.
   for (int j = 1; j < w; ++j)
     for (int i = 0; i < j; ++i) {
-      const double g = warp_sum(lane_dot(a + i * L, a + j * L, j + 1 + lane, L));
+      const double g = warp_sum(lane_dot_t(a + i * L, a + j * L, j + 1 + lane, L));
       if (lane == 0) st[i * (w + 1) + j] = g + double(a[i * L + j]);
     }
   __syncwarp();

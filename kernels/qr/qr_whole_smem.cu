@@ -63,7 +63,8 @@ __device__ __forceinline__ double lanes_sum(double v, int g) {
 // becomes [R(0:j, j); v_j below the diagonal] (v_j(j) = 1 implied), tau_j in s_tau[j]. Step j's
 // reflector comes from column j's head and the squared norm of its tail, which the group that
 // updated column j in step j - 1 summed; column j - 1 is scaled to its reflector in step j, when
-// nobody reads it.
+// nobody reads it. The products and a lane's share of a sum are in T, as in xGEQR2, the sum over the
+// lanes and the tails' norms in double (householder_device.cuh's lane_dot_t).
 template <typename T>
 __device__ void householder_in_smem(T* a, int ld, int L, int n, int g, double* s_tail, double* s_tau,
                                     double* s_scale, double* s_beta) {
@@ -84,15 +85,16 @@ __device__ void householder_in_smem(T* a, int ld, int L, int n, int g, double* s
       const bool on = c < n;
       if (base + (tid & ~31) / g >= n) continue;  // no column for any group of this warp (its sums need no one else)
       T* y = a + (on ? c : j) * ld;
-      double sd = 0;
+      T sl = 0;  // a lane's share in T, the group's sum in double (see above)
       if (on)
-        for (int i = j + 1 + lg; i < L; i += g) sd += double(x[i]) * double(y[i]);
-      sd = lanes_sum(sd, g);
+        for (int i = j + 1 + lg; i < L; i += g) sl += x[i] * y[i];
+      const double sd = lanes_sum(double(sl), g);
       const double wc = tau * (double(y[j]) + scale * sd), ws = wc * scale;
       __syncwarp();  // every lane has read y[j] before its group's lane 0 writes it
       if (on) {
         if (lg == 0) y[j] = T(double(y[j]) - wc);
-        for (int i = j + 1 + lg; i < L; i += g) y[i] = T(double(y[i]) - ws * double(x[i]));
+        const T wt = T(ws);
+        for (int i = j + 1 + lg; i < L; i += g) y[i] -= wt * x[i];
       }
       __syncwarp();
       double t = 0;  // the next reflector's tail, from the rows this group wrote
@@ -238,10 +240,10 @@ __global__ void __launch_bounds__(kMaxThreads) qr_whole_kernel(QrWholeArgs<T> ar
       while ((j + 1) * j / 2 <= t) ++j;
       const int i = t - j * (j - 1) / 2;  // 0 <= i < j
       const bool on = t < npairs && s_tau[min(i, q - 1)] != 0.0 && s_tau[min(j, q - 1)] != 0.0;
-      double sd = 0;
+      T sl = 0;  // (in T, as householder_in_smem's sums)
       if (on)
-        for (int r = j + 1 + lg; r < p; r += g1) sd += double(a[i * ld1 + r]) * double(a[j * ld1 + r]);
-      sd = lanes_sum(sd, g1);
+        for (int r = j + 1 + lg; r < p; r += g1) sl += a[i * ld1 + r] * a[j * ld1 + r];
+      const double sd = lanes_sum(double(sl), g1);
       if (t < npairs && lg == 0) S[o_x + j * q + i] = on ? T(double(a[i * ld1 + j]) + sd) : T(0);
     }
     for (int j = tid; j < q; j += nt) {
