@@ -13,38 +13,33 @@ __device__ __forceinline__ double warp_sum(double v) {
   return v;
 }
 
-// sum over rows i = from + lane + 32 k < L of x[i] y[i], in double, four
-// independent chains a lane.
-template <typename T>
-__device__ __forceinline__ double lane_dot(const T* x, const T* y, int from, int L) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+// sum over rows i = from + lane + 32 k < L of x[i] y[i], four independent chains a lane in Acc,
+// returned in double.
+template <typename Acc, typename T>
+__device__ __forceinline__ double lane_dot_in(const T* x, const T* y, int from, int L) {
+  Acc s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   int i = from;
   for (; i + 96 < L; i += 128) {
-    s0 += double(x[i]) * double(y[i]);
-    s1 += double(x[i + 32]) * double(y[i + 32]);
-    s2 += double(x[i + 64]) * double(y[i + 64]);
-    s3 += double(x[i + 96]) * double(y[i + 96]);
+    s0 += Acc(x[i]) * Acc(y[i]);
+    s1 += Acc(x[i + 32]) * Acc(y[i + 32]);
+    s2 += Acc(x[i + 64]) * Acc(y[i + 64]);
+    s3 += Acc(x[i + 96]) * Acc(y[i + 96]);
   }
-  for (; i < L; i += 32) s0 += double(x[i]) * double(y[i]);
-  return (s0 + s1) + (s2 + s3);
+  for (; i < L; i += 32) s0 += Acc(x[i]) * Acc(y[i]);
+  return double((s0 + s1) + (s2 + s3));
 }
 
-// lane_dot with the products and a lane's chains in T, the sum returned in double: float32's
-// conversions to double and back (16 a clock an SM on the H100) bound the Householder steps, and
-// LAPACK's xGEQR2 works in the matrix's precision. The tails' norms keep lane_dot: their squares
-// underflow in float32 first (householder_reflector).
+// In double: the tails' norms (their squares underflow in float32 first: householder_reflector).
+template <typename T>
+__device__ __forceinline__ double lane_dot(const T* x, const T* y, int from, int L) {
+  return lane_dot_in<double>(x, y, from, L);
+}
+
+// Products and a lane's chains in T, as LAPACK's xGEQR2: float32's conversions to double and back
+// (16 a clock an SM on the H100) bounded the Householder steps (docs/experiments.md, stop 48).
 template <typename T>
 __device__ __forceinline__ double lane_dot_t(const T* x, const T* y, int from, int L) {
-  T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int i = from;
-  for (; i + 96 < L; i += 128) {
-    s0 += x[i] * y[i];
-    s1 += x[i + 32] * y[i + 32];
-    s2 += x[i + 64] * y[i + 64];
-    s3 += x[i + 96] * y[i + 96];
-  }
-  for (; i < L; i += 32) s0 += x[i] * y[i];
-  return double((s0 + s1) + (s2 + s3));
+  return lane_dot_in<T>(x, y, from, L);
 }
 
 // xLARFG from column j's head alpha and the squared norm of its tail: H_j = I
