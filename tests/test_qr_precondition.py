@@ -305,6 +305,28 @@ def test_cusolver_qr_rank_deficient_zero_and_non_finite():
     assert info[0] == -2 and (info[1:] >= 0).all()
 
 
+# Aspect ratios from 1.1 to 1000 and n from 1 to 512, tall and wide, batch 1 and several: whichever
+# QR (registers, one launch, panels, cuSOLVER's) or start a shape takes, its result against float64.
+ASPECTS = [(1, 1000), (4, 1000), (16, 1000), (32, 500), (33, 300), (64, 150), (100, 10), (128, 4), (300, 1.1),
+           (512, 1.1), (512, 4)]
+
+
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_aspect_ratios_to_1000(dtype, wide):
+    g = torch.Generator(device="cuda").manual_seed(20)
+    for n, ratio in ASPECTS:
+        m, batch = max(n + 1, round(n * ratio)), 1 if n >= 300 else 3
+        A = torch.randn(batch, m, n, dtype=dtype, device="cuda", generator=g)
+        if wide:
+            A = A.mT.contiguous()
+        U, S, Vh = _svd(A, full_matrices=False)
+        assert_valid_svd(A, U, S, Vh, False)
+        ref = torch.linalg.svdvals(A.double())
+        err = ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max().item()
+        assert err <= bound(m, n, dtype), (m, n, wide, err)
+
+
 def test_rank_deficient_and_zero():
     A = torch.randn(3, 400, 40, device="cuda", dtype=torch.float64) @ torch.randn(40, 300, device="cuda", dtype=torch.float64)
     A[1] = 0

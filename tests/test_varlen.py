@@ -331,6 +331,28 @@ def test_list_mixing_every_level(dtype):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_list_mixing_every_level_and_the_qr(dtype):
+    # EVERY_LEVEL beside 32 members of one tall shape, which the list solves as a uniform batch of its
+    # own (a shape group), QR first: every level and a QR in one call.
+    tall = (900, 100) if dtype == torch.float32 else (200, 70)
+    shapes = EVERY_LEVEL + [tall] * 32
+    plan = torch_jsvd.plan(shapes, dtype=dtype)["matrices"]
+    kernels = {lv["kernel"] for m in plan for lv in m["levels"]}
+    assert {"whole_svd_warp", "whole_svd_smem", "pair_svd_smem", "gram_evd_smem", "gemm_gram_evd"} <= kernels, kernels
+    assert [m.get("shape_group") for m in plan[len(EVERY_LEVEL):]] == [32] * 32
+    assert all(m.get("precondition") for m in plan[len(EVERY_LEVEL):])
+    As = _mats("cuda", dtype, shapes)
+    for full_matrices in (False, True):
+        U, S, Vh = torch_jsvd.svd_varlen(As, full_matrices=full_matrices)
+        for A, u, s, vh in zip(As, U, S, Vh):
+            assert_valid_svd(A, u, s, vh, full_matrices)
+            if A.numel():
+                ref = torch.linalg.svdvals(A.double())
+                assert (s.double() - ref).abs().max() <= bound(*A.shape, dtype) * ref[0]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_list_block_pairs_of_different_heights(dtype):
     # A list's block pairs share one launch sized for their largest rows, columns and width: a tall
     # narrow matrix beside wide-pair ones would have taken it past shared memory (CUDA "invalid
