@@ -24,12 +24,11 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
   if (knobs().eigh == 1) return true;
   const bool f64 = elem == sizeof(double);
   if (cols >= kEighMinCols) {
-    if (batch <= kEighMaxBatch) return batch == 1 || cols >= kEighBatchMinCols;
+    if (!syev_batched_on(batch)) return batch <= kEighMaxBatch && (batch == 1 || cols >= kEighBatchMinCols);
     const bool large = cols >= kSyevBatchedLargeCols;
     const int64_t min_batch = f64 ? (large ? kSyevBatchedMinBatchLargeF64 : kSyevBatchedMinBatchF64)
                                   : (large ? kSyevBatchedMinBatchLargeF32 : kSyevBatchedMinBatchF32);
-    return kHaveSyevBatched && rows < 2 * cols && cols <= (f64 ? kSyevBatchedMaxCols : kSyevBatchedMaxColsF32) &&
-           batch >= min_batch;
+    return rows < 2 * cols && cols <= (f64 ? kSyevBatchedMaxCols : kSyevBatchedMaxColsF32) && batch >= min_batch;
   }
   const double work = static_cast<double>(batch) * rows * cols * cols;
   return cols >= kEighTallMinCols && cols <= kEighJacobiMaxCols && (f64 || batch * kEighTallBatchPerCol >= cols) &&
@@ -39,7 +38,7 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
 
 bool gram_eig_by_jacobi(int64_t cols) { return cols <= kEighJacobiMaxCols; }
 
-bool syev_batched_on(int64_t batch) { return batch > kEighMaxBatch; }
+bool syev_batched_on(int64_t batch) { return kHaveSyevBatched && batch > kEighMaxBatch; }
 
 CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
                                    const StartEngines& e) {

@@ -83,7 +83,8 @@ constexpr double kEighTallMinWork = 1e8;
 constexpr int64_t kEighTallBatchPerCol = 2;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
-// Whether a batch's Gram eigenvectors come from syevBatched (syev_batched.h), not a loop of syevd.
+// Whether a batch's Gram eigenvectors come from syevBatched (syev_batched.h), not a loop of syevd: more
+// than kEighMaxBatch matrices, where this build's cuSOLVER has it.
 bool syev_batched_on(int64_t batch);
 
 // Whether the Gram matrices' eigenvectors come from this engine's Jacobi (a batch in one call, the warp
