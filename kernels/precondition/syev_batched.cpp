@@ -7,6 +7,8 @@
 #include <cusolverDn.h>
 
 #include <algorithm>
+#include <memory>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -48,6 +50,9 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed) {
               "jsvd: cusolverDnSetStream failed");
   cusolverDnParams_t params = nullptr;
   TORCH_CHECK(cusolverDnCreateParams(&params) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnCreateParams failed");
+  // (destroyed however this returns: the work buffer's allocation below may throw)
+  const std::unique_ptr<std::remove_pointer_t<cusolverDnParams_t>, decltype(&cusolverDnDestroyParams)> params_guard(
+      params, &cusolverDnDestroyParams);
   size_t device_bytes = 0, host_bytes = 0;
   cusolverStatus_t st = cusolverDnXsyevBatched_bufferSize(handle, params, CUSOLVER_EIG_MODE_VECTOR,
                                                           CUBLAS_FILL_MODE_LOWER, q, dt, G.data_ptr(), q, dt,
@@ -59,7 +64,6 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed) {
                                 G.data_ptr(), q, dt, W.data_ptr(), dt, work.data_ptr(), device_bytes,
                                 host.data(), host_bytes, info.data_ptr<int>(), B);
   }
-  cusolverDnDestroyParams(params);
   TORCH_CHECK(st == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnXsyevBatched failed with status ", static_cast<int>(st));
   *failed = info.ne(0).any().item<bool>();
   // Column-major eigenvectors, by increasing eigenvalue: as a row-major (B, q, q) tensor that is V^T.
