@@ -29,15 +29,20 @@ def test_svd_ex_runs_on_a_side_stream():
     assert_valid_svd(B, *outB[:3], full_matrices=False)
 
 
-def test_lists_from_two_threads_on_their_own_streams():
+@pytest.mark.parametrize("dtype,large", [(torch.float32, False), (torch.float64, True)], ids=["f32", "f64-large"])
+def test_lists_from_two_threads_on_their_own_streams(dtype, large):
     # Two svd_varlen calls at once, each from its own thread on its own stream (each call forks its
     # launch groups onto pool streams and joins them back): both results right, and ready on the
     # caller's stream when the call returns (a copy there right away would read a missing join's
-    # partial results).
+    # partial results). large: also a member on the blocked levels and a QR-first shape group.
     import threading
     g = torch.Generator(device="cuda").manual_seed(1)
-    lists = [[torch.randn(k % 37 + 1, k % 23 + 1, device="cuda", generator=g) for k in range(150)] +
-             [torch.randn(300, 200, device="cuda", generator=g)] for _ in range(2)]
+    big = [(300, 200)] + ([(700, 650)] + [(200, 70)] * 32 if large else [])
+    lists = [[torch.randn(k % 37 + 1, k % 23 + 1, dtype=dtype, device="cuda", generator=g) for k in range(150)] +
+             [torch.randn(s, dtype=dtype, device="cuda", generator=g) for s in big] for _ in range(2)]
+    if large:
+        plan = torch_jsvd.plan([tuple(a.shape) for a in lists[0]], dtype=dtype, device="cuda")["matrices"]
+        assert plan[-1].get("precondition") and plan[-1].get("shape_group") == 32
     out = [None, None]
 
     def work(i):

@@ -135,6 +135,22 @@ def test_jagged_nested(device, full_matrices):
         assert_valid_svd(A, u, s, vh, False, check_strides=False)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_jagged_nested_large_members(dtype):
+    # A jagged tensor whose ragged rows reach thousands (48 columns: members on the warp, shared-memory
+    # and block-pair levels), with full U: each member's factors valid and as from the list.
+    g = torch.Generator(device="cuda").manual_seed(7)
+    As = [torch.randn(r, 48, dtype=dtype, device="cuda", generator=g) for r in (3000, 48, 700, 1, 130, 0, 2200)]
+    nt = torch.nested.nested_tensor(As, layout=torch.jagged)
+    for full_matrices in (False, True):
+        U, S, Vh = torch_jsvd.svd_varlen(nt, full_matrices=full_matrices)
+        Ul, Sl, Vhl = torch_jsvd.svd_varlen(As, full_matrices=full_matrices)
+        for A, u, s, vh, sl in zip(As, U.unbind(), S.unbind(), Vh.unbind(), Sl):
+            assert_valid_svd(A, u, s, vh, full_matrices, check_strides=False)
+            torch.testing.assert_close(s, sl, rtol=0, atol=0)
+
+
 def _ops_run(fn):
     """The jsvd op names that one call of fn dispatched (torch.profiler, CPU activity)."""
     from torch.profiler import ProfilerActivity, profile
@@ -392,6 +408,26 @@ def test_list_one_huge_many_tiny_streams_on_and_off():
     for A, s in zip(scope["As"], scope["S"]):
         ref = torch.linalg.svdvals(A.double())
         assert (s.double() - ref).abs().max() <= bound(*A.shape, torch.float32) * ref[0], A.shape
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_list_one_huge_many_tiny_full_matrices(dtype):
+    # One member the blocked levels take, hundreds the register and warp levels take, size-0, 1 x n and
+    # n x 1 members, in one call with full U: every member's factors valid and its singular values
+    # against float64.
+    g = torch.Generator(device="cuda").manual_seed(3)
+    shapes = ([(1100, 1000)] + [(k % 9 + 1, k % 5 + 1) for k in range(300)] + [(0, 4), (5, 0), (1, 7), (7, 1)] +
+              [(40, 36)] * 10)
+    plan = torch_jsvd.plan(shapes, dtype=dtype, device="cuda")["matrices"]
+    assert {lv["kernel"] for lv in plan[0]["levels"]} & {"pair_svd_smem", "gram_evd_smem", "gemm_gram_evd"}
+    As = [torch.randn(s, dtype=dtype, device="cuda", generator=g) for s in shapes]
+    U, S, Vh = torch_jsvd.svd_varlen(As, full_matrices=True)
+    for A, u, s, vh in zip(As, U, S, Vh):
+        assert_valid_svd(A, u, s, vh, True)
+        if A.numel():
+            ref = torch.linalg.svdvals(A.double())
+            assert (s.double() - ref).abs().max() <= bound(*A.shape, dtype) * ref[0], A.shape
 
 
 def test_matches_batched_op(device):
