@@ -32,6 +32,7 @@ struct Knobs {
   int v_solve = -1;      // JSVD_V_SOLVE=0|1: the QR path's V_x by a triangular solve (-1: float64 only; qr_precondition.h)
   int eigh = -1;         // JSVD_EIGH=0|1: never | always (uniform batches) the Gram eigenvectors as the start V
   bool gram_products = true;  // JSVD_GRAM_PRODUCTS=0: float32's batched start takes G and X from cuBLAS on a float64 copy (gram_products.h)
+  bool start_converged = true;  // JSVD_START_CONVERGED=0: float32's batched start always runs the Jacobi on X (start_converged.h)
   bool list_qr = false;  // JSVD_LIST_QR=1: a list's members take the one-launch QR (qr_list.cpp; off: it was slower)
   // --- CUDA launchers and sweep loop ---
   bool cross_only = true;      // JSVD_CROSS_ONLY=0: every block-pair task redoes its blocks' inner pairs
@@ -85,6 +86,7 @@ inline Knobs read() {
   k.v_solve = integer("JSVD_V_SOLVE", k.v_solve);
   k.eigh = integer("JSVD_EIGH", k.eigh);
   k.gram_products = on("JSVD_GRAM_PRODUCTS", k.gram_products);
+  k.start_converged = on("JSVD_START_CONVERGED", k.start_converged);
   k.list_qr = on("JSVD_LIST_QR", k.list_qr);
   k.cross_only = on("JSVD_CROSS_ONLY", k.cross_only);
   k.sweep_pipeline = on("JSVD_SWEEP_PIPELINE", k.sweep_pipeline);

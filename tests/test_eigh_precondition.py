@@ -382,3 +382,56 @@ def test_switched_off():
         import torch, torch_jsvd
         assert torch_jsvd.plan([(1024, 1024)], dtype=torch.float32)["matrices"][0].get("start_v") is None
     """, JSVD_EIGH="0")
+
+
+def _jacobi_launches(fn):
+    """How many Jacobi kernels (the warp and shared-memory levels) one call of fn launched."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if "svd_warp_kernel" in e.name or "svd_smem_kernel" in e.name)
+
+
+@pytest.mark.parametrize("shape", [(200, 2048, 16), (800, 128, 32), (100, 256, 64)], ids=str)
+def test_start_already_converged_skips_the_jacobi_on_x(tmp_path, shape):
+    """float32 svd (reduced U) of a Gaussian batch on the batched start: M V0 is already orthogonal to the
+    Jacobi's tolerance in every matrix (start_converged.h), so U, S and V come from one product and the
+    Jacobi on X does not run (one Jacobi launch, the Gram matrices', instead of two). Against the Jacobi
+    on X (JSVD_START_CONVERGED=0, in a child process): the same S, and U and V as orthogonal.
+    svdvals takes it too (S alone). A batch with one structured member (two equal columns) does not pass
+    and takes the Jacobi on X; full_matrices=True never takes it."""
+    g = torch.Generator().manual_seed(sum(shape))
+    A = torch.randn(*shape, generator=g)
+    torch.save(A, tmp_path / "A.pt")
+    A = A.cuda()
+    assert _start_v([shape[1:]] * shape[0])[0] is not None
+    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False)) == 1
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    code = f"""
+        import os, torch, torch_jsvd
+        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
+        torch.save([t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)], os.environ["OUT"])
+    """
+    run_child(code, JSVD_START_CONVERGED="0", OUT=str(tmp_path / "ref.pt"))
+    U0, S0, Vh0 = (t.cuda() for t in torch.load(tmp_path / "ref.pt"))
+    m, n = shape[1:]
+    torch.testing.assert_close(S, S0, rtol=0, atol=bound(m, n, torch.float32) * S0[..., :1].max().item())
+    eye = torch.eye(n, device="cuda", dtype=torch.float64)
+    orth = lambda Q: (Q.double().mT @ Q.double() - eye).norm(dim=(-2, -1)).max().item()
+    assert orth(U) <= max(2 * orth(U0), 10 * n * torch.finfo(torch.float32).eps), (orth(U), orth(U0))
+    assert orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * torch.finfo(torch.float32).eps)
+    # one member with two equal columns: the whole batch through the Jacobi on X, still exact
+    gaussian = A.clone()
+    A[3, :, 1] = A[3, :, 0]
+    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False)) == 2
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    assert S[3, -1] <= 1e-5 * S[3, 0]
+    assert _jacobi_launches(lambda: torch_jsvd.svdvals(A)) == 2
+    # svdvals of the Gaussian batch: S alone, from the same check, as svd's
+    A = gaussian
+    assert _jacobi_launches(lambda: torch_jsvd.svdvals(A)) == 1
+    torch.testing.assert_close(torch_jsvd.svdvals(A), S0, rtol=0, atol=bound(m, n, torch.float32) * S0[..., :1].max().item())
+    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True)) == 2

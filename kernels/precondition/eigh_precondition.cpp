@@ -13,6 +13,7 @@
 #include "common/batched_gemm.h"
 #include "precondition/gram_products.h"
 #include "precondition/start_checks.h"
+#include "precondition/start_converged.h"
 #include "precondition/syev_batched.h"
 #include "tuning_knobs.h"
 
@@ -107,6 +108,37 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       } catch (const c10::Error&) {
         return e.without_start(A, b, opt);  // (syevd did not converge)
       }
+    }
+  }
+  // float32 svd (reduced U) and svdvals: where M V0 is already converged in every matrix
+  // (start_converged.h), U, S and V from one product (svdvals: S alone) and no Jacobi on X. The host reads
+  // its count with the checks' flag (svd synchronises anyway); a batch with a matrix that does not pass
+  // takes the Jacobi on X, as before. H100, JSVD_START_CONVERGED=1 / 0, two rounds, ms: 1000x1024x16
+  // 0.35-0.36 / 0.53-0.54, 4000x256x16 0.45-0.47 / 0.66-0.71, 2000x512x24 1.14-1.21 / 1.57-1.62,
+  // 1000x128x32 0.57-0.62 / 0.63-0.64, 100x512x64 0.84-0.88 / 0.90-0.95 (docs/experiments.md, stop 49).
+  if (batched && !f64 && opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
+      knobs().start_converged) {
+    const StartConverged sc = start_converged(G, V0, p, resolve_tol(opt, p, A.scalar_type()), A.scalar_type());
+    const at::Tensor fails_host = at::empty({}, bad.options().device(at::kCPU).pinned_memory(true));
+    fails_host.copy_(sc.fails, /*non_blocking=*/true);
+    at::cuda::CUDAEvent read;
+    read.record(at::cuda::getCurrentCUDAStream());
+    read.synchronize();
+    if (!ok()) return e.without_start(A, b, opt);
+    if (*fails_host.const_data_ptr<int32_t>() == 0) {
+      CoreResult r;
+      r.S = sc.S.view({-1});
+      r.info = at::ones({B}, A.options().dtype(at::kInt));  // (what the Jacobi's one sweep on X would report)
+      if (!opt.compute_uv) return r;
+      if (own) {
+        r.U = start_product(W, sc.Vs).view({-1});
+      } else {
+        const at::Tensor Ud = at::empty({B, q, p}, G.options());
+        bmm_into<double>(Ud, sc.Vs.mT(), Wd, 1.0, 0.0);
+        r.U = Ud.to(A.scalar_type()).view({-1});
+      }
+      r.V = sc.Vt.view({-1});
+      return r;
     }
   }
   at::Tensor X;  // packed, M V0 is V0^T W

@@ -1,0 +1,111 @@
+// The batched start's convergence check on G and V0 (start_converged.h).
+#include "precondition/start_converged.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+
+namespace jsvd {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// A block a matrix: T = G V0 and C = V0^T T in shared memory (float64), the test of every pair and
+// column, the order of C's diagonal, and the outputs in that order.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    start_converged_kernel(const double* Gg, const double* V0g, int64_t vb, int64_t vi, int64_t vj, int q,
+                           double g_err, double eps_t, double tol, double* Vs, T* Vt, T* S, int32_t* fails) {
+  extern __shared__ double sm[];
+  double* sg = sm;            // G, then C
+  double* sv = sg + q * q;    // V0, [i * q + j]
+  double* st = sv + q * q;    // T = G V0
+  int* perm = reinterpret_cast<int*>(st + q * q);  // perm[r]: the column of rank r
+  const int64_t k = blockIdx.x;
+  const int tid = threadIdx.x, qq = q * q;
+  for (int e = tid; e < qq; e += kThreads) {
+    const int i = e / q, j = e % q;
+    sg[e] = Gg[k * qq + e];
+    sv[e] = V0g[k * vb + i * vi + j * vj];
+  }
+  __syncthreads();
+  for (int e = tid; e < qq; e += kThreads) {
+    const int i = e / q, j = e % q;
+    double t = 0;
+    for (int l = 0; l < q; ++l) t = fma(sg[i * q + l], sv[l * q + j], t);
+    st[e] = t;
+  }
+  __syncthreads();
+  for (int e = tid; e < qq; e += kThreads) {  // (G is no longer read: C over it)
+    const int i = e / q, j = e % q;
+    double c = 0;
+    for (int l = 0; l < q; ++l) c = fma(sv[l * q + i], st[l * q + j], c);
+    sg[e] = c;
+  }
+  __syncthreads();
+  double fro = 0;  // ||M||_F^2 = trace(C) (V0 orthogonal)
+  for (int j = 0; j < q; ++j) fro += sg[j * q + j];
+  const double eg = g_err * fro;
+  bool fail = !(fro > 0) || !isfinite(fro);
+  for (int e = tid; e < qq; e += kThreads) {
+    const int i = e / q, j = e % q;
+    const double ci = sg[i * q + i], cj = sg[j * q + j];
+    if (i == j) fail |= !(ci >= 8.0 * eg / eps_t);
+    else if (i < j) fail |= !((fabs(sg[e]) + eg) <= (tol - 1.01 * eps_t) * sqrt(ci * cj));
+  }
+  for (int j = tid; j < q; j += kThreads) {
+    const double cj = sg[j * q + j];
+    int r = 0;
+    for (int i = 0; i < q; ++i) {
+      const double ci = sg[i * q + i];
+      r += ci > cj || (ci == cj && i < j);
+    }
+    perm[r] = j;
+  }
+  fail = __syncthreads_or(fail);
+  if (fail) {
+    if (tid == 0) atomicAdd(fails, 1);
+    return;
+  }
+  for (int e = tid; e < qq; e += kThreads) {
+    const int i = e / q, r = e % q;
+    const int j = perm[r];
+    const double v = sv[i * q + j];
+    Vs[k * qq + e] = v / sqrt(sg[j * q + j]);
+    Vt[k * qq + r * q + i] = static_cast<T>(v);
+  }
+  for (int r = tid; r < q; r += kThreads) S[k * q + r] = static_cast<T>(sqrt(sg[perm[r] * q + perm[r]]));
+}
+
+}  // namespace
+
+StartConverged start_converged(const at::Tensor& G, const at::Tensor& V0, int64_t rows, double tol,
+                               at::ScalarType dtype) {
+  TORCH_CHECK(G.dim() == 3 && G.is_contiguous() && G.scalar_type() == at::kDouble && V0.sizes() == G.sizes() &&
+                  V0.scalar_type() == at::kDouble && dtype == at::kFloat,
+              "jsvd internal: start_converged's arguments");
+  const int64_t B = G.size(0), q = G.size(1);
+  StartConverged out;
+  out.Vs = at::empty({B, q, q}, G.options());
+  out.Vt = at::empty({B, q, q}, G.options().dtype(dtype));
+  out.S = at::empty({B, q}, G.options().dtype(dtype));
+  out.fails = at::zeros({}, G.options().dtype(at::kInt));
+  if (B == 0 || q == 0) return out;
+  const size_t smem = 3 * q * q * sizeof(double) + q * sizeof(int);
+  auto kernel = start_converged_kernel<float>;
+  if (smem > 48 * 1024) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<B, kThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
+      G.const_data_ptr<double>(), V0.const_data_ptr<double>(), V0.stride(0), V0.stride(1), V0.stride(2),
+      static_cast<int>(q), 2.0 * static_cast<double>(rows) * DBL_EPSILON, static_cast<double>(FLT_EPSILON), tol,
+      out.Vs.mutable_data_ptr<double>(), out.Vt.mutable_data_ptr<float>(), out.S.mutable_data_ptr<float>(),
+      out.fails.mutable_data_ptr<int32_t>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+}  // namespace cuda
+}  // namespace jsvd

@@ -1,0 +1,35 @@
+// Whether the batched start's X = M V0 (eigh_precondition.h) is already converged, so that the Jacobi on
+// X can be skipped: float32 matrices whose Gram eigenvectors V0 (float64) already make M's columns
+// orthogonal to the Jacobi's tolerance, decided from G and V0 alone, before X is formed.
+//
+// C = V0^T G V0 is X's Gram matrix before X is rounded to float32. The float32 rounding of
+// U = fl(M V0 D^-1), D = diag(sqrt(C_jj)), moves u_i^T u_j by at most about eps32 (|e_rj| <= eps32/2
+// |u_rj| elementwise, ||u|| = 1), and G's own float64 rounding moves every C_ij by at most
+// 2 rows eps64 ||M||_F^2 (eg). A matrix passes where, for every pair, (|C_ij| + eg) / sqrt(C_ii C_jj)
+// + 1.01 eps32 <= tol (the Jacobi's convergence test, which its first sweep on X would then pass
+// without a rotation above tol), and every C_jj >= 8 eg / eps32 (so that sqrt(C_jj), which becomes S,
+// and the normalisation of U are float32-accurate; numerically zero or rank-deficient columns fail
+// here). Then S = sqrt(C_jj) sorted, V = V0 in that order and U = M (V0 D^-1) in that order, one
+// product (svdvals: S alone): what the Jacobi's one sweep on X and its write-back would give, without
+// reading X again.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace jsvd {
+namespace cuda {
+
+struct StartConverged {
+  at::Tensor Vs;     // (B, q, q) float64, [k][i][r]: V0's column perm[r] / sqrt(C_pp): U = M Vs
+  at::Tensor Vt;     // (B, q, q) of S's dtype, [k][r][i]: V^T, packed as the engine's V
+  at::Tensor S;      // (B, q) of S's dtype, descending
+  at::Tensor fails;  // int32 on the device: how many matrices did not pass
+};
+
+// G: (B, q, q) contiguous float64; V0: (B, q, q) float64 in any strides ([k][i][j]: V0's (i, j));
+// rows: M's row count; tol: the Jacobi's convergence tolerance; dtype: the output's (float32).
+StartConverged start_converged(const at::Tensor& G, const at::Tensor& V0, int64_t rows, double tol,
+                               at::ScalarType dtype);
+
+}  // namespace cuda
+}  // namespace jsvd
