@@ -225,12 +225,13 @@ def from_json(path, results_md):
     doc.setdefault("json", name)
     suffix = os.path.splitext(name)[0][len("bench_gpu"):] if name.startswith("bench_gpu") else ""
     here = os.path.dirname(os.path.abspath(path))
+    plot(doc["rows"], here, suffix, doc["device"])  # (redrawn from the saved rows: needs no GPU)
     plots = [p for p in (f"speedup_small{suffix}.png", f"speedup_big{suffix}.png")
              if os.path.exists(os.path.join(here, p))]
     write_md(doc, plots, results_md)
 
 
-def plot(rows, outdir, suffix=""):
+def plot(rows, outdir, suffix="", device=None):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -267,7 +268,7 @@ def plot(rows, outdir, suffix=""):
             ax.set_xlabel("matrix size n (n x n)")
         ax.set_yscale("log")
         ax.set_ylabel("speed-up vs torch.linalg.svd (default)")
-        ax.set_title(f"torch_jsvd speed-up, {title}, {torch.cuda.get_device_name()}", fontsize=9)
+        ax.set_title(f"torch_jsvd speed-up, {title}, {device or torch.cuda.get_device_name()}", fontsize=9)
         ax.legend(fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
         fig.tight_layout()
