@@ -93,9 +93,12 @@ StartConverged start_converged(const at::Tensor& G, const at::Tensor& V0, int64_
   out.Vs = at::empty({B, q, q}, G.options());
   out.Vt = at::empty({B, q, q}, G.options().dtype(dtype));
   out.S = at::empty({B, q}, G.options().dtype(dtype));
-  out.fails = at::zeros({}, G.options().dtype(at::kInt));
-  if (B == 0 || q == 0) return out;
   const size_t smem = 3 * q * q * sizeof(double) + q * sizeof(int);
+  // (the batched start's Gram matrices have at most 64 columns, 96 KB; beyond a block's shared memory
+  // every matrix counts as not passing, and the caller takes the Jacobi on X)
+  const bool fits = smem <= at::cuda::getCurrentDeviceProperties()->sharedMemPerBlockOptin;
+  out.fails = at::full({}, fits ? 0 : B, G.options().dtype(at::kInt));
+  if (B == 0 || q == 0 || !fits) return out;
   auto kernel = start_converged_kernel<float>;
   if (smem > 48 * 1024) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   kernel<<<B, kThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
