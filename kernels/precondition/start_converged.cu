@@ -103,7 +103,7 @@ StartConverged start_converged(const at::Tensor& G, const at::Tensor& V0, int64_
   if (smem > 48 * 1024) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   kernel<<<B, kThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
       G.const_data_ptr<double>(), V0.const_data_ptr<double>(), V0.stride(0), V0.stride(1), V0.stride(2),
-      static_cast<int>(q), 2.0 * static_cast<double>(rows) * DBL_EPSILON, static_cast<double>(FLT_EPSILON), tol,
+      static_cast<int>(q), 2.0 * static_cast<double>(rows + q) * DBL_EPSILON, static_cast<double>(FLT_EPSILON), tol,
       out.Vs.mutable_data_ptr<double>(), out.Vt.mutable_data_ptr<float>(), out.S.mutable_data_ptr<float>(),
       out.fails.mutable_data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -4,8 +4,8 @@
 //
 // C = V0^T G V0 is X's Gram matrix before X is rounded to float32. The float32 rounding of
 // U = fl(M V0 D^-1), D = diag(sqrt(C_jj)), moves u_i^T u_j by at most about eps32 (|e_rj| <= eps32/2
-// |u_rj| elementwise, ||u|| = 1), and G's own float64 rounding moves every C_ij by at most
-// 2 rows eps64 ||M||_F^2 (eg). A matrix passes where, for every pair, (|C_ij| + eg) / sqrt(C_ii C_jj)
+// |u_rj| elementwise, ||u|| = 1), and the float64 roundings of G and of C itself move every C_ij by at
+// most 2 (rows + q) eps64 ||M||_F^2 (eg: |V0|^T |G| |V0| <= ||G||_F <= trace G = ||M||_F^2). A matrix passes where, for every pair, (|C_ij| + eg) / sqrt(C_ii C_jj)
 // + 1.01 eps32 <= tol (the Jacobi's convergence test, which its first sweep on X would then pass
 // without a rotation above tol), and every C_jj >= 8 eg / eps32 (so that sqrt(C_jj), which becomes S,
 // and the normalisation of U are float32-accurate; numerically zero or rank-deficient columns fail
