@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -204,6 +205,21 @@ inline StartLimits start_limits(bool f64, int64_t cols) {
   return f64 ? StartLimits{std::ldexp(1.0, 1000), std::ldexp(1.0, -880),
                            std::sqrt(static_cast<double>(cols) * std::numeric_limits<double>::epsilon())}
              : StartLimits{fmax_4 * fmax_4, 0.0, 0.0};
+}
+
+// Whether the start's X = M V0 of a float32 matrix is already converged (the CUDA engine's
+// kernels/precondition/start_converged.h gives the argument): from C = V0^T G V0 in float64, its trace
+// fro = ||M||_F^2, eg = 2 (rows + cols) eps64 fro (the float64 roundings of G and C), the Jacobi's tol and
+// eps32. Every column must pass column_ok and every pair pair_ok. Both engines call these.
+struct ConvergedStart {
+  double eg, tol, eps;
+  JSVD_HOST_DEVICE bool column_ok(double cjj) const { return cjj >= 8.0 * eg / eps; }
+  JSVD_HOST_DEVICE bool pair_ok(double cij, double cii, double cjj) const {
+    return (fabs(cij) + eg) <= (tol - 1.01 * eps) * sqrt(cii * cjj);
+  }
+};
+JSVD_HOST_DEVICE inline ConvergedStart converged_start(double fro, int64_t rows, int64_t cols, double tol) {
+  return {2.0 * static_cast<double>(rows + cols) * DBL_EPSILON * fro, tol, static_cast<double>(FLT_EPSILON)};
 }
 
 // Packed outputs of an engine. U and V are undefined tensors when !compute_uv.

@@ -96,13 +96,49 @@ def test_float64_batches_from_64_columns():
 
 
 def test_below_the_threshold_and_switched_off():
-    """float32 of 159 columns, or a batch of 5 tall matrices of 64, run the Jacobi on M (svd's bits are
-    svd_ex's); JSVD_EIGH=0 switches the start off."""
+    """float32 of 159 columns, a batch of 5 tall float64 matrices of 64 columns, or float32 ones of fewer than
+    200 rows, run the Jacobi on M (svd's bits are svd_ex's); JSVD_EIGH=0 switches the start off."""
     g = torch.Generator().manual_seed(1)
-    for A in (torch.randn(300, 159, generator=g), torch.randn(5, 256, 64, generator=g)):
+    for A in (torch.randn(300, 159, generator=g), torch.randn(5, 256, 64, generator=g, dtype=torch.float64),
+              torch.randn(50, 199, 48, generator=g), torch.randn(50, 400, 15, generator=g)):
         assert torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)
     run_child("""
         import torch, torch_jsvd
         A = torch.randn(300, 200, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
         assert torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)
     """, JSVD_EIGH="0")
+
+
+@pytest.mark.parametrize("shape", [(6, 600, 40), (20, 256, 16), (1, 2000, 64), (2, 800, 160)], ids=str)
+def test_float32_already_converged(tmp_path, shape):
+    """float32 svd (reduced U) and svdvals whose M V0 is already orthogonal to the tolerance in every matrix
+    (ConvergedStart, core.h: the CUDA engine's test) take S, U and V from C = V0^T G V0 and one product
+    without the Jacobi on X: valid factors, S against LAPACK, U and V as orthogonal as the Jacobi on X
+    leaves them (JSVD_START_CONVERGED=0, a child process), whose bits differ. A batch with a rank-deficient
+    member, and full_matrices=True, take the Jacobi on X: the child's bits exactly."""
+    g = torch.Generator().manual_seed(sum(shape))
+    A = torch.randn(*shape, generator=g)
+    D = A.clone()
+    D[-1, :, 1] = D[-1, :, 0]
+    torch.save([A, D], tmp_path / "A.pt")
+    run_child(f"""
+        import os, torch, torch_jsvd
+        A, D = torch.load({str(tmp_path / "A.pt")!r})
+        torch.save([list(torch_jsvd.svd(A, False)), torch_jsvd.svdvals(A), list(torch_jsvd.svd(D, False)),
+                    list(torch_jsvd.svd(A, True))], os.environ["OUT"])
+    """, JSVD_START_CONVERGED="0", OUT=str(tmp_path / "off.pt"))
+    (U0, S0, Vh0), S0v, off_d, off_full = torch.load(tmp_path / "off.pt")
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    m, n = shape[-2:]
+    ref = torch.linalg.svdvals(A.double())
+    assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float32)
+    assert not torch.equal(S, S0) and not torch.equal(torch_jsvd.svdvals(A), S0v)  # (the shortcut ran)
+    torch.testing.assert_close(torch_jsvd.svdvals(A), S, rtol=0, atol=0)
+    eye = torch.eye(n, dtype=torch.float64)
+    orth = lambda Q: (Q.double().mT @ Q.double() - eye).norm(dim=(-2, -1)).max().item()
+    assert orth(U) <= max(2 * orth(U0), 10 * n * torch.finfo(torch.float32).eps)
+    assert orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * torch.finfo(torch.float32).eps)
+    for got, want in ((torch_jsvd.svd(D, False), off_d), (torch_jsvd.svd(A, True), off_full)):
+        for a, b in zip(got, want):
+            assert torch.equal(a, b)

@@ -1,6 +1,11 @@
 // The CPU engine's Gram eigenvectors' start (gram_start_cpu.h).
 #include "gram_start_cpu.h"
 
+#include <algorithm>
+#include <numeric>
+#include <tuple>
+#include <vector>
+
 #include "../tuning_knobs.h"
 
 namespace jsvd {
@@ -12,8 +17,27 @@ bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptio
   if (8.0 * B * q * (2.0 * p + 2.0 * q) > kCpuStartMaxBytes) return false;
   if (dtype == at::kDouble && (q >= kCpuStartMinColsF64 || (B >= kCpuStartBatchF64 && q >= kCpuStartBatchMinColsF64)))
     return true;
+  if (dtype == at::kFloat && q >= kCpuStartTallMinColsF32 && p >= std::max(4 * q, kCpuStartTallRowsF32)) return true;
   return q >= kCpuStartMinCols || (B <= kCpuStartTallBatch && q >= kCpuStartTallMinCols && p >= 4 * q);
 }
+
+namespace {
+
+// Whether every matrix's least eigenvalue passes ConvergedStart::column_ok: L (B, q), increasing.
+bool might_converge(const at::Tensor& L, int64_t p, const SvdOptions& opt, const at::Tensor& A) {
+  const int64_t B = L.size(0), q = L.size(1);
+  const double tol = resolve_tol(opt, p, A.scalar_type());
+  const at::Tensor Lc = L.contiguous();
+  const double* l = Lc.const_data_ptr<double>();
+  for (int64_t k = 0; k < B; ++k) {
+    double fro = 0;
+    for (int64_t j = 0; j < q; ++j) fro += l[k * q + j];
+    if (!converged_start(fro, p, q, tol).column_ok(l[k * q])) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt,
                               const CpuJacobi& jacobi) {
@@ -37,11 +61,50 @@ CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, con
     }
     if (!lim.passes(lo, hi, nan, q)) return jacobi(A, batch, opt);
   }
-  at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
+  at::Tensor V0, L;  // columns: the eigenvectors, by decreasing eigenvalue; L: the eigenvalues, increasing
   try {
-    V0 = std::get<1>(at::linalg_eigh(G)).flip(-1);
+    std::tie(L, V0) = at::linalg_eigh(G);
+    V0 = V0.flip(-1);
   } catch (const c10::Error&) {
     return jacobi(A, batch, opt);  // (syevd did not converge)
+  }
+  // float32 svd (reduced U) and svdvals: where M V0 is already converged in every matrix (the CUDA
+  // engine's test, kernels/precondition/start_converged.h; ConvergedStart, core.h), S, U and V from
+  // C = V0^T G V0 and one product, without the Jacobi on X.
+  // (C costs two products of the Gram matrix's size, so the eigenvalues rule out first the matrices whose
+  // smallest column would fail: near-square ones, whose small singular values sit far below ||M||_F)
+  if (!f64 && (!opt.compute_uv || !opt.full_matrices) && knobs().start_converged && might_converge(L, p, opt, A)) {
+    const at::Tensor C = at::bmm(V0.mT(), at::bmm(G, V0)).contiguous();
+    const double tol = resolve_tol(opt, p, A.scalar_type());
+    const double* c = C.const_data_ptr<double>();
+    std::vector<int64_t> perm(B * q);
+    bool pass = true;
+    for (int64_t k = 0; k < B && pass; ++k) {
+      const double* ck = c + k * q * q;
+      double fro = 0;  // ||M||_F^2 = trace(C)
+      for (int64_t j = 0; j < q; ++j) fro += ck[j * q + j];
+      const ConvergedStart test = converged_start(fro, p, q, tol);
+      pass = fro > 0 && std::isfinite(fro);
+      for (int64_t i = 0; i < q && pass; ++i) {
+        pass = test.column_ok(ck[i * q + i]);
+        for (int64_t j = i + 1; j < q && pass; ++j) pass = test.pair_ok(ck[i * q + j], ck[i * q + i], ck[j * q + j]);
+      }
+      int64_t* pk = perm.data() + k * q;  // the columns by decreasing C_jj, ties in order
+      std::iota(pk, pk + q, int64_t{0});
+      std::stable_sort(pk, pk + q, [&](int64_t a, int64_t b) { return ck[a * q + a] > ck[b * q + b]; });
+    }
+    if (pass) {
+      const at::Tensor order = at::from_blob(perm.data(), {B, q}, at::kLong);
+      const at::Tensor Vp = V0.gather(2, order.unsqueeze(1).expand({B, q, q}));  // V0's columns in that order
+      const at::Tensor d = C.diagonal(0, 1, 2).gather(1, order).sqrt();
+      CoreResult r;
+      r.S = d.to(A.scalar_type()).contiguous().view({-1});
+      r.info = at::ones({B}, A.options().dtype(at::kInt));  // (the Jacobi's one sweep on X)
+      if (!opt.compute_uv) return r;
+      r.U = at::bmm((Vp / d.unsqueeze(1)).mT(), Wd).to(A.scalar_type()).contiguous().view({-1});
+      r.V = Vp.mT().to(A.scalar_type()).contiguous().view({-1});  // packed V^T
+      return r;
+    }
   }
   const at::Tensor X = at::bmm(V0.mT(), Wd).to(A.scalar_type()).contiguous();  // packed, M V0 is V0^T W
   CoreResult r = jacobi(X.view({-1}), batch, opt);

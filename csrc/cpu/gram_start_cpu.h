@@ -22,6 +22,12 @@ namespace jsvd {
 // 3.9, 100x500x32 40.5 / 36.7, 1000x128x16 58 / 32; float32 batches tie below 160: 100x128² 231 / 227,
 // 100x96² 93 / 95). float64 (at ebbbd10, JSVD_EIGH=1 / 0): 1x128² 5.8 / 7.0, 100x128² 247 / 418, 20x96²
 // 35 / 56, 100x96² 104 / 199, 100x64² 69 / 88, but 1x96² 4.2 / 3.5.
+// Since stop 49 float32 also takes it for tall batches of any size (rows >= max(4 cols, kCpuStartTallRowsF32),
+// from kCpuStartTallMinColsF32 columns): where M V0 is already converged (ConvergedStart, core.h) no Jacobi
+// runs at all. This machine (2-thread Intel Xeon, best of 5, JSVD_EIGH=1 / 0, ms): 100x500x32 8.9 / 19.8,
+// 20x1000x64 7.1 / 29.2, 500x512x16 14.4 / 25.4, 200x256x16 4.3 / 6.8, 100x200x48 15.0 / 20.0, but
+// 100x128x32 6.5 / 6.8, 1000x128x16 20.3 / 18.2, 1000x64x16 18.9 / 12.3; with every member rank-deficient
+// (the Jacobi on M V0 then runs) 500x512x16 46.8 / 43.4, 100x500x32 28.4 / 34.8, 20x1000x64 33.7 / 49.6.
 // Its float64 work buffers (M, M V0 and two Gram-sized matrices a matrix) are capped at kCpuStartMaxBytes:
 // a larger batch runs the Jacobi on M rather than hold several times its own size in memory.
 constexpr int64_t kCpuStartMinCols = 160;
@@ -30,6 +36,8 @@ constexpr int64_t kCpuStartBatchMinColsF64 = 64;
 constexpr int64_t kCpuStartBatchF64 = 16;
 constexpr int64_t kCpuStartTallMinCols = 64;
 constexpr int64_t kCpuStartTallBatch = 4;
+constexpr int64_t kCpuStartTallRowsF32 = 200;
+constexpr int64_t kCpuStartTallMinColsF32 = 16;
 constexpr double kCpuStartMaxBytes = 4.0 * 1024 * 1024 * 1024;
 bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptions& opt);
 

@@ -1,10 +1,11 @@
 // The batched start's convergence check on G and V0 (start_converged.h).
 #include "precondition/start_converged.h"
 
+#include "core.h"
+
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
-#include <cfloat>
 #include <cmath>
 #include <cstdint>
 
@@ -19,7 +20,7 @@ constexpr int kThreads = 256;
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     start_converged_kernel(const double* Gg, const double* V0g, int64_t vb, int64_t vi, int64_t vj, int q,
-                           double g_err, double eps_t, double tol, double* Vs, T* Vt, T* S, int32_t* fails) {
+                           int64_t rows, double tol, double* Vs, T* Vt, T* S, int32_t* fails) {
   extern __shared__ double sm[];
   double* sg = sm;            // G, then C
   double* sv = sg + q * q;    // V0, [i * q + j]
@@ -49,13 +50,13 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   double fro = 0;  // ||M||_F^2 = trace(C) (V0 orthogonal)
   for (int j = 0; j < q; ++j) fro += sg[j * q + j];
-  const double eg = g_err * fro;
+  const ConvergedStart test = converged_start(fro, rows, q, tol);
   bool fail = !(fro > 0) || !isfinite(fro);
   for (int e = tid; e < qq; e += kThreads) {
     const int i = e / q, j = e % q;
     const double ci = sg[i * q + i], cj = sg[j * q + j];
-    if (i == j) fail |= !(ci >= 8.0 * eg / eps_t);
-    else if (i < j) fail |= !((fabs(sg[e]) + eg) <= (tol - 1.01 * eps_t) * sqrt(ci * cj));
+    if (i == j) fail |= !test.column_ok(ci);
+    else if (i < j) fail |= !test.pair_ok(sg[e], ci, cj);
   }
   for (int j = tid; j < q; j += kThreads) {
     const double cj = sg[j * q + j];
@@ -103,7 +104,7 @@ StartConverged start_converged(const at::Tensor& G, const at::Tensor& V0, int64_
   if (smem > 48 * 1024) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   kernel<<<B, kThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
       G.const_data_ptr<double>(), V0.const_data_ptr<double>(), V0.stride(0), V0.stride(1), V0.stride(2),
-      static_cast<int>(q), 2.0 * static_cast<double>(rows + q) * DBL_EPSILON, static_cast<double>(FLT_EPSILON), tol,
+      static_cast<int>(q), rows, tol,
       out.Vs.mutable_data_ptr<double>(), out.Vt.mutable_data_ptr<float>(), out.S.mutable_data_ptr<float>(),
       out.fails.mutable_data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
