@@ -24,9 +24,8 @@ bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptio
 namespace {
 
 // Whether every matrix's least eigenvalue passes ConvergedStart::column_ok: L (B, q), increasing.
-bool might_converge(const at::Tensor& L, int64_t p, const SvdOptions& opt, const at::Tensor& A) {
+bool might_converge(const at::Tensor& L, int64_t p, double tol) {
   const int64_t B = L.size(0), q = L.size(1);
-  const double tol = resolve_tol(opt, p, A.scalar_type());
   const at::Tensor Lc = L.contiguous();
   const double* l = Lc.const_data_ptr<double>();
   for (int64_t k = 0; k < B; ++k) {
@@ -73,9 +72,9 @@ CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, con
   // C = V0^T G V0 and one product, without the Jacobi on X.
   // (C costs two products of the Gram matrix's size, so the eigenvalues rule out first the matrices whose
   // smallest column would fail: near-square ones, whose small singular values sit far below ||M||_F)
-  if (!f64 && (!opt.compute_uv || !opt.full_matrices) && knobs().start_converged && might_converge(L, p, opt, A)) {
+  const double tol = resolve_tol(opt, p, A.scalar_type());
+  if (!f64 && (!opt.compute_uv || !opt.full_matrices) && knobs().start_converged && might_converge(L, p, tol)) {
     const at::Tensor C = at::bmm(V0.mT(), at::bmm(G, V0)).contiguous();
-    const double tol = resolve_tol(opt, p, A.scalar_type());
     const double* c = C.const_data_ptr<double>();
     std::vector<int64_t> perm(B * q);
     bool pass = true;
