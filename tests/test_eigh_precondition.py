@@ -154,13 +154,18 @@ def test_float64_declines_graded_columns(tmp_path):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 def test_plan_tall_batches(dtype):
     """Batches of tall matrices of 16 to 64 columns (rows >= 4 columns, float64 2) with enough work (batch x rows x
-    cols² >= 4e7, float32 1e8): the start, its eigenvectors by this engine's Jacobi on the Gram matrices
+    cols² >= 4e7, float32 1e8, or 3e7 from 300 matrices of 5 rows a column): the start, its eigenvectors by this engine's Jacobi on the Gram matrices
     (one batched call), where syevd would loop over them."""
     sv = _start_v([(1024, 16)] * 1000, dtype)
     assert all(v["kernel"] == "gram_eigh" and v["solver"].startswith("jsvd") for v in sv)
     assert _start_v([(16, 1024)] * 800, dtype)[0]["solver"].startswith("jsvd")  # (wide: on its transpose)
     assert _start_v([(128, 32)] * 1000, dtype)[0] is not None
-    assert (_start_v([(256, 16)] * 1000, dtype)[0] is not None) == (dtype == torch.float64)
+    assert _start_v([(256, 16)] * 1000, dtype)[0] is not None
+    # float32 below 1e8 of work: from 300 matrices of 5 rows a column (and 3e7)
+    assert (_start_v([(512, 16)] * 300, dtype)[0] is not None) == (dtype == torch.float32)
+    assert _start_v([(512, 16)] * 299, dtype) == [None] * 299
+    assert (_start_v([(100, 24)] * 1000, dtype)[0] is not None) == (dtype == torch.float64)
+    assert _start_v([(125, 24)] * 1000, dtype)[0] is not None
     assert _start_v([(300, 20)] * 200, dtype) == [None] * 200  # too little work
     short = 127 if dtype == torch.float32 else 63  # not tall enough (float32 4 rows a column, float64 2)
     assert _start_v([(short, 32)] * 4000, dtype) == [None] * 4000
@@ -434,3 +439,48 @@ def test_start_already_converged_skips_the_jacobi_on_x(tmp_path, shape):
     assert _jacobi_launches(lambda: torch_jsvd.svdvals(A)) == 1
     torch.testing.assert_close(torch_jsvd.svdvals(A), S0, rtol=0, atol=bound(m, n, torch.float32) * S0[..., :1].max().item())
     assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True)) == 2
+
+
+def _any_jacobi_launches(fn):
+    """How many kernels of any Jacobi level (registers, shared memory, block pairs' sweeps) one call of fn
+    launched."""
+    from torch.profiler import ProfilerActivity, profile
+    names = ("svd_thread_kernel", "svd_warp_kernel", "svd_smem_kernel", "end_sweep_kernel", "gram_evd_kernel")
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if any(n in e.name for n in names))
+
+
+@pytest.mark.parametrize("shape", [(1, 1200, 300), (1, 300, 1200), (100, 300, 256)], ids=str)
+def test_eigen_solver_start_already_converged(shape):
+    """float32 svd (reduced U) and svdvals of well-conditioned matrices on the eigen-solvers' routes
+    (syevd: one matrix, tall or wide; syevBatched: a batch of near-square ones): M V0 is already
+    orthogonal to the Jacobi's tolerance (converged_fails on X^T X), so no Jacobi runs, and S comes to
+    float32's rounding of the float64 singular values. A matrix with a singular value far below
+    ||M||_F does not pass (its eigenvalues rule it out) and takes the Jacobi, as does full_matrices=True."""
+    b, m, n = shape
+    k = min(m, n)
+    g = torch.Generator().manual_seed(m + n + b)
+    Q1 = torch.linalg.qr(torch.randn(b, m, k, generator=g, dtype=torch.float64))[0]
+    Q2 = torch.linalg.qr(torch.randn(b, n, k, generator=g, dtype=torch.float64))[0]
+    s = torch.linspace(3, 1, k, dtype=torch.float64)
+    A = ((Q1 * s) @ Q2.mT).float().cuda()
+    assert _start_v([(m, n)] * b)[0] is not None
+    eps = torch.finfo(torch.float32).eps
+    ref = torch.linalg.svdvals(A.double())
+    assert _any_jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False)) == 0
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    assert ((S.double() - ref).abs() <= 2 * eps * ref).all()
+    assert orthogonality_error(U).max().item() <= k * eps
+    assert orthogonality_error(Vh.mT).max().item() <= k * eps
+    assert _any_jacobi_launches(lambda: torch_jsvd.svdvals(A)) == 0
+    assert torch.equal(torch_jsvd.svdvals(A), S)
+    assert _any_jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True)) > 0
+    # one singular value at 1e-4 of the others: the Jacobi on X, still exact
+    s[-1] = 1e-4
+    A = ((Q1 * s) @ Q2.mT).float().cuda()
+    assert _any_jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False)) > 0
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)

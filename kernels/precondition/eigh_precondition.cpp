@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "common/batched_gemm.h"
 #include "precondition/gram_products.h"
@@ -32,9 +33,10 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
     return rows < 2 * cols && cols <= (f64 ? kSyevBatchedMaxCols : kSyevBatchedMaxColsF32) && batch >= min_batch;
   }
   const double work = static_cast<double>(batch) * rows * cols * cols;
-  return cols >= kEighTallMinCols && cols <= kEighJacobiMaxCols && (f64 || batch * kEighTallBatchPerCol >= cols) &&
-         rows >= (f64 ? kEighTallRatioF64 : kEighTallRatio) * cols &&
-         work >= (f64 ? kEighTallMinWorkF64 : kEighTallMinWork);
+  if (cols < kEighTallMinCols || cols > kEighJacobiMaxCols) return false;
+  if (f64) return rows >= kEighTallRatioF64 * cols && work >= kEighTallMinWorkF64;
+  return (batch * kEighTallBatchPerCol >= cols && rows >= kEighTallRatio * cols && work >= kEighTallMinWork) ||
+         (batch >= kEighManyMinBatch && rows >= kEighManyRatio * cols && work >= kEighManyMinWork);
 }
 
 bool gram_eig_by_jacobi(int64_t cols) { return cols <= kEighJacobiMaxCols; }
@@ -76,6 +78,14 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   bad_host.copy_(bad, /*non_blocking=*/true);
   at::cuda::CUDAEvent checked;
   checked.record(at::cuda::getCurrentCUDAStream());
+  const auto read_int = [](const at::Tensor& t) {  // (through pinned memory, on the current stream)
+    const at::Tensor host = at::empty({}, t.options().device(at::kCPU).pinned_memory(true));
+    host.copy_(t, /*non_blocking=*/true);
+    at::cuda::CUDAEvent read;
+    read.record(at::cuda::getCurrentCUDAStream());
+    read.synchronize();
+    return *host.const_data_ptr<int32_t>();
+  };
   const auto ok = [&] {
     checked.synchronize();
     return *bad_host.const_data_ptr<int32_t>() == 0;
@@ -83,13 +93,20 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // (syevd synchronises anyway: read first; the batched Jacobi never does, so it is read last, where svd
   // reads its info next anyway, and a declined batch is then solved again without the start)
   if (!batched && !ok()) return e.without_start(A, b, opt);
+  // float32 svd (reduced U) and svdvals: where M V0 is already converged in every matrix
+  // (start_converged.h), U, S and V without the Jacobi on X.
+  const bool converged_route = !f64 && opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
+                               knobs().start_converged;
+  const double tol = resolve_tol(opt, p, A.scalar_type());
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
+  bool may_pass = false;  // (the eigen-solvers' routes: whether the eigenvalues leave the test a chance)
   if (batched) {
     // A batch of small Gram matrices: this engine's one-sided Jacobi on them, in one call (the warp or
     // shared-memory level), where torch.linalg.eigh would loop over them. Its V is orthogonal to working
     // precision whether or not it converged, which is all X = M V0 needs (the Jacobi on X does the rest).
     SvdOptions go;
     go.may_sync = false;
+    if (!f64) go.tol = kGramTolF32;
     const CoreResult g = e.alone(G.view({-1}), PackedBatch::uniform_of(B, q, q, false), go);
     V0 = g.V.view({B, q, q}).mT();  // (packed V holds V^T)
   } else {
@@ -98,34 +115,33 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // sweeps: same build (a9e2a25, JSVD_EIGH_F64), 1x4096² 276 -> 202 ms with the residual 1.1e-6 ->
     // 6.1e-8, 1x1024² 18.3 -> 14.2, 1x3072x768 14.9 -> 12.6, 1x1536² 31.1 -> 29.2.
     // A batch in one call of cuSOLVER's syevBatched, where torch.linalg.eigh would loop over syevd.
+    const at::Tensor fro = G.diagonal(0, -2, -1).sum(-1);  // ||M||_F^2 (syevBatched overwrites G)
+    at::Tensor w;  // the eigenvalues, increasing
     if (syev_batched_on(B)) {
       bool failed = false;
-      V0 = syev_batched(G, &failed);
+      V0 = syev_batched(G, &failed, &w);
       if (failed) return e.without_start(A, b, opt);
     } else {
       try {
-        V0 = std::get<1>(at::linalg_eigh(G)).flip(-1);
+        std::tie(w, V0) = at::linalg_eigh(G);
+        V0 = V0.flip(-1);
       } catch (const c10::Error&) {
         return e.without_start(A, b, opt);  // (syevd did not converge)
       }
     }
+    // C_jj is an eigenvalue to within the solver's backward error, far below eg: a matrix whose least
+    // eigenvalue is below half of column_ok's bound cannot pass, and the test is not formed.
+    const ConvergedStart unit = converged_start(1.0, p, q, tol);
+    may_pass = converged_route && w.select(-1, 0).ge(fro * (4.0 * unit.eg / unit.eps)).all().item<bool>();
   }
-  // float32 svd (reduced U) and svdvals: where M V0 is already converged in every matrix
-  // (start_converged.h), U, S and V from one product (svdvals: S alone) and no Jacobi on X. The host reads
-  // its count with the checks' flag (svd synchronises anyway); a batch with a matrix that does not pass
-  // takes the Jacobi on X, as before. H100, JSVD_START_CONVERGED=1 / 0, two rounds, ms: 1000x1024x16
+  // The batched start: C = V0^T G V0 (start_converged.h), read with the checks' flag (svd synchronises
+  // anyway); U = M V0 D^-1 by one product. H100, JSVD_START_CONVERGED=1 / 0, two rounds, ms: 1000x1024x16
   // 0.35-0.36 / 0.53-0.54, 4000x256x16 0.45-0.47 / 0.66-0.71, 2000x512x24 1.14-1.21 / 1.57-1.62,
   // 1000x128x32 0.57-0.62 / 0.63-0.64, 100x512x64 0.84-0.88 / 0.90-0.95 (docs/experiments.md, stop 49).
-  if (batched && !f64 && opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
-      knobs().start_converged) {
-    const StartConverged sc = start_converged(G, V0, p, resolve_tol(opt, p, A.scalar_type()), A.scalar_type());
-    const at::Tensor fails_host = at::empty({}, bad.options().device(at::kCPU).pinned_memory(true));
-    fails_host.copy_(sc.fails, /*non_blocking=*/true);
-    at::cuda::CUDAEvent read;
-    read.record(at::cuda::getCurrentCUDAStream());
-    read.synchronize();
+  if (batched && converged_route) {
+    const StartConverged sc = start_converged(G, V0, p, tol, A.scalar_type());
     if (!ok()) return e.without_start(A, b, opt);
-    if (*fails_host.const_data_ptr<int32_t>() == 0) {
+    if (read_int(sc.fails) == 0) {
       CoreResult r;
       r.S = sc.S.view({-1});
       r.info = at::ones({B}, A.options().dtype(at::kInt));  // (what the Jacobi's one sweep on X would report)
@@ -147,6 +163,23 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   } else {
     const at::Tensor Xd = at::empty({B, q, p}, G.options());
     bmm_into<double>(Xd, V0.mT(), Wd, 1.0, 0.0);
+    if (may_pass) {
+      // The eigen-solvers' routes: the test on C = X^T X (converged_fails), and U = X D^-1 from X itself.
+      const at::Tensor C = at::empty({B, q, q}, G.options());
+      bmm_into<double>(C, Xd, Xd.mT(), 1.0, 0.0);
+      if (read_int(converged_fails(C, p, tol)) == 0) {
+        const at::Tensor d = C.diagonal(0, -2, -1);
+        const at::Tensor perm = std::get<1>(d.sort(-1, /*descending=*/true));
+        const at::Tensor s = d.gather(-1, perm).sqrt();
+        CoreResult r;
+        r.S = s.to(A.scalar_type()).view({-1});
+        r.info = at::ones({B}, A.options().dtype(at::kInt));
+        if (!opt.compute_uv) return r;
+        r.U = (Xd.gather(1, perm.unsqueeze(-1).expand({B, q, p})) / s.unsqueeze(-1)).to(A.scalar_type()).view({-1});
+        r.V = V0.gather(-1, perm.unsqueeze(-2).expand({B, q, q})).mT().to(A.scalar_type()).contiguous().view({-1});
+        return r;
+      }
+    }
     X = Xd.to(A.scalar_type());
   }
   CoreResult r = e.jacobi(X.view({-1}), b, opt);

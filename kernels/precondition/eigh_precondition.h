@@ -81,6 +81,24 @@ constexpr int64_t kEighTallRatioF64 = 2;
 constexpr double kEighTallMinWorkF64 = 4e7;
 constexpr double kEighTallMinWork = 1e8;
 constexpr int64_t kEighTallBatchPerCol = 2;
+// float32 also from 300 matrices, 5 rows a column and 3e7 of work (H100, stop 50, `ab_knob.sh JSVD_EIGH`
+// VALUES="1 -1", two or three rounds, ms, start / QR path, measured before kGramTolF32 below made the start
+// faster still): 300x256x32 0.38-0.60 / 0.58-0.59, 500x256x16 0.19-0.30 / 0.25-0.26, 1000x128x24 0.56-0.70 / 0.72-0.76, 300x512x16 0.26-0.28 /
+// 0.36, 1000x128x16 0.25 / 0.26-0.28, 400x256x24 0.48-0.62 / 0.51; not with fewer matrices (100x256x48
+// 1.12-1.19 / 0.61-0.71, 50x512x32 0.45-0.47 / 0.36-0.41, 200x256x32 and 200x200x32 about equal) or
+// fewer rows (300x128x32 0.49-0.59 / 0.48, 2000x64x16 0.25-0.34 / 0.14-0.16, 1000x64x32 0.50-0.58 /
+// 0.25-0.31).
+constexpr int64_t kEighManyMinBatch = 300;
+constexpr int64_t kEighManyRatio = 5;
+constexpr double kEighManyMinWork = 3e7;
+// float32's Gram matrices (float64) need their Jacobi only to eps32 / 8, not to float64's tolerance: the
+// one-sided Jacobi on G stops where every pair of G V0's columns is within tol of orthogonal, which leaves
+// C = V0^T G V0's pairs within about tol / 2 of it, below the float32 rounding of X = M V0 (V0 stays
+// orthogonal to float64's rounding either way). It saves about a sweep (H100, stop 50, three rounds, ms,
+// eps32 / 8 / float64's default): 1000x1024x16 0.32-0.34 / 0.39-0.43, 1000x128x32 0.49-0.50 / 0.58-0.87,
+// 100x512x64 0.69-0.79 / 0.96-1.19, 200x256x64 0.98-1.02 / 1.26-1.51; ||U^T U - I||_F 2.5e-8 -> 4.1e-8,
+// 1.2e-7 -> 1.3e-7, 1.1e-7 -> 1.5e-7, 1.5e-7 -> 1.9e-7.
+constexpr double kGramTolF32 = 1.1920928955078125e-07 / 8;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
 // Whether a batch's Gram eigenvectors come from syevBatched (syev_batched.h), not a loop of syevd: more

@@ -6,6 +6,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -82,7 +83,49 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = tid; r < q; r += kThreads) S[k * q + r] = static_cast<T>(sqrt(sg[perm[r] * q + perm[r]]));
 }
 
+// The same test on matrices beyond one block: blockIdx.y the matrix, the blocks along x a share each of
+// C's upper triangle; bad[k] set where a pair or column of matrix k fails.
+__global__ void __launch_bounds__(kThreads) converged_test_kernel(const double* Cg, int q, int64_t rows, double tol,
+                                                                  int32_t* bad) {
+  __shared__ double part[kThreads / 32];
+  const int64_t k = blockIdx.y, qq = static_cast<int64_t>(q) * q;
+  const double* c = Cg + k * qq;
+  double f = 0;  // ||M||_F^2 = trace(C)
+  for (int j = threadIdx.x; j < q; j += kThreads) f += c[static_cast<int64_t>(j) * (q + 1)];
+  for (int o = 16; o > 0; o >>= 1) f += __shfl_xor_sync(0xffffffffu, f, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = f;
+  __syncthreads();
+  double fro = 0;
+  for (int w = 0; w < kThreads / 32; ++w) fro += part[w];
+  const ConvergedStart test = converged_start(fro, rows, q, tol);
+  bool fail = !(fro > 0) || !isfinite(fro);
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; e < qq;
+       e += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int i = static_cast<int>(e / q), j = static_cast<int>(e % q);
+    if (i > j) continue;
+    const double ci = c[static_cast<int64_t>(i) * (q + 1)], cj = c[static_cast<int64_t>(j) * (q + 1)];
+    fail |= i == j ? !test.column_ok(ci) : !test.pair_ok(c[e], ci, cj);
+  }
+  if (__syncthreads_or(fail) && threadIdx.x == 0) atomicOr(bad + k, 1);
+}
+
 }  // namespace
+
+at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol) {
+  TORCH_CHECK(C.dim() == 3 && C.is_contiguous() && C.scalar_type() == at::kDouble && C.size(1) == C.size(2) &&
+                  C.size(0) <= 65535,
+              "jsvd internal: converged_fails' arguments");
+  const int64_t B = C.size(0), q = C.size(1);
+  const at::Tensor bad = at::zeros({B}, C.options().dtype(at::kInt));
+  if (B > 0 && q > 0) {
+    const int64_t tiles = std::min<int64_t>((q * q + kThreads - 1) / kThreads, std::max<int64_t>(1, 1024 / B));
+    converged_test_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(B)), kThreads, 0,
+                            at::cuda::getCurrentCUDAStream()>>>(C.const_data_ptr<double>(), static_cast<int>(q),
+                                                                rows, tol, bad.mutable_data_ptr<int32_t>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  return bad.sum().to(at::kInt);
+}
 
 StartConverged start_converged(const at::Tensor& G, const at::Tensor& V0, int64_t rows, double tol,
                                at::ScalarType dtype) {

@@ -31,5 +31,11 @@ struct StartConverged {
 StartConverged start_converged(const at::Tensor& G, const at::Tensor& V0, int64_t rows, double tol,
                                at::ScalarType dtype);
 
+// The same test for matrices beyond one block (the syevd and syevBatched routes, from 256 columns), on
+// C = X^T X of X = M V0 formed in float64 (C: (B, q, q) contiguous float64): how many matrices fail, an
+// int32 on the device. C's float64 errors stay within eg to first order: |dX| <= q eps64 |M| |V0|
+// elementwise and || |M| |v| || <= ||M||_F, so |dC_ij| <= (2 q + rows) eps64 ||M||_F^2.
+at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol);
+
 }  // namespace cuda
 }  // namespace jsvd

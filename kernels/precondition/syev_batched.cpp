@@ -34,7 +34,7 @@ cusolverDnHandle_t solver_handle() {
 
 }  // namespace
 
-at::Tensor syev_batched(const at::Tensor& G, bool* failed) {
+at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues) {
 #if CUSOLVER_VERSION < 12000
   TORCH_CHECK(false, "jsvd internal: syev_batched needs cuSOLVER 12.0 (CUDA 13) or later");
 #else
@@ -66,6 +66,7 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed) {
   }
   TORCH_CHECK(st == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnXsyevBatched failed with status ", static_cast<int>(st));
   *failed = info.ne(0).any().item<bool>();
+  if (eigenvalues) *eigenvalues = W;
   // Column-major eigenvectors, by increasing eigenvalue: as a row-major (B, q, q) tensor that is V^T.
   return G.mT().flip(-1);
 #endif

@@ -15,8 +15,9 @@ constexpr bool kHaveSyevBatched = CUSOLVER_VERSION >= 12000;
 
 // G: (B, q, q) contiguous float32/float64, symmetric; overwritten. Returns V (B, q, q), whose columns are
 // G's eigenvectors by decreasing eigenvalue, and sets *failed to whether syevBatched reported a matrix
-// it did not converge on (read on the host: a synchronisation).
-at::Tensor syev_batched(const at::Tensor& G, bool* failed);
+// it did not converge on (read on the host: a synchronisation); *eigenvalues, where given, to the (B, q)
+// eigenvalues, increasing.
+at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues = nullptr);
 
 }  // namespace cuda
 }  // namespace jsvd
