@@ -76,10 +76,10 @@ for s in $stages; do
         echo "racecheck (gram_evd_kernel) rc=$?"; } >"$OUT/sanitizer.log" 2>&1
       grep -E "rc=|ERROR SUMMARY|RACECHECK SUMMARY|hazard" "$OUT/sanitizer.log" | head -20 ;;
     race-qr)
-      # (and the batched start's two products, gram_products.cu, and its convergence check, start_converged.cu)
+      # (and the batched start's two products, gram_products.cu, and its convergence checks, start_converged.cu)
       for ck in qr:householder_panel qr:transpose_kernel qr:qr_whole_kernel qr:qr_regs_kernel qr:apply_reflectors_kernel \
                 qr:apply_wy_kernel qr:sort_rows_kernel start:gram_kernel start:start_product_kernel \
-                start:start_converged_kernel; do
+                start:start_converged_kernel start:converged_test_kernel; do
         JSVD_SANITIZE_ONLY=${ck%%:*} JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
           --kernel-name kns=${ck#*:} --error-exitcode 9 $PY scripts/sanitize_cases.py
         echo "racecheck (${ck#*:}) rc=$?"
