@@ -222,7 +222,11 @@ def from_json(path, results_md):
     with open(path) as f:
         doc = json.load(f)
     name = os.path.basename(path)
-    doc.setdefault("json", name)
+    # (a run merged from parts: its file's name, and the goals and left-out cases of all its rows)
+    doc["json"] = name
+    doc["goals"] = goal_lines(doc["rows"])
+    ran = {r["case"] for r in doc["rows"]}
+    doc["skipped"] = [c for c in doc.get("skipped", []) if c not in ran]
     suffix = os.path.splitext(name)[0][len("bench_gpu"):] if name.startswith("bench_gpu") else ""
     here = os.path.dirname(os.path.abspath(path))
     plot(doc["rows"], here, suffix, doc["device"])  # (redrawn from the saved rows: needs no GPU)
