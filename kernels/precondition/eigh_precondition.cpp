@@ -115,7 +115,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // sweeps: same build (a9e2a25, JSVD_EIGH_F64), 1x4096² 276 -> 202 ms with the residual 1.1e-6 ->
     // 6.1e-8, 1x1024² 18.3 -> 14.2, 1x3072x768 14.9 -> 12.6, 1x1536² 31.1 -> 29.2.
     // A batch in one call of cuSOLVER's syevBatched, where torch.linalg.eigh would loop over syevd.
-    const at::Tensor fro = G.diagonal(0, -2, -1).sum(-1);  // ||M||_F^2 (syevBatched overwrites G)
+    // (||M||_F^2, for the converged test's bound: before syevBatched overwrites G)
+    const at::Tensor fro = converged_route ? G.diagonal(0, -2, -1).sum(-1) : at::Tensor();
     at::Tensor w;  // the eigenvalues, increasing
     if (syev_batched_on(B)) {
       bool failed = false;
@@ -131,8 +132,10 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     }
     // C_jj is an eigenvalue to within the solver's backward error, far below eg: a matrix whose least
     // eigenvalue is below half of column_ok's bound cannot pass, and the test is not formed.
-    const ConvergedStart unit = converged_start(1.0, p, q, tol);
-    may_pass = converged_route && w.select(-1, 0).ge(fro * (4.0 * unit.eg / unit.eps)).all().item<bool>();
+    if (converged_route) {
+      const ConvergedStart unit = converged_start(1.0, p, q, tol);
+      may_pass = w.select(-1, 0).ge(fro * (4.0 * unit.eg / unit.eps)).all().item<bool>();
+    }
   }
   // The batched start: C = V0^T G V0 (start_converged.h), read with the checks' flag (svd synchronises
   // anyway); U = M V0 D^-1 by one product. H100, JSVD_START_CONVERGED=1 / 0, two rounds, ms: 1000x1024x16
