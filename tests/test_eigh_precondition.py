@@ -389,13 +389,18 @@ def test_switched_off():
     """, JSVD_EIGH="0")
 
 
-def _jacobi_launches(fn):
-    """How many Jacobi kernels (the warp and shared-memory levels) one call of fn launched."""
+# The kernels of every Jacobi level: registers, shared memory (whole matrices and block pairs), the
+# blocked level's sweeps, the Gram EVD.
+_ANY_LEVEL = ("svd_thread_kernel", "svd_warp_kernel", "svd_smem_kernel", "end_sweep_kernel", "gram_evd_kernel")
+
+
+def _jacobi_launches(fn, names=("svd_warp_kernel", "svd_smem_kernel")):
+    """How many Jacobi kernels (by default the warp and shared-memory levels') one call of fn launched."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if "svd_warp_kernel" in e.name or "svd_smem_kernel" in e.name)
+    return sum(1 for e in prof.events() if any(n in e.name for n in names))
 
 
 @pytest.mark.parametrize("shape", [(200, 2048, 16), (800, 128, 32), (100, 256, 64)], ids=str)
@@ -441,17 +446,6 @@ def test_start_already_converged_skips_the_jacobi_on_x(tmp_path, shape):
     assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True)) == 2
 
 
-def _any_jacobi_launches(fn):
-    """How many kernels of any Jacobi level (registers, shared memory, block pairs' sweeps) one call of fn
-    launched."""
-    from torch.profiler import ProfilerActivity, profile
-    names = ("svd_thread_kernel", "svd_warp_kernel", "svd_smem_kernel", "end_sweep_kernel", "gram_evd_kernel")
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if any(n in e.name for n in names))
-
-
 @pytest.mark.parametrize("shape", [(1, 1200, 300), (1, 300, 1200), (100, 300, 256)], ids=str)
 def test_eigen_solver_start_already_converged(shape):
     """float32 svd (reduced U) and svdvals of well-conditioned matrices on the eigen-solvers' routes
@@ -469,18 +463,18 @@ def test_eigen_solver_start_already_converged(shape):
     assert _start_v([(m, n)] * b)[0] is not None
     eps = torch.finfo(torch.float32).eps
     ref = torch.linalg.svdvals(A.double())
-    assert _any_jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False)) == 0
+    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL) == 0
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     assert ((S.double() - ref).abs() <= 2 * eps * ref).all()
     assert orthogonality_error(U).max().item() <= k * eps
     assert orthogonality_error(Vh.mT).max().item() <= k * eps
-    assert _any_jacobi_launches(lambda: torch_jsvd.svdvals(A)) == 0
+    assert _jacobi_launches(lambda: torch_jsvd.svdvals(A), _ANY_LEVEL) == 0
     assert torch.equal(torch_jsvd.svdvals(A), S)
-    assert _any_jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True)) > 0
+    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True), _ANY_LEVEL) > 0
     # one singular value at 1e-4 of the others: the Jacobi on X, still exact
     s[-1] = 1e-4
     A = ((Q1 * s) @ Q2.mT).float().cuda()
-    assert _any_jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False)) > 0
+    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL) > 0
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
