@@ -85,10 +85,10 @@ __global__ void __launch_bounds__(kThreads)
 
 // The same test on matrices beyond one block: blockIdx.y the matrix, the blocks along x a share each of
 // C's upper triangle; bad[k] set where a pair or column of matrix k fails.
-__global__ void __launch_bounds__(kThreads) converged_test_kernel(const double* Cg, int q, int64_t rows, double tol,
-                                                                  int32_t* bad) {
+__global__ void __launch_bounds__(kThreads) converged_test_kernel(const double* Cg, int64_t first, int q, int64_t rows,
+                                                                  double tol, int32_t* bad) {
   __shared__ double part[kThreads / 32];
-  const int64_t k = blockIdx.y, qq = static_cast<int64_t>(q) * q;
+  const int64_t k = first + blockIdx.y, qq = static_cast<int64_t>(q) * q;
   const double* c = Cg + k * qq;
   double f = 0;  // ||M||_F^2 = trace(C)
   for (int j = threadIdx.x; j < q; j += kThreads) f += c[static_cast<int64_t>(j) * (q + 1)];
@@ -112,17 +112,20 @@ __global__ void __launch_bounds__(kThreads) converged_test_kernel(const double* 
 }  // namespace
 
 at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol) {
-  TORCH_CHECK(C.dim() == 3 && C.is_contiguous() && C.scalar_type() == at::kDouble && C.size(1) == C.size(2) &&
-                  C.size(0) <= 65535,
+  TORCH_CHECK(C.dim() == 3 && C.is_contiguous() && C.scalar_type() == at::kDouble && C.size(1) == C.size(2),
               "jsvd internal: converged_fails' arguments");
   const int64_t B = C.size(0), q = C.size(1);
   const at::Tensor bad = at::zeros({B}, C.options().dtype(at::kInt));
   if (B > 0 && q > 0) {
     const int64_t tiles = std::min<int64_t>((q * q + kThreads - 1) / kThreads, std::max<int64_t>(1, 1024 / B));
-    converged_test_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(B)), kThreads, 0,
-                            at::cuda::getCurrentCUDAStream()>>>(C.const_data_ptr<double>(), static_cast<int>(q),
-                                                                rows, tol, bad.mutable_data_ptr<int32_t>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    for (int64_t first = 0; first < B; first += 65535) {  // (a grid's y extent)
+      const int64_t n = std::min<int64_t>(B - first, 65535);
+      converged_test_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(n)), kThreads, 0,
+                              at::cuda::getCurrentCUDAStream()>>>(C.const_data_ptr<double>(), first,
+                                                                  static_cast<int>(q), rows, tol,
+                                                                  bad.mutable_data_ptr<int32_t>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
   }
   return bad.sum().to(at::kInt);
 }
