@@ -210,12 +210,18 @@ inline StartLimits start_limits(bool f64, int64_t cols) {
 // Whether the start's X = M V0 of a float32 matrix is already converged (the CUDA engine's
 // kernels/precondition/start_converged.h gives the argument): from C = V0^T G V0 in float64, its trace
 // fro = ||M||_F^2, eg = 2 (rows + cols) eps64 fro (the float64 roundings of G and C), the Jacobi's tol and
-// eps32. Every column must pass column_ok and every pair pair_ok. Both engines call these.
+// eps32. fro must be positive and finite, every column must pass column_ok and every pair pair_ok
+// (entry_ok: entry (i, j), i <= j, of the row-major q x q C). Both engines call these.
 struct ConvergedStart {
   double eg, tol, eps;
+  JSVD_HOST_DEVICE static bool fro_ok(double fro) { return fro > 0 && fro <= DBL_MAX; }  // (NaN fails both)
   JSVD_HOST_DEVICE bool column_ok(double cjj) const { return cjj >= 8.0 * eg / eps; }
   JSVD_HOST_DEVICE bool pair_ok(double cij, double cii, double cjj) const {
     return (fabs(cij) + eg) <= (tol - 1.01 * eps) * sqrt(cii * cjj);
+  }
+  JSVD_HOST_DEVICE bool entry_ok(const double* c, int64_t q, int64_t i, int64_t j) const {
+    const double ci = c[i * (q + 1)];
+    return i == j ? column_ok(ci) : pair_ok(c[i * q + j], ci, c[j * (q + 1)]);
   }
 };
 JSVD_HOST_DEVICE inline ConvergedStart converged_start(double fro, int64_t rows, int64_t cols, double tol) {

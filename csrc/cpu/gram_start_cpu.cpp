@@ -83,11 +83,9 @@ CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, con
       double fro = 0;  // ||M||_F^2 = trace(C)
       for (int64_t j = 0; j < q; ++j) fro += ck[j * q + j];
       const ConvergedStart test = converged_start(fro, p, q, tol);
-      pass = fro > 0 && std::isfinite(fro);
-      for (int64_t i = 0; i < q && pass; ++i) {
-        pass = test.column_ok(ck[i * q + i]);
-        for (int64_t j = i + 1; j < q && pass; ++j) pass = test.pair_ok(ck[i * q + j], ck[i * q + i], ck[j * q + j]);
-      }
+      pass = ConvergedStart::fro_ok(fro);
+      for (int64_t i = 0; i < q && pass; ++i)
+        for (int64_t j = i; j < q && pass; ++j) pass = test.entry_ok(ck, q, i, j);
       int64_t* pk = perm.data() + k * q;  // the columns by decreasing C_jj, ties in order
       std::iota(pk, pk + q, int64_t{0});
       std::stable_sort(pk, pk + q, [&](int64_t a, int64_t b) { return ck[a * q + a] > ck[b * q + b]; });

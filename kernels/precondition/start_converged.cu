@@ -52,12 +52,10 @@ __global__ void __launch_bounds__(kThreads)
   double fro = 0;  // ||M||_F^2 = trace(C) (V0 orthogonal)
   for (int j = 0; j < q; ++j) fro += sg[j * q + j];
   const ConvergedStart test = converged_start(fro, rows, q, tol);
-  bool fail = !(fro > 0) || !isfinite(fro);
+  bool fail = !ConvergedStart::fro_ok(fro);
   for (int e = tid; e < qq; e += kThreads) {
     const int i = e / q, j = e % q;
-    const double ci = sg[i * q + i], cj = sg[j * q + j];
-    if (i == j) fail |= !test.column_ok(ci);
-    else if (i < j) fail |= !test.pair_ok(sg[e], ci, cj);
+    if (i <= j) fail |= !test.entry_ok(sg, q, i, j);
   }
   for (int j = tid; j < q; j += kThreads) {
     const double cj = sg[j * q + j];
@@ -98,13 +96,11 @@ __global__ void __launch_bounds__(kThreads) converged_test_kernel(const double* 
   double fro = 0;
   for (int w = 0; w < kThreads / 32; ++w) fro += part[w];
   const ConvergedStart test = converged_start(fro, rows, q, tol);
-  bool fail = !(fro > 0) || !isfinite(fro);
+  bool fail = !ConvergedStart::fro_ok(fro);
   for (int64_t e = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; e < qq;
        e += static_cast<int64_t>(gridDim.x) * kThreads) {
-    const int i = static_cast<int>(e / q), j = static_cast<int>(e % q);
-    if (i > j) continue;
-    const double ci = c[static_cast<int64_t>(i) * (q + 1)], cj = c[static_cast<int64_t>(j) * (q + 1)];
-    fail |= i == j ? !test.column_ok(ci) : !test.pair_ok(c[e], ci, cj);
+    const int64_t i = e / q, j = e % q;
+    if (i <= j) fail |= !test.entry_ok(c, q, i, j);
   }
   if (__syncthreads_or(fail) && threadIdx.x == 0) atomicOr(bad + k, 1);
 }
