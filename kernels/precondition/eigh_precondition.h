@@ -23,6 +23,8 @@
 // passes), and a batch with a matrix graded beyond it, or with a zero column, is solved without it.
 #pragma once
 
+#include <cfloat>
+
 #include "core.h"
 #include "qr/qr_precondition.h"  // Engine
 
@@ -98,7 +100,7 @@ constexpr double kEighManyMinWork = 3e7;
 // eps32 / 8 / float64's default): 1000x1024x16 0.32-0.34 / 0.39-0.43, 1000x128x32 0.49-0.50 / 0.58-0.87,
 // 100x512x64 0.69-0.79 / 0.96-1.19, 200x256x64 0.98-1.02 / 1.26-1.51; ||U^T U - I||_F 2.5e-8 -> 4.1e-8,
 // 1.2e-7 -> 1.3e-7, 1.1e-7 -> 1.5e-7, 1.5e-7 -> 1.9e-7.
-constexpr double kGramTolF32 = 1.1920928955078125e-07 / 8;
+constexpr double kGramTolF32 = FLT_EPSILON / 8.0;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
 // Whether a batch's Gram eigenvectors come from syevBatched (syev_batched.h), not a loop of syevd: more
