@@ -472,9 +472,17 @@ def test_eigen_solver_start_already_converged(shape):
     assert _jacobi_launches(lambda: torch_jsvd.svdvals(A), _ANY_LEVEL) == 0
     assert torch.equal(torch_jsvd.svdvals(A), S)
     assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True), _ANY_LEVEL) > 0
-    # one singular value at 1e-4 of the others: the Jacobi on X, still exact
+    # one singular value at 1e-4 of the others, or a rank-deficient member (two equal columns, or rows
+    # where wide): the Jacobi on X, still exact
     s[-1] = 1e-4
-    A = ((Q1 * s) @ Q2.mT).float().cuda()
-    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL) > 0
-    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
-    assert_valid_svd(A, U, S, Vh, False)
+    graded = ((Q1 * s) @ Q2.mT).float().cuda()
+    deficient = A.clone()
+    if m >= n:
+        deficient[-1, :, 1] = deficient[-1, :, 0]
+    else:
+        deficient[-1, 1] = deficient[-1, 0]
+    for A in (graded, deficient):
+        assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL) > 0
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+        assert_valid_svd(A, U, S, Vh, False)
+        assert S[-1, -1] <= 1e-3 * S[-1, 0]
