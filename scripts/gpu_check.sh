@@ -79,7 +79,7 @@ for s in $stages; do
       # (and the batched start's two products, gram_products.cu, and its convergence checks, start_converged.cu)
       for ck in qr:householder_panel qr:transpose_kernel qr:qr_whole_kernel qr:qr_regs_kernel qr:apply_reflectors_kernel \
                 qr:apply_wy_kernel qr:sort_rows_kernel start:gram_kernel start:start_product_kernel \
-                start:start_converged_kernel start:converged_test_kernel; do
+                start:start_converged_kernel start:converged_test_kernel start:converged_outputs_kernel; do
         JSVD_SANITIZE_ONLY=${ck%%:*} JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
           --kernel-name kns=${ck#*:} --error-exitcode 9 $PY scripts/sanitize_cases.py
         echo "racecheck (${ck#*:}) rc=$?"

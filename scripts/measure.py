@@ -1,14 +1,15 @@
 """Time and accuracy of torch_jsvd.svd on seeded random CUDA batches, one line per case.
 
-Usage: python scripts/measure.py 100x512x512:float32 [10x1024x1024:float64 200x256x256:float32:values ...] [--reps 3] [--seed 0] [--json] [--profile]
+Usage: python scripts/measure.py 100x512x512:float32 [10x1024x1024:float64 200x256x256:float32:values 8x4096x128:float32:cond=1e6 ...] [--reps 3] [--seed 0] [--json] [--profile]
 Per case: median ms of torch_jsvd.svd (CUDA events, after a warm-up call), the max relative reconstruction
 error, ‖UᵀU − I‖_F and ‖VᵀV − I‖_F (max over the batch) of its result, and svd_ex's sweeps (svd_ex takes
 no Gram-eigenvector start: precondition/eigh_precondition.h). A case ending in
-":values" times svdvals and reports the singular values' error against float64 torch.linalg.svdvals.
+":values" times svdvals and reports the singular values' error against float64 torch.linalg.svdvals; ":cond=C"
+takes random orthogonal factors and singular values spaced geometrically from 1 to 1/C instead of a Gaussian A.
 --profile adds torch.profiler's per-kernel GPU times of one call and the device's largest idle gaps.
 ab_builds.sh, ab_knob.sh and knob_sweep.py time through this script.
 """
-import argparse, json
+import argparse, json, math
 
 import torch
 
@@ -21,12 +22,25 @@ def orth(Q):
     return (G - torch.eye(G.shape[-1], dtype=G.dtype, device=G.device)).norm(dim=(-2, -1)).max().item()
 
 
+def make_input(case, seed):
+    shape, dt, *mode = case.split(":")
+    b, m, n = (int(v) for v in shape.split("x"))
+    dtype, g = getattr(torch, dt), torch.Generator(device="cuda").manual_seed(seed)
+    cond = [float(x[5:]) for x in mode if x.startswith("cond=")]
+    if not cond:
+        return torch.randn(b, m, n, device="cuda", dtype=dtype, generator=g)
+    k = min(m, n)
+    Q1, Q2 = (torch.linalg.qr(torch.randn(b, r, k, device="cuda", dtype=torch.float64, generator=g))[0] for r in (m, n))
+    s = torch.logspace(0, -math.log10(cond[0]), k, device="cuda", dtype=torch.float64)
+    return ((Q1 * s) @ Q2.mT).to(dtype)
+
+
 def measure(case, reps=3, seed=0):
     shape, dt, *mode = case.split(":")
-    values = mode == ["values"]
+    values = "values" in mode
     b, m, n = (int(v) for v in shape.split("x"))
     dtype = getattr(torch, dt)
-    A = torch.randn(b, m, n, device="cuda", dtype=dtype, generator=torch.Generator(device="cuda").manual_seed(seed))
+    A = make_input(case, seed)
     ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     # Timed: svd / svdvals, as bench_gpu.py (they stop sweeping at convergence; svd_ex, which never
     # synchronises, queues all max_sweeps sweeps, whose launches cost time after convergence).
@@ -54,7 +68,7 @@ def measure(case, reps=3, seed=0):
 
 
 def line(d):
-    if d["case"].endswith(":values"):
+    if ":values" in d["case"]:
         return f"{d['case']:24s} {d['ms']:9.3f} ms  s_err {d['recon']:.1e}  sweeps {d['sweeps']}"
     return (f"{d['case']:24s} {d['ms']:9.3f} ms  recon {d['recon']:.1e}  orthU {d['orth_u']:.1e}  "
             f"orthV {d['orth_v']:.1e}  sweeps {d['sweeps']}")
@@ -78,9 +92,7 @@ def main():
 def profile(case, seed):
     """torch.profiler's per-kernel GPU time (total and calls) for one svd call of the case."""
     from torch.profiler import ProfilerActivity, profile as prof
-    b, m, n = (int(v) for v in case.split(":")[0].split("x"))
-    A = torch.randn(b, m, n, device="cuda", dtype=getattr(torch, case.split(":")[1]),
-                    generator=torch.Generator(device="cuda").manual_seed(seed))
+    A = make_input(case, seed)
     with prof(activities=[ProfilerActivity.CUDA]) as p:
         torch_jsvd.svd(A, full_matrices=False)
         torch.cuda.synchronize()

@@ -2,8 +2,9 @@
 
 svd and svdvals of one matrix of >= 256 columns, or of up to 4 of >= 1024, run the Jacobi on M V0, V0 the
 eigenvectors of M^T M from torch.linalg.eigh; of large batches of near-square ones (float32 256 to 768
-columns, float64 to 1024), V0 from cuSOLVER's syevBatched; of large batches of tall matrices of 16 to 64
-columns, V0 from this engine's batched Jacobi on the Gram matrices; svd_ex (which never synchronises) and other
+columns, float64 to 1024) and of float32 batches of tall matrices of 65 to 128 columns, V0 from cuSOLVER's
+syevBatched; of large batches of tall matrices of 16 to 64 columns, V0 from this engine's batched Jacobi
+on the Gram matrices; svd_ex (which never synchronises) and other
 batches do not, nor float64 matrices whose columns are graded beyond sqrt(cols eps). Checked: the plan,
 every output property on structured inputs (rank-deficient, graded, wide, full_matrices, zero, scaled),
 agreement with float64 singular values, the relative accuracy of float64 graded matrices' small singular
@@ -172,7 +173,7 @@ def test_plan_tall_batches(dtype):
     assert (_start_v([(64, 32)] * 4000, dtype)[0] is not None) == (dtype == torch.float64)
     assert _start_v([(1024, 15)] * 2000, dtype) == [None] * 2000  # the warp level takes it whole
     assert _start_v([(1024, 48)] * 2000, dtype)[0]["solver"].startswith("jsvd")
-    assert _start_v([(1024, 65)] * 2000, dtype) == [None] * 2000  # beyond the Gram matrices the start solves
+    assert (_start_v([(1024, 65)] * 2000, dtype)[0] is not None) == (dtype == torch.float32)  # (test_plan_mid_columns)
     assert _start_v([(4096, 300)], dtype)[0]["solver"] == "torch.linalg.eigh"
     # float32: at least cols / 2 matrices, a few long ones take the QR path, which spreads each over the
     # device; float64 keeps the start, whose U is orthogonal to working precision at any length
@@ -181,6 +182,22 @@ def test_plan_tall_batches(dtype):
     assert (_start_v([(200000, 16)] * 7, dtype) == [None] * 7) == few
     assert _start_v([(200000, 16)] * 8, dtype)[0] is not None
     assert (_start_v([(50000, 32)] * 15, dtype) == [None] * 15) == few
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_plan_mid_columns(dtype):
+    """float32 batches of 65 to 128 columns, beyond the engine's Gram Jacobi: V0 from syevBatched from 5
+    matrices of 2 to 2048 rows a column (wide ones on their transpose); not from 129 columns, nor near-square
+    or longer matrices, nor fewer of them, nor float64."""
+    syevb = lambda shapes: (_start_v(shapes, dtype)[0] or {}).get("solver") == "cusolverDnXsyevBatched"
+    f32 = dtype == torch.float32
+    assert syevb([(300, 100)] * 5) == f32
+    assert syevb([(1000, 128)] * 200) == syevb([(65, 200)] * 40) == syevb([(130, 65)] * 10) == f32
+    assert syevb([(2048, 128)] * 10) == f32
+    assert _start_v([(2049, 128)] * 10, dtype) == [None] * 10
+    assert _start_v([(129, 65)] * 10, dtype) == [None] * 10
+    assert _start_v([(300, 100)] * 4, dtype) == [None] * 4
+    assert _start_v([(1000, 129)] * 100, dtype) == [None] * 100
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
@@ -218,14 +235,18 @@ def test_tall_batches(dtype, m, n, full):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
-@pytest.mark.parametrize("m,n,full", [(300, 256, False), (256, 300, True), (384, 384, False)])
+@pytest.mark.parametrize("m,n,full", [(300, 256, False), (256, 300, True), (384, 384, False), (300, 100, False),
+                                    (77, 300, True)])
 def test_batches_by_syev_batched(dtype, m, n, full):
-    """Batches of near-square matrices whose Gram eigenvectors come from cuSOLVER's syevBatched: every
-    output property and S against LAPACK on Gaussian, rank-deficient, zero, graded (columns over 3
-    decades), two-equal-column and scaled (1e-30, 1e30) members; svdvals alike; a NaN raises."""
+    """Batches whose Gram eigenvectors come from cuSOLVER's syevBatched (near-square ones from 256 columns;
+    float32 tall or wide ones of 65 to 128 columns): every output property and S against LAPACK on Gaussian,
+    rank-deficient, zero, graded (columns over 3 decades), two-equal-column and scaled (1e-30, 1e30)
+    members; svdvals alike; a NaN raises."""
+    if dtype == torch.float64 and min(m, n) < 256:
+        pytest.skip("float64 takes it from 256 columns")
     g = torch.Generator().manual_seed(m + n)
     k = min(m, n)
-    batch = 40 if dtype == torch.float64 else 100  # (the smallest batches that take it below 768 columns)
+    batch = 40 if dtype == torch.float64 else 100  # (the smallest batches that take it from 256 to 767 columns)
     A = torch.randn(batch, m, n, generator=g, dtype=torch.float64)
     A[1] = random_rank((m, n), k // 3)
     A[2] = 0
@@ -446,10 +467,12 @@ def test_start_already_converged_skips_the_jacobi_on_x(tmp_path, shape):
     assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True)) == 2
 
 
-@pytest.mark.parametrize("shape", [(1, 1200, 300), (1, 300, 1200), (100, 300, 256)], ids=str)
+@pytest.mark.parametrize("shape", [(1, 1200, 300), (1, 300, 1200), (100, 300, 256), (20, 600, 100), (12, 80, 400)],
+                         ids=str)
 def test_eigen_solver_start_already_converged(shape):
     """float32 svd (reduced U) and svdvals of well-conditioned matrices on the eigen-solvers' routes
-    (syevd: one matrix, tall or wide; syevBatched: a batch of near-square ones): M V0 is already
+    (syevd: one matrix, tall or wide; syevBatched: a batch of near-square ones, or of tall or wide ones of
+    65 to 128 columns; converged_outputs_kernel writes the outputs of both): M V0 is already
     orthogonal to the Jacobi's tolerance (converged_fails on X^T X), so no Jacobi runs, and S comes to
     float32's rounding of the float64 singular values. A matrix with a singular value far below
     ||M||_F does not pass (its eigenvalues rule it out) and takes the Jacobi, as does full_matrices=True."""

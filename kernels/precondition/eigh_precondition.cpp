@@ -32,6 +32,9 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
                                   : (large ? kSyevBatchedMinBatchLargeF32 : kSyevBatchedMinBatchF32);
     return rows < 2 * cols && cols <= (f64 ? kSyevBatchedMaxCols : kSyevBatchedMaxColsF32) && batch >= min_batch;
   }
+  if (cols > kEighJacobiMaxCols)  // (the Gram matrices beyond the engine's one-block Jacobi: syevBatched)
+    return !f64 && cols <= kEighMidMaxCols && syev_batched_on(batch) && rows >= kEighMidRatio * cols &&
+           rows <= kEighMidMaxRows;
   const double work = static_cast<double>(batch) * rows * cols * cols;
   if (cols < kEighTallMinCols || cols > kEighJacobiMaxCols) return false;
   if (f64) return rows >= kEighTallRatioF64 * cols && work >= kEighTallMinWorkF64;
@@ -170,18 +173,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       // The eigen-solvers' routes: the test on C = X^T X (converged_fails), and U = X D^-1 from X itself.
       const at::Tensor C = at::empty({B, q, q}, G.options());
       bmm_into<double>(C, Xd, Xd.mT(), 1.0, 0.0);
-      if (read_int(converged_fails(C, p, tol)) == 0) {
-        const at::Tensor d = C.diagonal(0, -2, -1);
-        const at::Tensor perm = std::get<1>(d.sort(-1, /*descending=*/true));
-        const at::Tensor s = d.gather(-1, perm).sqrt();
-        CoreResult r;
-        r.S = s.to(A.scalar_type()).view({-1});
-        r.info = at::ones({B}, A.options().dtype(at::kInt));
-        if (!opt.compute_uv) return r;
-        r.U = (Xd.gather(1, perm.unsqueeze(-1).expand({B, q, p})) / s.unsqueeze(-1)).to(A.scalar_type()).view({-1});
-        r.V = V0.gather(-1, perm.unsqueeze(-2).expand({B, q, q})).mT().to(A.scalar_type()).contiguous().view({-1});
-        return r;
-      }
+      if (read_int(converged_fails(C, p, tol)) == 0)
+        return converged_outputs(C, Xd, V0, opt.compute_uv, A.scalar_type());
     }
     X = Xd.to(A.scalar_type());
   }

@@ -33,7 +33,8 @@ namespace cuda {
 
 // Whether a uniform batch of `batch` rows x cols matrices (rows >= cols) of `elem`-byte entries takes
 // it: one matrix of at least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols,
-// or large enough batches of near-square ones up to kSyevBatchedMaxCols (below), or tall ones
+// or large enough batches of near-square ones up to kSyevBatchedMaxCols (below), or batches of 65 to
+// kEighMidMaxCols columns (below; float32 tall ones), or tall ones
 // (rows >= kEighTallRatio cols; float64 kEighTallRatioF64) of kEighTallMinCols to
 // kEighJacobiMaxCols columns whose work batch x rows x cols² pays the route's fixed cost (two engine
 // calls, three GEMMs and the checks' launch). H200, `scripts/ab_knob.sh JSVD_EIGH` (VALUES="1 0", two
@@ -93,6 +94,28 @@ constexpr int64_t kEighTallBatchPerCol = 2;
 constexpr int64_t kEighManyMinBatch = 300;
 constexpr int64_t kEighManyRatio = 5;
 constexpr double kEighManyMinWork = 3e7;
+// float32 batches (syevBatched: more than kEighMaxBatch matrices) of 65 to kEighMidMaxCols columns, between
+// the engine's Gram Jacobi and kEighMinCols, tall (rows >= kEighMidRatio cols) up to kEighMidMaxRows rows:
+// there the converged test mostly skips the Jacobi on X, and U and V are float64's rounded. H100, stop 51,
+// `ab_knob.sh JSVD_EIGH` (two rounds, ms, start / QR path, ||U^T U - I||_F of the start / of the QR path):
+// 300x900x100 4.44-4.47 / 6.35-6.52 (1.3e-7 / 1.5e-5), 37x300x77 1.13-1.21 / 1.16-1.18 (1.7e-7 / 7.0e-6),
+// 10x1000x100 1.26-1.41 / 1.95-2.17, 100x200x100 1.79-1.90 / 2.43-2.60, 100x400x100 1.92 / 2.17-2.25,
+// 200x1000x128 4.51-4.87 / 5.98-6.09, 300x400x80 3.27-3.34 / 4.06-4.23, 1000x256x128 14.9 / 31.4-31.6,
+// 5x2000x100 1.07-1.17 / 2.42-2.65, 6x500x128 1.15-1.51 / 2.22-2.41; ill-conditioned (singular values
+// from 1 to 1/C, `measure.py :cond=C`): 100x400x100 C=1e5 1.71 / 2.19, 300x900x100 C=1e4 6.26-6.32 /
+// 6.55-6.60, 20x600x100 C=1e6 1.67-1.72 / 1.87-1.99, 10x300x77 C=1e6 1.16-1.50 / 1.22-1.36. Not taken:
+// longer matrices, whose Jacobi on X runs one block a matrix where it still has to rotate (8x4096x128
+// 1.37-1.52 / 6.18-6.41 Gaussian, but C=1e6 17.4-17.5 / 6.26-6.55; 30x4096x100 C=1e6 16.4-16.8 /
+// 6.29-6.44; 40x2000x128 C=1e6 4.51-4.68 / 4.35-4.42); near-square ones (500x96² 5.13-5.28 / 3.95-4.15,
+// 1000x128x80 8.07-8.20 / 5.47-5.63, 200x128² 3.74-3.82 / 3.37-3.92); beyond 128 columns (20x600x150
+// 8.3-10.8 / 5.5-5.7, 50x2000x200 10.5-12.9 / 10.5-10.7). Nor float64: Gaussian batches gain (200x100²
+// 3.66-3.75 / 7.37-7.40, 100x1000x100 2.78-2.85 / 5.98-6.06, 10x300x77 1.04-1.12 / 2.66-2.72) but
+// ill-conditioned ones lose as much (200x100² C=1e12 8.32-8.38 / 5.89-5.92, 100x1000x100 C=1e10 12.4 /
+// 5.23-5.34, 20x128² C=1e14 7.18-7.21 / 5.38-6.87): float64's V0 leaves the Jacobi on X as many sweeps as
+// on M, on the long X where the QR path rotates R.
+constexpr int64_t kEighMidMaxCols = 128;
+constexpr int64_t kEighMidRatio = 2;
+constexpr int64_t kEighMidMaxRows = 2048;
 // float32's Gram matrices (float64) need their Jacobi only to eps32 / 8, not to float64's tolerance: the
 // one-sided Jacobi on G stops where every pair of G V0's columns is within tol of orthogonal, which leaves
 // C = V0^T G V0's pairs within about tol / 2 of it, below the float32 rounding of X = M V0 (V0 stays

@@ -105,6 +105,40 @@ __global__ void __launch_bounds__(kThreads) converged_test_kernel(const double* 
   if (__syncthreads_or(fail) && threadIdx.x == 0) atomicOr(bad + k, 1);
 }
 
+
+// The eigen-solvers' routes' outputs where the test passed (converged_outputs): a block per column j of
+// X (blockIdx.x) and matrix (blockIdx.y): its rank r in C's descending diagonal (ties by index, as
+// start_converged_kernel orders them), then S_r = sqrt(C_jj), U's packed row r = X's row j / S_r and V's
+// packed row r = V0's column j. One pass over X, where sort, gathers and casts took six.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    converged_outputs_kernel(const double* Cg, const double* Xg, const double* V0g, int64_t vb, int64_t vi,
+                             int64_t vj, int64_t first, int q, int64_t p, T* U, T* Vt, T* S) {
+  __shared__ int part[kThreads / 32];
+  const int64_t k = first + blockIdx.y, qq = static_cast<int64_t>(q) * q;
+  const int j = blockIdx.x;
+  const double* c = Cg + k * qq;
+  const double cj = c[static_cast<int64_t>(j) * (q + 1)];
+  int r = 0;
+  for (int i = threadIdx.x; i < q; i += kThreads) {
+    const double ci = c[static_cast<int64_t>(i) * (q + 1)];
+    r += ci > cj || (ci == cj && i < j);
+  }
+  for (int o = 16; o > 0; o >>= 1) r += __shfl_xor_sync(0xffffffffu, r, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = r;
+  __syncthreads();
+  r = 0;
+  for (int w = 0; w < kThreads / 32; ++w) r += part[w];
+  const double s = sqrt(cj);
+  if (threadIdx.x == 0) S[k * q + r] = static_cast<T>(s);
+  if (U == nullptr) return;
+  const double* x = Xg + (k * q + j) * p;
+  T* u = U + (k * q + r) * p;
+  for (int64_t i = threadIdx.x; i < p; i += kThreads) u[i] = static_cast<T>(x[i] / s);
+  T* v = Vt + k * qq + static_cast<int64_t>(r) * q;
+  for (int i = threadIdx.x; i < q; i += kThreads) v[i] = static_cast<T>(V0g[k * vb + i * vi + j * vj]);
+}
+
 }  // namespace
 
 at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol) {
@@ -124,6 +158,34 @@ at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol) {
     }
   }
   return bad.sum().to(at::kInt);
+}
+
+CoreResult converged_outputs(const at::Tensor& C, const at::Tensor& X, const at::Tensor& V0, bool compute_uv,
+                             at::ScalarType dtype) {
+  TORCH_CHECK(C.dim() == 3 && C.is_contiguous() && C.scalar_type() == at::kDouble && C.size(1) == C.size(2) &&
+                  X.dim() == 3 && X.is_contiguous() && X.scalar_type() == at::kDouble &&
+                  X.size(0) == C.size(0) && X.size(1) == C.size(1) && V0.sizes() == C.sizes() &&
+                  V0.scalar_type() == at::kDouble && dtype == at::kFloat,
+              "jsvd internal: converged_outputs' arguments");
+  const int64_t B = C.size(0), q = C.size(1), p = X.size(2);
+  CoreResult r;
+  r.S = at::empty({B * q}, C.options().dtype(dtype));
+  r.info = at::ones({B}, C.options().dtype(at::kInt));  // (what the Jacobi's one sweep on X would report)
+  if (compute_uv) {
+    r.U = at::empty({B * q * p}, r.S.options());
+    r.V = at::empty({B * q * q}, r.S.options());
+  }
+  for (int64_t first = 0; B > 0 && q > 0 && first < B; first += 65535) {  // (a grid's y extent)
+    const int64_t n = std::min<int64_t>(B - first, 65535);
+    converged_outputs_kernel<float><<<dim3(static_cast<unsigned>(q), static_cast<unsigned>(n)), kThreads, 0,
+                                      at::cuda::getCurrentCUDAStream()>>>(
+        C.const_data_ptr<double>(), X.const_data_ptr<double>(), V0.const_data_ptr<double>(), V0.stride(0),
+        V0.stride(1), V0.stride(2), first, static_cast<int>(q), p,
+        compute_uv ? r.U.mutable_data_ptr<float>() : nullptr, compute_uv ? r.V.mutable_data_ptr<float>() : nullptr,
+        r.S.mutable_data_ptr<float>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  return r;
 }
 
 StartConverged start_converged(const at::Tensor& G, const at::Tensor& V0, int64_t rows, double tol,
