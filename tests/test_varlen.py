@@ -331,20 +331,24 @@ EVERY_LEVEL = [(3, 3), (1, 7), (7, 1), (0, 5), (5, 0), (40, 30), (30, 40), (64, 
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("with_qr", [False, True], ids=["levels", "levels+qr"])
+@pytest.mark.parametrize("group", [None, "qr", "start"], ids=["levels", "levels+qr", "levels+start"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_list_mixing_every_level(dtype, with_qr):
-    # with_qr: beside 32 members of one tall shape, which the list solves as a uniform batch of its own
-    # (a shape group), QR first: every level and a QR in one call, with full U too.
-    tall = [(900, 100) if dtype == torch.float32 else (200, 70)] * 32 if with_qr else []
+def test_list_mixing_every_level(dtype, group):
+    # group: beside 32 members of one tall shape, which the list solves as a uniform batch of its own
+    # (a shape group), QR first, or (float32, to 2048 rows) the Gram eigenvectors' start: every level and
+    # the group's route in one call, with full U too.
+    f32 = dtype == torch.float32
+    if group == "start" and not f32:
+        pytest.skip("float64 takes no start at 65 to 128 columns")
+    tall = {None: [], "qr": [(2100, 100) if f32 else (200, 70)] * 32, "start": [(900, 100)] * 32}[group]
     shapes = EVERY_LEVEL + tall
     plan = torch_jsvd.plan(shapes, dtype=dtype)["matrices"]
     kernels = {lv["kernel"] for m in plan for lv in m["levels"]}
     assert {"whole_svd_warp", "whole_svd_smem", "pair_svd_smem", "gram_evd_smem", "gemm_gram_evd"} <= kernels, kernels
     assert [m.get("shape_group") for m in plan[len(EVERY_LEVEL):]] == [32] * len(tall)
-    assert all(m.get("precondition") for m in plan[len(EVERY_LEVEL):])
+    assert all(m.get("start_v" if group == "start" else "precondition") for m in plan[len(EVERY_LEVEL):])
     As = _mats("cuda", dtype, shapes)
-    for full_matrices in (False, True) if with_qr else (False,):
+    for full_matrices in (False, True) if group else (False,):
         U, S, Vh = torch_jsvd.svd_varlen(As, full_matrices=full_matrices)
         for A, u, s, vh in zip(As, U, S, Vh):
             assert_valid_svd(A, u, s, vh, full_matrices)

@@ -125,6 +125,11 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       bool failed = false;
       V0 = syev_batched(G, &failed, &w);
       if (failed) return e.without_start(A, b, opt);
+      // float64: a matrix whose eigenvalues span more than kEighMinEigRatioF64 sends the batch to the QR path
+      // (eigh_precondition.h: V0 then leaves the Jacobi on X nearly as many sweeps as on M).
+      if (f64 && knobs().eigh_cond &&
+          w.select(-1, 0).lt(w.select(-1, -1) * kEighMinEigRatioF64).any().item<bool>())
+        return e.without_start(A, b, opt);
     } else {
       try {
         std::tie(w, V0) = at::linalg_eigh(G);
