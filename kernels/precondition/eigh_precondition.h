@@ -117,16 +117,18 @@ constexpr int64_t kEighMidMaxCols = 128;
 constexpr int64_t kEighMidRatio = 2;
 constexpr int64_t kEighMidMaxRows = 2048;
 // float64 batches on syevBatched's route are declined after it where a matrix's least eigenvalue is below
-// kEighMinEigRatioF64 of its largest: V0 resolves the eigenvector of G's eigenvalue lambda_j to about
-// eps lambda_max / lambda_j, so X's columns start that far from orthogonal, and where that nears 1 the
-// Jacobi on X takes as many sweeps as on M, each dearer than the QR path's (V carried along). 1e3 eps: above
-// the eigenvalues' rounding (a few eps lambda_max), below cond(M) = 1e6 (ratio 4.5e3 eps), which still
-// gains. H100, stop 51, 200x256², ms, singular values from 1 to 1/C (declined at 1e4 eps / kept / QR path,
-// JSVD_EIGH=0): C=1e6 69.9 / 33.8 / 50.7, C=1e12 64.6 / 98.0 / 47.4; 40x300x256 C=1e12 22.1 / 32.5 / 12.3;
-// 100x512² C=1e12 368 / 381 / 321; Gaussian 200x256² 30.3 / 30.3 / 62.2. (float32 keeps it: 100x512² C=1e6
-// 58.2 / 65.5 on the QR path, 200x256² 23.0 / 24.9.) A declined batch pays the Gram matrices and syevBatched
-// for nothing.
-constexpr double kEighMinEigRatioF64 = 1e3 * DBL_EPSILON;
+// kEighMinEigRatioF64 of its largest. V0 resolves the eigenvector of G's eigenvalue lambda_j to about
+// eps lambda_max / lambda_j, so X's columns start that far from orthogonal; where that nears 1 the Jacobi
+// on X takes as many sweeps as on M, each dearer than the QR path's (V carried along). Eigenvalues below a
+// few eps lambda_max are the solver's rounding, so the test cannot tell cond(M) = 1e9, where keeping the
+// start still pays, from 1e12, where it costs twice the QR path; 32 eps declines both. H100, stop 51,
+// 200x256², ms, singular values from 1 to 1/C (with this test / without it), `ab_knob.sh JSVD_EIGH_COND`:
+// C=1e6 34.5 / 34.4 (both kept), 1e7 39.7 / 38.6 (kept), 1e8 69.1 / 44.9, 1e9 67.7 / 55.1, 1e10 66.8 /
+// 67.8, 1e12 65.1 / 97.7; the QR path (JSVD_EIGH=0) 50.7 at 1e6, 47.4 at 1e12; Gaussian 30.3 / 30.3 (QR path
+// 62.2). 1e12 also: 40x300x256 22.1 / 32.5 (QR path 12.3), 100x512² 368 / 381 (321). A declined batch pays
+// the Gram matrices and syevBatched for nothing. (float32 keeps the start: 100x512² C=1e6 58.2 against 65.5
+// on the QR path, 200x256² 23.0 against 24.9.)
+constexpr double kEighMinEigRatioF64 = 32 * DBL_EPSILON;
 // float32's Gram matrices (float64) need their Jacobi only to eps32 / 8, not to float64's tolerance: the
 // one-sided Jacobi on G stops where every pair of G V0's columns is within tol of orthogonal, which leaves
 // C = V0^T G V0's pairs within about tol / 2 of it, below the float32 rounding of X = M V0 (V0 stays
