@@ -36,7 +36,7 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
     return !f64 && cols <= kEighMidMaxCols && syev_batched_on(batch) && rows >= kEighMidRatio * cols &&
            rows <= kEighMidMaxRows;
   const double work = static_cast<double>(batch) * rows * cols * cols;
-  if (cols < kEighTallMinCols || cols > kEighJacobiMaxCols) return false;
+  if (cols < kEighTallMinCols) return false;
   if (f64) return rows >= kEighTallRatioF64 * cols && work >= kEighTallMinWorkF64;
   return (batch * kEighTallBatchPerCol >= cols && rows >= kEighTallRatio * cols && work >= kEighTallMinWork) ||
          (batch >= kEighManyMinBatch && rows >= kEighManyRatio * cols && work >= kEighManyMinWork);

@@ -105,7 +105,6 @@ __global__ void __launch_bounds__(kThreads) converged_test_kernel(const double* 
   if (__syncthreads_or(fail) && threadIdx.x == 0) atomicOr(bad + k, 1);
 }
 
-
 // The eigen-solvers' routes' outputs where the test passed (converged_outputs): a block per column j of
 // X (blockIdx.x) and matrix (blockIdx.y): its rank r in C's descending diagonal (ties by index, as
 // start_converged_kernel orders them), then S_r = sqrt(C_jj), U's packed row r = X's row j / S_r and V's
