@@ -274,8 +274,8 @@ def test_batches_by_syev_batched(dtype, m, n, full):
 def test_batches_by_syev_batched_declined(tmp_path, member):
     """A float64 batch with a member whose columns are graded beyond the start's ratio (12 decades; declined
     before syevBatched), or whose singular values span 12 decades (declined after it, by its eigenvalues),
-    is solved exactly as with the start switched off (JSVD_EIGH=0, in a child process), and keeps that
-    columns' small singular values relatively accurate."""
+    is solved exactly as with the start switched off (JSVD_EIGH=0, in a child process); the graded member
+    keeps its small singular values relatively accurate."""
     g = torch.Generator().manual_seed(6)
     A = torch.randn(40, 300, 256, generator=g, dtype=torch.float64)
     if member == "graded_columns":
