@@ -5,7 +5,8 @@ Per case: median ms of torch_jsvd.svd (CUDA events, after a warm-up call), the m
 error, ‖UᵀU − I‖_F and ‖VᵀV − I‖_F (max over the batch) of its result, and svd_ex's sweeps (svd_ex takes
 no Gram-eigenvector start: precondition/eigh_precondition.h). A case ending in
 ":values" times svdvals and reports the singular values' error against float64 torch.linalg.svdvals; ":cond=C"
-takes random orthogonal factors and singular values spaced geometrically from 1 to 1/C instead of a Gaussian A.
+takes random orthogonal factors and singular values spaced geometrically from 1 to 1/C instead of a Gaussian A;
+":tolx=F" passes tol = F x torch_jsvd.default_tol (the Jacobi's convergence threshold).
 --profile adds torch.profiler's per-kernel GPU times of one call and the device's largest idle gaps.
 ab_builds.sh, ab_knob.sh and knob_sweep.py time through this script.
 """
@@ -41,10 +42,13 @@ def measure(case, reps=3, seed=0):
     b, m, n = (int(v) for v in shape.split("x"))
     dtype = getattr(torch, dt)
     A = make_input(case, seed)
+    scale = [float(x[5:]) for x in mode if x.startswith("tolx=")]
+    tol = scale[0] * torch_jsvd.default_tol(max(m, n), dtype) if scale else None
     ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     # Timed: svd / svdvals, as bench_gpu.py (they stop sweeping at convergence; svd_ex, which never
     # synchronises, queues all max_sweeps sweeps, whose launches cost time after convergence).
-    call = (lambda: torch_jsvd.svdvals(A)) if values else (lambda: torch_jsvd.svd(A, full_matrices=False))
+    call = ((lambda: torch_jsvd.svdvals(A, tol=tol)) if values
+            else (lambda: torch_jsvd.svd(A, full_matrices=False, tol=tol)))
     times = []
     for _ in range(reps + 1):
         ev0.record()
@@ -54,7 +58,7 @@ def measure(case, reps=3, seed=0):
         times.append(ev0.elapsed_time(ev1))
     times = sorted(times[1:])
     U, S, Vh = (None, out, None) if values else out  # (the accuracy of the last timed call's result)
-    *_, info = torch_jsvd.svd_ex(A, full_matrices=False, compute_uv=not values)
+    *_, info = torch_jsvd.svd_ex(A, full_matrices=False, compute_uv=not values, tol=tol)
     Ad = A.double()
     plan = torch_jsvd.plan([(m, n)] * b, dtype=dtype, device="cuda", compute_uv=not values)["matrices"][0]["levels"]
     if values:
