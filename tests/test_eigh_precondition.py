@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, orthogonality_error, random_rank, run_child
+from jsvd_testutils import assert_valid_svd, bound, random_rank, run_child
 
 pytestmark = [
     pytest.mark.cuda,
@@ -417,104 +417,3 @@ def test_switched_off():
         import torch, torch_jsvd
         assert torch_jsvd.plan([(1024, 1024)], dtype=torch.float32)["matrices"][0].get("start_v") is None
     """, JSVD_EIGH="0")
-
-
-# The kernels of every Jacobi level: registers, shared memory (whole matrices and block pairs), the
-# blocked level's sweeps, the Gram EVD.
-_ANY_LEVEL = ("svd_thread_kernel", "svd_warp_kernel", "svd_smem_kernel", "end_sweep_kernel", "gram_evd_kernel")
-
-
-def _jacobi_launches(fn, names=("svd_warp_kernel", "svd_smem_kernel")):
-    """How many Jacobi kernels (by default the warp and shared-memory levels') one call of fn launched."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if any(n in e.name for n in names))
-
-
-@pytest.mark.parametrize("shape", [(200, 2048, 16), (800, 128, 32), (100, 256, 64)], ids=str)
-def test_start_already_converged_skips_the_jacobi_on_x(tmp_path, shape):
-    """float32 svd (reduced U) of a Gaussian batch on the batched start: M V0 is already orthogonal to the
-    Jacobi's tolerance in every matrix (start_converged.h), so U, S and V come from one product and the
-    Jacobi on X does not run (one Jacobi launch, the Gram matrices', instead of two). Against the Jacobi
-    on X (JSVD_START_CONVERGED=0, in a child process): the same S, and U and V as orthogonal.
-    svdvals takes it too (S alone). A batch with one structured member (two equal columns) does not pass
-    and takes the Jacobi on X; full_matrices=True never takes it."""
-    g = torch.Generator().manual_seed(sum(shape))
-    A = torch.randn(*shape, generator=g)
-    torch.save(A, tmp_path / "A.pt")
-    A = A.cuda()
-    assert _start_v([shape[1:]] * shape[0])[0] is not None
-    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False)) == 1
-    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
-    assert_valid_svd(A, U, S, Vh, False)
-    code = f"""
-        import os, torch, torch_jsvd
-        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
-        torch.save([t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)], os.environ["OUT"])
-    """
-    run_child(code, JSVD_START_CONVERGED="0", OUT=str(tmp_path / "ref.pt"))
-    U0, S0, Vh0 = (t.cuda() for t in torch.load(tmp_path / "ref.pt"))
-    m, n = shape[1:]
-    torch.testing.assert_close(S, S0, rtol=0, atol=bound(m, n, torch.float32) * S0[..., :1].max().item())
-    orth = lambda Q: orthogonality_error(Q).max().item()
-    assert orth(U) <= max(2 * orth(U0), 10 * n * torch.finfo(torch.float32).eps), (orth(U), orth(U0))
-    assert orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * torch.finfo(torch.float32).eps)
-    # one member with two equal columns: the whole batch through the Jacobi on X, still exact
-    gaussian = A.clone()
-    A[3, :, 1] = A[3, :, 0]
-    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False)) == 2
-    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
-    assert_valid_svd(A, U, S, Vh, False)
-    assert S[3, -1] <= 1e-5 * S[3, 0]
-    assert _jacobi_launches(lambda: torch_jsvd.svdvals(A)) == 2
-    # svdvals of the Gaussian batch: S alone, from the same check, as svd's
-    A = gaussian
-    assert _jacobi_launches(lambda: torch_jsvd.svdvals(A)) == 1
-    torch.testing.assert_close(torch_jsvd.svdvals(A), S0, rtol=0, atol=bound(m, n, torch.float32) * S0[..., :1].max().item())
-    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True)) == 2
-
-
-@pytest.mark.parametrize("shape", [(1, 1200, 300), (1, 300, 1200), (100, 300, 256), (20, 600, 100), (12, 80, 400)],
-                         ids=str)
-def test_eigen_solver_start_already_converged(shape):
-    """float32 svd (reduced U) and svdvals of well-conditioned matrices on the eigen-solvers' routes
-    (syevd: one matrix, tall or wide; syevBatched: a batch of near-square ones, or of tall or wide ones of
-    65 to 128 columns; converged_outputs_kernel writes the outputs of both): M V0 is already
-    orthogonal to the Jacobi's tolerance (converged_fails on X^T X), so no Jacobi runs, and S comes to
-    float32's rounding of the float64 singular values. A matrix with a singular value far below
-    ||M||_F does not pass (its eigenvalues rule it out) and takes the Jacobi, as does full_matrices=True."""
-    b, m, n = shape
-    k = min(m, n)
-    g = torch.Generator().manual_seed(m + n + b)
-    Q1 = torch.linalg.qr(torch.randn(b, m, k, generator=g, dtype=torch.float64))[0]
-    Q2 = torch.linalg.qr(torch.randn(b, n, k, generator=g, dtype=torch.float64))[0]
-    s = torch.linspace(3, 1, k, dtype=torch.float64)
-    A = ((Q1 * s) @ Q2.mT).float().cuda()
-    assert _start_v([(m, n)] * b)[0] is not None
-    eps = torch.finfo(torch.float32).eps
-    ref = torch.linalg.svdvals(A.double())
-    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL) == 0
-    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
-    assert_valid_svd(A, U, S, Vh, False)
-    assert ((S.double() - ref).abs() <= 2 * eps * ref).all()
-    assert orthogonality_error(U).max().item() <= k * eps
-    assert orthogonality_error(Vh.mT).max().item() <= k * eps
-    assert _jacobi_launches(lambda: torch_jsvd.svdvals(A), _ANY_LEVEL) == 0
-    assert torch.equal(torch_jsvd.svdvals(A), S)
-    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True), _ANY_LEVEL) > 0
-    # one singular value at 1e-4 of the others, or a rank-deficient member (two equal columns, or rows
-    # where wide): the Jacobi on X, still exact
-    s[-1] = 1e-4
-    graded = ((Q1 * s) @ Q2.mT).float().cuda()
-    deficient = A.clone()
-    if m >= n:
-        deficient[-1, :, 1] = deficient[-1, :, 0]
-    else:
-        deficient[-1, 1] = deficient[-1, 0]
-    for A in (graded, deficient):
-        assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL) > 0
-        U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
-        assert_valid_svd(A, U, S, Vh, False)
-        assert S[-1, -1] <= 1e-3 * S[-1, 0]
