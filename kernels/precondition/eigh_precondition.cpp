@@ -183,7 +183,10 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     }
     X = Xd.to(A.scalar_type());
   }
-  CoreResult r = e.jacobi(X.view({-1}), b, opt);
+  // (JSVD_START_X_QR=1, an experiment: matrices beyond kEighMidMaxRows rows take the QR path on X, whose
+  // Jacobi otherwise runs a block a matrix where it still has to rotate; not measured yet)
+  const bool x_qr = knobs().start_x_qr && p > kEighMidMaxRows;
+  CoreResult r = (x_qr ? e.without_start : e.jacobi)(X.view({-1}), b, opt);
   // V = V0 V_x; packed, V^T = V_x^T V0^T. In float64: a float32 product's errors of about q eps
   // would cost V as much orthogonality again.
   if (opt.compute_uv) {
