@@ -97,7 +97,9 @@ constexpr double kEighManyMinWork = 3e7;
 // float32 batches (syevBatched: more than kEighMaxBatch matrices) of 65 to kEighMidMaxCols columns, between
 // the engine's Gram Jacobi and kEighMinCols, tall (rows >= kEighMidRatio cols) up to kEighMidMaxRows rows:
 // there the converged test mostly skips the Jacobi on X, and U and V are float64's rounded. H100, stop 51,
-// `ab_knob.sh JSVD_EIGH` (two rounds, ms, start / QR path, ||U^T U - I||_F of the start / of the QR path):
+// `ab_knob.sh JSVD_EIGH` (two rounds, ms, the start forced or by this rule / QR path, ||U^T U - I||_F of
+// the start / of the QR path; 300x900x100, 37x300x77, 5x2000x100, 6x500x128 and the C= cases with
+// converged_outputs_kernel, the rest before it):
 // 300x900x100 4.44-4.47 / 6.35-6.52 (1.3e-7 / 1.5e-5), 37x300x77 1.13-1.21 / 1.16-1.18 (1.7e-7 / 7.0e-6),
 // 10x1000x100 1.26-1.41 / 1.95-2.17, 100x200x100 1.79-1.90 / 2.43-2.60, 100x400x100 1.92 / 2.17-2.25,
 // 200x1000x128 4.51-4.87 / 5.98-6.09, 300x400x80 3.27-3.34 / 4.06-4.23, 1000x256x128 14.9 / 31.4-31.6,
