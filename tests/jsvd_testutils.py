@@ -115,6 +115,11 @@ def random_rank(shape, rank, dtype=torch.float64, device="cpu"):
             @ torch.randn(*batch, rank, n, dtype=dtype, device=device))
 
 
+def start_v(shapes, dtype=torch.float32):
+    """Each matrix's "start_v" entry of the CUDA plan (the Gram eigenvectors' start), None where it has none."""
+    return [m.get("start_v") for m in torch_jsvd.plan(shapes, dtype=dtype, device="cuda")["matrices"]]
+
+
 def run_child(code, timeout=600, **env):
     """Runs `code` in a fresh Python with the engine's switches in `env` (the engine reads them once per
     process), these helpers importable; asserts it succeeded and returns its stdout."""

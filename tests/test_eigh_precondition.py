@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, random_rank, run_child
+from jsvd_testutils import assert_valid_svd, bound, random_rank, run_child, start_v
 
 pytestmark = [
     pytest.mark.cuda,
@@ -28,35 +28,31 @@ pytestmark = [
 ]
 
 
-def _start_v(shapes, dtype=torch.float32):
-    return [m.get("start_v") for m in torch_jsvd.plan(shapes, dtype=dtype, device="cuda")["matrices"]]
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 def test_plan_single_or_few_large_matrices(dtype):
-    assert _start_v([(1024, 1024)], dtype)[0]["kernel"] == "gram_eigh"
-    assert _start_v([(768, 3072)], dtype)[0]["kernel"] == "gram_eigh"  # (wide: on its transpose)
-    assert _start_v([(1000, 256)], dtype)[0]["kernel"] == "gram_eigh"
-    assert _start_v([(1024, 255)], dtype) == [None]  # too few columns
+    assert start_v([(1024, 1024)], dtype)[0]["kernel"] == "gram_eigh"
+    assert start_v([(768, 3072)], dtype)[0]["kernel"] == "gram_eigh"  # (wide: on its transpose)
+    assert start_v([(1000, 256)], dtype)[0]["kernel"] == "gram_eigh"
+    assert start_v([(1024, 255)], dtype) == [None]  # too few columns
     # torch.linalg.eigh loops over a batch: a few large ones only
-    assert all(s["solver"] == "torch.linalg.eigh" for s in _start_v([(1024, 1024)] * 4, dtype))
-    assert _start_v([(1023, 1023)] * 2, dtype) == [None] * 2
+    assert all(s["solver"] == "torch.linalg.eigh" for s in start_v([(1024, 1024)] * 4, dtype))
+    assert start_v([(1023, 1023)] * 2, dtype) == [None] * 2
     # large enough batches of near-square ones by cuSOLVER's syevBatched: float32 from 100 matrices below
     # 768 columns and 12 at 768; float64 from 40 below 768 columns and 10 from 768 to 1024
     f64 = dtype == torch.float64
     few, many = (40, 10) if f64 else (100, 12)
     def syevb(shapes):
-        s = _start_v(shapes, dtype)[0]
+        s = start_v(shapes, dtype)[0]
         return s is not None and s["solver"] == "cusolverDnXsyevBatched"
 
     assert syevb([(512, 512)] * few) and not syevb([(512, 512)] * (few - 1))
     assert syevb([(300, 256)] * few) and syevb([(256, 300)] * few)  # (wide: on its transpose)
     assert syevb([(768, 768)] * many) and not syevb([(768, 768)] * (many - 1))
     assert syevb([(1024, 1024)] * 10) == f64
-    assert _start_v([(1025, 1025)] * 10, dtype) == [None] * 10
-    assert _start_v([(1024, 512)] * 100, dtype) == [None] * 100  # (rows >= 2 cols: the QR path)
-    assert _start_v([(255, 255)] * 100, dtype) == [None] * 100
-    ratio = _start_v([(1024, 1024)], dtype)[0].get("min_column_ratio")
+    assert start_v([(1025, 1025)] * 10, dtype) == [None] * 10
+    assert start_v([(1024, 512)] * 100, dtype) == [None] * 100  # (rows >= 2 cols: the QR path)
+    assert start_v([(255, 255)] * 100, dtype) == [None] * 100
+    ratio = start_v([(1024, 1024)], dtype)[0].get("min_column_ratio")
     if dtype == torch.float64:  # (float64: the data may decline the start)
         assert ratio == pytest.approx(math.sqrt(1024 * torch.finfo(torch.float64).eps))
     else:
@@ -91,7 +87,7 @@ def test_outputs(kind):
         A[..., ::7] = 0
         A[..., 1] = A[..., 3]
     A = A.cuda()
-    assert _start_v([tuple(A.shape[-2:])])[0] is not None
+    assert start_v([tuple(A.shape[-2:])])[0] is not None
     S = _check(A, full_matrices=kind == "tall_full")
     if kind == "graded":  # small singular values to a relative accuracy (not only eps sigma_1)
         ref = torch.linalg.svdvals(A.double())
@@ -122,7 +118,7 @@ def test_float64(kind):
     elif kind == "rows_graded_8":
         A = A * torch.logspace(0, -8, 900, dtype=torch.float64)[torch.randperm(900, generator=g)][:, None]
     A = A.cuda()
-    assert _start_v([tuple(A.shape[-2:])], torch.float64)[0] is not None  # (the data decide at run time)
+    assert start_v([tuple(A.shape[-2:])], torch.float64)[0] is not None  # (the data decide at run time)
     S = _check(A, full_matrices=kind == "tall_full")
     if "graded" in kind:
         ref = torch_jsvd.svdvals(A.cpu()).double()  # the CPU engine's Jacobi on M: relatively accurate
@@ -157,31 +153,31 @@ def test_plan_tall_batches(dtype):
     """Batches of tall matrices of 16 to 64 columns (rows >= 4 columns, float64 2) with enough work (batch x rows x
     cols² >= 4e7, float32 1e8, or 3e7 from 300 matrices of 5 rows a column): the start, its eigenvectors by this engine's Jacobi on the Gram matrices
     (one batched call), where syevd would loop over them."""
-    sv = _start_v([(1024, 16)] * 1000, dtype)
+    sv = start_v([(1024, 16)] * 1000, dtype)
     assert all(v["kernel"] == "gram_eigh" and v["solver"].startswith("jsvd") for v in sv)
-    assert _start_v([(16, 1024)] * 800, dtype)[0]["solver"].startswith("jsvd")  # (wide: on its transpose)
-    assert _start_v([(128, 32)] * 1000, dtype)[0] is not None
-    assert _start_v([(256, 16)] * 1000, dtype)[0] is not None
+    assert start_v([(16, 1024)] * 800, dtype)[0]["solver"].startswith("jsvd")  # (wide: on its transpose)
+    assert start_v([(128, 32)] * 1000, dtype)[0] is not None
+    assert start_v([(256, 16)] * 1000, dtype)[0] is not None
     # float32 below 1e8 of work: from 300 matrices of 5 rows a column (and 3e7)
-    assert (_start_v([(512, 16)] * 300, dtype)[0] is not None) == (dtype == torch.float32)
-    assert _start_v([(512, 16)] * 299, dtype) == [None] * 299
-    assert (_start_v([(100, 24)] * 1000, dtype)[0] is not None) == (dtype == torch.float64)
-    assert _start_v([(125, 24)] * 1000, dtype)[0] is not None
-    assert _start_v([(300, 20)] * 200, dtype) == [None] * 200  # too little work
+    assert (start_v([(512, 16)] * 300, dtype)[0] is not None) == (dtype == torch.float32)
+    assert start_v([(512, 16)] * 299, dtype) == [None] * 299
+    assert (start_v([(100, 24)] * 1000, dtype)[0] is not None) == (dtype == torch.float64)
+    assert start_v([(125, 24)] * 1000, dtype)[0] is not None
+    assert start_v([(300, 20)] * 200, dtype) == [None] * 200  # too little work
     short = 127 if dtype == torch.float32 else 63  # not tall enough (float32 4 rows a column, float64 2)
-    assert _start_v([(short, 32)] * 4000, dtype) == [None] * 4000
-    assert (_start_v([(64, 32)] * 4000, dtype)[0] is not None) == (dtype == torch.float64)
-    assert _start_v([(1024, 15)] * 2000, dtype) == [None] * 2000  # the warp level takes it whole
-    assert _start_v([(1024, 48)] * 2000, dtype)[0]["solver"].startswith("jsvd")
-    assert (_start_v([(1024, 65)] * 2000, dtype)[0] is not None) == (dtype == torch.float32)  # (test_plan_mid_columns)
-    assert _start_v([(4096, 300)], dtype)[0]["solver"] == "torch.linalg.eigh"
+    assert start_v([(short, 32)] * 4000, dtype) == [None] * 4000
+    assert (start_v([(64, 32)] * 4000, dtype)[0] is not None) == (dtype == torch.float64)
+    assert start_v([(1024, 15)] * 2000, dtype) == [None] * 2000  # the warp level takes it whole
+    assert start_v([(1024, 48)] * 2000, dtype)[0]["solver"].startswith("jsvd")
+    assert (start_v([(1024, 65)] * 2000, dtype)[0] is not None) == (dtype == torch.float32)  # (test_plan_mid_columns)
+    assert start_v([(4096, 300)], dtype)[0]["solver"] == "torch.linalg.eigh"
     # float32: at least cols / 2 matrices, a few long ones take the QR path, which spreads each over the
     # device; float64 keeps the start, whose U is orthogonal to working precision at any length
     few = dtype == torch.float32
-    assert (_start_v([(400000, 16)], dtype) == [None]) == few
-    assert (_start_v([(200000, 16)] * 7, dtype) == [None] * 7) == few
-    assert _start_v([(200000, 16)] * 8, dtype)[0] is not None
-    assert (_start_v([(50000, 32)] * 15, dtype) == [None] * 15) == few
+    assert (start_v([(400000, 16)], dtype) == [None]) == few
+    assert (start_v([(200000, 16)] * 7, dtype) == [None] * 7) == few
+    assert start_v([(200000, 16)] * 8, dtype)[0] is not None
+    assert (start_v([(50000, 32)] * 15, dtype) == [None] * 15) == few
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
@@ -189,15 +185,15 @@ def test_plan_mid_columns(dtype):
     """float32 batches of 65 to 128 columns, beyond the engine's Gram Jacobi: V0 from syevBatched from 5
     matrices of 2 to 2048 rows a column (wide ones on their transpose); not from 129 columns, nor near-square
     or longer matrices, nor fewer of them, nor float64."""
-    syevb = lambda shapes: (_start_v(shapes, dtype)[0] or {}).get("solver") == "cusolverDnXsyevBatched"
+    syevb = lambda shapes: (start_v(shapes, dtype)[0] or {}).get("solver") == "cusolverDnXsyevBatched"
     f32 = dtype == torch.float32
     assert syevb([(300, 100)] * 5) == f32
     assert syevb([(1000, 128)] * 200) == syevb([(65, 200)] * 40) == syevb([(130, 65)] * 10) == f32
     assert syevb([(2048, 128)] * 10) == f32
-    assert _start_v([(2049, 128)] * 10, dtype) == [None] * 10
-    assert _start_v([(129, 65)] * 10, dtype) == [None] * 10
-    assert _start_v([(300, 100)] * 4, dtype) == [None] * 4
-    assert _start_v([(1000, 129)] * 100, dtype) == [None] * 100
+    assert start_v([(2049, 128)] * 10, dtype) == [None] * 10
+    assert start_v([(129, 65)] * 10, dtype) == [None] * 10
+    assert start_v([(300, 100)] * 4, dtype) == [None] * 4
+    assert start_v([(1000, 129)] * 100, dtype) == [None] * 100
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
@@ -222,7 +218,7 @@ def test_tall_batches(dtype, m, n, full):
     if dtype == torch.float64:  # (a Gram matrix of zeros: its squares underflow; V0 = I)
         A[8] *= 1e-300
     A = A.to(dtype).cuda()
-    assert _start_v([(m, n)] * batch, dtype)[0] is not None
+    assert start_v([(m, n)] * batch, dtype)[0] is not None
     U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
     assert_valid_svd(A, U, S, Vh, full)
     ref = torch.linalg.svdvals(A.double())
@@ -255,7 +251,7 @@ def test_batches_by_syev_batched(dtype, m, n, full):
     A[5] *= 1e-30
     A[6] *= 1e30
     A = A.to(dtype).cuda()
-    assert _start_v([(m, n)] * batch, dtype)[0]["solver"] == "cusolverDnXsyevBatched"
+    assert start_v([(m, n)] * batch, dtype)[0]["solver"] == "cusolverDnXsyevBatched"
     U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
     assert_valid_svd(A, U, S, Vh, full)
     ref = torch.linalg.svdvals(A.double())
@@ -317,7 +313,7 @@ def test_tall_batches_read_in_place(dtype, layout, n):
         A = A[:, ::2]
     elif layout == "wide":
         A = A.mT
-    assert _start_v([tuple(A.shape[-2:])] * A.shape[0], dtype)[0] is not None
+    assert start_v([tuple(A.shape[-2:])] * A.shape[0], dtype)[0] is not None
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     ref = torch.linalg.svdvals(A.double())
@@ -334,7 +330,7 @@ def test_tall_batches_of_few_long_matrices(dtype, shape):
     A = torch.randn(*shape, generator=g, dtype=torch.float64)
     A[0] *= torch.logspace(0, -2, shape[2], dtype=torch.float64)
     A = A.to(dtype).cuda()
-    assert _start_v([tuple(shape[1:])] * shape[0], dtype)[0] is not None
+    assert start_v([tuple(shape[1:])] * shape[0], dtype)[0] is not None
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     ref = torch.linalg.svdvals(A.double())

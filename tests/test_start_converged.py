@@ -12,16 +12,12 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, orthogonality_error, run_child
+from jsvd_testutils import assert_valid_svd, bound, orthogonality_error, run_child, start_v
 
 pytestmark = [
     pytest.mark.cuda,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
-
-
-def _start_v(shapes, dtype=torch.float32):
-    return [m.get("start_v") for m in torch_jsvd.plan(shapes, dtype=dtype, device="cuda")["matrices"]]
 
 
 # The kernels of every Jacobi level: registers, shared memory (whole matrices and block pairs), the
@@ -50,7 +46,7 @@ def test_start_already_converged_skips_the_jacobi_on_x(tmp_path, shape):
     A = torch.randn(*shape, generator=g)
     torch.save(A, tmp_path / "A.pt")
     A = A.cuda()
-    assert _start_v([shape[1:]] * shape[0])[0] is not None
+    assert start_v([shape[1:]] * shape[0])[0] is not None
     assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False)) == 1
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
@@ -97,7 +93,7 @@ def test_eigen_solver_start_already_converged(shape):
     Q2 = torch.linalg.qr(torch.randn(b, n, k, generator=g, dtype=torch.float64))[0]
     s = torch.linspace(3, 1, k, dtype=torch.float64)
     A = ((Q1 * s) @ Q2.mT).float().cuda()
-    assert _start_v([(m, n)] * b)[0] is not None
+    assert start_v([(m, n)] * b)[0] is not None
     eps = torch.finfo(torch.float32).eps
     ref = torch.linalg.svdvals(A.double())
     assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL) == 0
