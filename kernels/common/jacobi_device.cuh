@@ -51,6 +51,19 @@ __device__ T block_max(T v, T* red /* >= 32 */) {
   return m;
 }
 
+// The sum of v over the block, returned to every thread, through red as block_max.
+template <typename T>
+__device__ T block_sum(T v, T* red /* >= 32 */) {
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  const int w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  if ((threadIdx.x & 31) == 0) red[w] = v;
+  __syncthreads();
+  T s = 0;
+  for (int i = 0; i < nw; ++i) s += red[i];
+  __syncthreads();
+  return s;
+}
+
 // Apply a rotation in Rutishauser's update form
 //   x' = x - s (y + tau x),  y' = y + s (x - tau y),  tau = s / (1 + c),
 // which equals [x y] [[c, s], [-s, c]] but never rounds c (close to 1 for the

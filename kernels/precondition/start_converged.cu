@@ -1,6 +1,7 @@
 // The batched start's convergence check on G and V0 (start_converged.h).
 #include "precondition/start_converged.h"
 
+#include "common/jacobi_device.cuh"  // block_sum
 #include "core.h"
 
 #include <ATen/cuda/CUDAContext.h>
@@ -15,6 +16,19 @@ namespace cuda {
 namespace {
 
 constexpr int kThreads = 256;
+
+// Column j's rank in the descending order of C's diagonal (row-major q x q), ties by index: this thread's
+// share, the columns i = first, first + step, ... (both kernels that order the outputs, and the CPU's
+// stable sort, give the same order).
+__device__ __forceinline__ int rank_part(const double* c, int q, int j, int first, int step) {
+  const double cj = c[static_cast<int64_t>(j) * (q + 1)];
+  int r = 0;
+  for (int i = first; i < q; i += step) {
+    const double ci = c[static_cast<int64_t>(i) * (q + 1)];
+    r += ci > cj || (ci == cj && i < j);
+  }
+  return r;
+}
 
 // A block a matrix: T = G V0 and C = V0^T T in shared memory (float64), the test of every pair and
 // column, the order of C's diagonal, and the outputs in that order.
@@ -57,15 +71,7 @@ __global__ void __launch_bounds__(kThreads)
     const int i = e / q, j = e % q;
     if (i <= j) fail |= !test.entry_ok(sg, q, i, j);
   }
-  for (int j = tid; j < q; j += kThreads) {
-    const double cj = sg[j * q + j];
-    int r = 0;
-    for (int i = 0; i < q; ++i) {
-      const double ci = sg[i * q + i];
-      r += ci > cj || (ci == cj && i < j);
-    }
-    perm[r] = j;
-  }
+  for (int j = tid; j < q; j += kThreads) perm[rank_part(sg, q, j, 0, 1)] = j;
   fail = __syncthreads_or(fail);
   if (fail) {
     if (tid == 0) atomicAdd(fails, 1);
@@ -85,16 +91,12 @@ __global__ void __launch_bounds__(kThreads)
 // C's upper triangle; bad[k] set where a pair or column of matrix k fails.
 __global__ void __launch_bounds__(kThreads) converged_test_kernel(const double* Cg, int64_t first, int q, int64_t rows,
                                                                   double tol, int32_t* bad) {
-  __shared__ double part[kThreads / 32];
+  __shared__ double red[32];
   const int64_t k = first + blockIdx.y, qq = static_cast<int64_t>(q) * q;
   const double* c = Cg + k * qq;
   double f = 0;  // ||M||_F^2 = trace(C)
   for (int j = threadIdx.x; j < q; j += kThreads) f += c[static_cast<int64_t>(j) * (q + 1)];
-  for (int o = 16; o > 0; o >>= 1) f += __shfl_xor_sync(0xffffffffu, f, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = f;
-  __syncthreads();
-  double fro = 0;
-  for (int w = 0; w < kThreads / 32; ++w) fro += part[w];
+  const double fro = block_sum(f, red);
   const ConvergedStart test = converged_start(fro, rows, q, tol);
   bool fail = !ConvergedStart::fro_ok(fro);
   for (int64_t e = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; e < qq;
@@ -106,29 +108,19 @@ __global__ void __launch_bounds__(kThreads) converged_test_kernel(const double* 
 }
 
 // The eigen-solvers' routes' outputs where the test passed (converged_outputs): a block per column j of
-// X (blockIdx.x) and matrix (blockIdx.y): its rank r in C's descending diagonal (ties by index, as
-// start_converged_kernel orders them), then S_r = sqrt(C_jj), U's packed row r = X's row j / S_r and V's
-// packed row r = V0's column j. One pass over X, where sort, gathers and casts took six.
+// X (blockIdx.x) and matrix (blockIdx.y): its rank r in C's descending diagonal (rank_part), then
+// S_r = sqrt(C_jj), U's packed row r = X's row j / S_r and V's packed row r = V0's column j. One pass
+// over X, where sort, gathers and casts took six.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     converged_outputs_kernel(const double* Cg, const double* Xg, const double* V0g, int64_t vb, int64_t vi,
                              int64_t vj, int64_t first, int q, int64_t p, T* U, T* Vt, T* S) {
-  __shared__ int part[kThreads / 32];
+  __shared__ int red[32];
   const int64_t k = first + blockIdx.y, qq = static_cast<int64_t>(q) * q;
   const int j = blockIdx.x;
   const double* c = Cg + k * qq;
-  const double cj = c[static_cast<int64_t>(j) * (q + 1)];
-  int r = 0;
-  for (int i = threadIdx.x; i < q; i += kThreads) {
-    const double ci = c[static_cast<int64_t>(i) * (q + 1)];
-    r += ci > cj || (ci == cj && i < j);
-  }
-  for (int o = 16; o > 0; o >>= 1) r += __shfl_xor_sync(0xffffffffu, r, o);
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = r;
-  __syncthreads();
-  r = 0;
-  for (int w = 0; w < kThreads / 32; ++w) r += part[w];
-  const double s = sqrt(cj);
+  const int r = block_sum(rank_part(c, q, j, threadIdx.x, kThreads), red);
+  const double s = sqrt(c[static_cast<int64_t>(j) * (q + 1)]);
   if (threadIdx.x == 0) S[k * q + r] = static_cast<T>(s);
   if (U == nullptr) return;
   const double* x = Xg + (k * q + j) * p;
