@@ -31,8 +31,8 @@ struct Knobs {
   bool qr_in_place = true;  // JSVD_QR_IN_PLACE=0: the one-launch QRs read a packed copy, not the caller's tensor
   int v_solve = -1;      // JSVD_V_SOLVE=0|1: the QR path's V_x by a triangular solve (-1: float64 only; qr_precondition.h)
   int eigh = -1;         // JSVD_EIGH=0|1: never | always (uniform batches) the Gram eigenvectors as the start V
-  bool eigh_cond = true;  // JSVD_EIGH_COND=0: float64 batches keep syevBatched's start however small their eigenvalue ratio
-  bool start_x_qr = false;  // JSVD_START_X_QR=1: the start's Jacobi on X of long matrices by the QR path (eigh_precondition.cpp)
+  int eigh_cond = 1;     // JSVD_EIGH_COND: float64 batches on syevBatched's route declined by their Cholesky pivots and eigenvalues (1), eigenvalues only (2), never (0)
+  bool start_x_qr = true;  // JSVD_START_X_QR=0: the start's Jacobi on X of long matrices without the QR path (eigh_precondition.h)
   bool gram_products = true;  // JSVD_GRAM_PRODUCTS=0: float32's batched start takes G and X from cuBLAS on a float64 copy (gram_products.h)
   bool start_converged = true;  // JSVD_START_CONVERGED=0: float32's batched start always runs the Jacobi on X (start_converged.h)
   bool list_qr = false;  // JSVD_LIST_QR=1: a list's members take the one-launch QR (qr_list.cpp; off: it was slower)
@@ -87,7 +87,7 @@ inline Knobs read() {
   k.qr_in_place = on("JSVD_QR_IN_PLACE", k.qr_in_place);
   k.v_solve = integer("JSVD_V_SOLVE", k.v_solve);
   k.eigh = integer("JSVD_EIGH", k.eigh);
-  k.eigh_cond = on("JSVD_EIGH_COND", k.eigh_cond);
+  k.eigh_cond = integer("JSVD_EIGH_COND", k.eigh_cond);
   k.start_x_qr = on("JSVD_START_X_QR", k.start_x_qr);
   k.gram_products = on("JSVD_GRAM_PRODUCTS", k.gram_products);
   k.start_converged = on("JSVD_START_CONVERGED", k.start_converged);

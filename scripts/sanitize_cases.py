@@ -121,14 +121,18 @@ if not ONLY or any(k in "qr list" for k in ONLY):
 # 12 columns padded to 16, and a column-major input read in place; Gaussian batches all pass the
 # convergence check of start_converged.cu (64 columns: its largest shared memory); a tall matrix of 300
 # columns passes it on the syevd route (converged_test_kernel), and 100 columns on the syevBatched route,
-# whose outputs come from converged_outputs_kernel
+# whose outputs come from converged_outputs_kernel; float64's syevBatched route passes its Cholesky test
+# (cholesky_checks_kernel), and a batch with a rank-one member is declined by it
 if not ONLY or any(k in "start" for k in ONLY):
     for name, A in [("start f32 split rows", torch.randn(40, 30000, 16, device=dev)),
                     ("start f32 12 columns", torch.randn(2000, 512, 12, device=dev)),
                     ("start f32 column-major", torch.randn(700, 16, 1024, device=dev).mT),
                     ("start f32 64 columns", torch.randn(100, 256, 64, device=dev)),
                     ("start f32 syevd", torch.randn(1, 3000, 300, device=dev)),
-                    ("start f32 syevBatched", torch.randn(20, 600, 100, device=dev))]:
+                    ("start f32 syevBatched", torch.randn(20, 600, 100, device=dev)),
+                    ("start f64 Cholesky", torch.randn(20, 300, 100, dtype=torch.float64, device=dev)),
+                    ("start f64 declined", torch.cat([torch.randn(19, 300, 100, dtype=torch.float64, device=dev),
+                                                      torch.ones(1, 300, 100, dtype=torch.float64, device=dev)]))]:
         U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
         torch.cuda.synchronize()
         err = ((U * S[..., None, :]) @ Vh - A).norm() / A.norm()

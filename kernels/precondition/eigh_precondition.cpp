@@ -33,8 +33,7 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
     return rows < 2 * cols && cols <= (f64 ? kSyevBatchedMaxCols : kSyevBatchedMaxColsF32) && batch >= min_batch;
   }
   if (cols > kEighJacobiMaxCols)  // (the Gram matrices beyond the engine's one-block Jacobi: syevBatched)
-    return !f64 && cols <= kEighMidMaxCols && syev_batched_on(batch) && rows >= kEighMidRatio * cols &&
-           rows <= kEighMidMaxRows;
+    return cols <= kEighMidMaxCols && syev_batched_on(batch) && (f64 || rows >= kEighMidRatio * cols);
   const double work = static_cast<double>(batch) * rows * cols * cols;
   if (cols < kEighTallMinCols) return false;
   if (f64) return rows >= kEighTallRatioF64 * cols && work >= kEighTallMinWorkF64;
@@ -75,6 +74,13 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     bmm_into<double>(G, Wd, Wd.mT(), 1.0, 0.0);
   }
   start_checks(G, start_limits(f64, q), bad);
+  // float64 on syevBatched's route: the Cholesky pivots' test (kEighMinEigRatioF64), read with the checks
+  // before syevBatched, so that an ill-conditioned batch does not pay for it.
+  if (f64 && !batched && syev_batched_on(B) && knobs().eigh_cond == 1) {
+    at::Tensor info;
+    const at::Tensor L = potrf_batched(G, &info);
+    cholesky_checks(G, L, info, kEighMinEigRatioF64, bad);
+  }
   // (read through pinned memory and an event recorded now: the batched route's read at its end waits for
   // the checks alone, not for the Jacobi queued after them, so the host's work after it overlaps that)
   const at::Tensor bad_host = at::empty({}, bad.options().device(at::kCPU).pinned_memory(true));
@@ -183,9 +189,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     }
     X = Xd.to(A.scalar_type());
   }
-  // (JSVD_START_X_QR=1, an experiment: matrices beyond kEighMidMaxRows rows take the QR path on X, whose
-  // Jacobi otherwise runs a block a matrix where it still has to rotate; not measured yet)
-  const bool x_qr = knobs().start_x_qr && p > kEighMidMaxRows;
+  // Long matrices of 65 to kEighMidMaxCols columns: the QR path on X (kEighMidQrRows).
+  const bool x_qr = knobs().start_x_qr && p > kEighMidQrRows && q > kEighJacobiMaxCols && q <= kEighMidMaxCols;
   CoreResult r = (x_qr ? e.without_start : e.jacobi)(X.view({-1}), b, opt);
   // V = V0 V_x; packed, V^T = V_x^T V0^T. In float64: a float32 product's errors of about q eps
   // would cost V as much orthogonality again.

@@ -34,7 +34,7 @@ namespace cuda {
 // Whether a uniform batch of `batch` rows x cols matrices (rows >= cols) of `elem`-byte entries takes
 // it: one matrix of at least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols,
 // or large enough batches of near-square ones up to kSyevBatchedMaxCols (below), or batches of 65 to
-// kEighMidMaxCols columns (below; float32 tall ones), or tall ones
+// kEighMidMaxCols columns (below; float32 tall ones, float64 any), or tall ones
 // (rows >= kEighTallRatio cols; float64 kEighTallRatioF64) of kEighTallMinCols to
 // kEighJacobiMaxCols columns whose work batch x rows x cols² pays the route's fixed cost (two engine
 // calls, three GEMMs and the checks' launch). H200, `scripts/ab_knob.sh JSVD_EIGH` (VALUES="1 0", two
@@ -94,9 +94,10 @@ constexpr int64_t kEighTallBatchPerCol = 2;
 constexpr int64_t kEighManyMinBatch = 300;
 constexpr int64_t kEighManyRatio = 5;
 constexpr double kEighManyMinWork = 3e7;
-// float32 batches (syevBatched: more than kEighMaxBatch matrices) of 65 to kEighMidMaxCols columns, between
-// the engine's Gram Jacobi and kEighMinCols, tall (rows >= kEighMidRatio cols) up to kEighMidMaxRows rows:
-// there the converged test mostly skips the Jacobi on X, and U and V are float64's rounded. H100, stop 51,
+// Batches (syevBatched: more than kEighMaxBatch matrices) of 65 to kEighMidMaxCols columns, between the
+// engine's Gram Jacobi and kEighMinCols: float32 tall ones (rows >= kEighMidRatio cols), where the converged
+// test mostly skips the Jacobi on X and U and V are float64's rounded; float64 any (below).
+// Matrices beyond kEighMidQrRows rows run the Jacobi on X by the QR path (below). H100, stop 51,
 // `ab_knob.sh JSVD_EIGH` (two rounds, ms, the start forced or by this rule / QR path, ||U^T U - I||_F of
 // the start / of the QR path; 300x900x100, 37x300x77, 5x2000x100, 6x500x128 and the C= cases with
 // converged_outputs_kernel, the rest before it):
@@ -108,16 +109,25 @@ constexpr double kEighManyMinWork = 3e7;
 // 6.55-6.60, 20x600x100 C=1e6 1.67-1.72 / 1.87-1.99, 10x300x77 C=1e6 1.16-1.50 / 1.22-1.36. Not taken:
 // longer matrices, whose Jacobi on X runs one block a matrix where it still has to rotate (8x4096x128
 // 1.37-1.52 / 6.18-6.41 Gaussian, but C=1e6 17.4-17.5 / 6.26-6.55; 30x4096x100 C=1e6 16.4-16.8 /
-// 6.29-6.44; 40x2000x128 C=1e6 4.51-4.68 / 4.35-4.42); near-square ones (500x96² 5.13-5.28 / 3.95-4.15,
+// 6.29-6.44; 40x2000x128 C=1e6 4.51-4.68 / 4.35-4.42: kEighMidQrRows, below); near-square ones (500x96² 5.13-5.28 / 3.95-4.15,
 // 1000x128x80 8.07-8.20 / 5.47-5.63, 200x128² 3.74-3.82 / 3.37-3.92); beyond 128 columns (20x600x150
-// 8.3-10.8 / 5.5-5.7, 50x2000x200 10.5-12.9 / 10.5-10.7). Nor float64: Gaussian batches gain (200x100²
-// 3.66-3.75 / 7.37-7.40, 100x1000x100 2.78-2.85 / 5.98-6.06, 10x300x77 1.04-1.12 / 2.66-2.72) but
-// ill-conditioned ones lose as much (200x100² C=1e12 8.32-8.38 / 5.89-5.92, 100x1000x100 C=1e10 12.4 /
-// 5.23-5.34, 20x128² C=1e14 7.18-7.21 / 5.38-6.87): float64's V0 leaves the Jacobi on X as many sweeps as
-// on M, on the long X where the QR path rotates R.
+// 8.3-10.8 / 5.5-5.7, 50x2000x200 10.5-12.9 / 10.5-10.7).
+// float64, square ones included: Gaussian batches gain (stop 52, two rounds, ms, start / QR path: 200x100²
+// 3.67-3.79 / 7.19-7.22, 500x96² 6.76 / 13.1, 10x300x77 1.07-1.59 / 2.51-2.52, 200x100² C=1e6 3.60-3.62
+// / 6.13-6.31), but ill-conditioned ones lose where syevBatched's eigenvalues decline them only after it
+// (kEighMinEigRatioF64: 200x100² C=1e12 7.54-7.57 / 5.76-5.79, 100x1000x100 C=1e10 6.41-6.42 / 5.17-5.18,
+// 10x300x77 C=1e8 7.37-7.40 / 6.56-6.60): float64's V0 there leaves the Jacobi on X as many sweeps as on M.
+// So float64's Gram matrices are first factored by Cholesky (cholesky_checks, start_checks.h), which
+// declines most such batches before syevBatched.
 constexpr int64_t kEighMidMaxCols = 128;
 constexpr int64_t kEighMidRatio = 2;
-constexpr int64_t kEighMidMaxRows = 2048;
+// The Jacobi on X of matrices beyond kEighMidQrRows rows (65 to kEighMidMaxCols columns) by the QR path: there
+// X's Jacobi otherwise runs a block a matrix where it still has to rotate. H100, stop 52, `ab_knob.sh
+// JSVD_START_X_QR` with the start forced (two rounds, ms, QR path on X / Jacobi on X / the QR path without
+// the start; ||U^T U - I||_F): 8x4096x128 1.22-1.23 / 1.24 / 6.22 (7.4e-8 / 7.4e-8 / 2.8e-5); C=1e6 6.15-6.16
+// / 17.4 / 6.17 (2.8e-6 / 1.9e-6 / 3.1e-5); 30x4096x100 C=1e6 6.62-6.65 / 16.4-16.6 / 6.21; 20x8192x100
+// 1.64-2.07 / 1.66-1.67 / 20.6; C=1e6 21.4 / 33.7-34.0 / 20.7.
+constexpr int64_t kEighMidQrRows = 2048;
 // float64 batches on syevBatched's route are declined after it where a matrix's least eigenvalue is below
 // kEighMinEigRatioF64 of its largest. V0 resolves the eigenvector of G's eigenvalue lambda_j to about
 // eps lambda_max / lambda_j, so X's columns start that far from orthogonal; where that nears 1 the Jacobi
@@ -127,8 +137,10 @@ constexpr int64_t kEighMidMaxRows = 2048;
 // 200x256², ms, singular values from 1 to 1/C (with this test / without it), `ab_knob.sh JSVD_EIGH_COND`:
 // C=1e6 34.5 / 34.4 (both kept), 1e7 39.7 / 38.6 (kept), 1e8 69.1 / 44.9, 1e9 67.7 / 55.1, 1e10 66.8 /
 // 67.8, 1e12 65.1 / 97.7; the QR path (JSVD_EIGH=0) 50.7 at 1e6, 47.4 at 1e12; Gaussian 30.3 / 30.3 (QR path
-// 62.2). 1e12 also: 40x300x256 22.1 / 32.5 (QR path 12.3), 100x512² 368 / 381 (321). A declined batch pays
-// the Gram matrices and syevBatched for nothing. (float32 keeps the start: 100x512² C=1e6 58.2 against 65.5
+// 62.2). 1e12 also: 40x300x256 22.1 / 32.5 (QR path 12.3), 100x512² 368 / 381 (321). A batch declined
+// there paid the Gram matrices and syevBatched for nothing, so the Gram matrices' Cholesky pivots are
+// tested first (cholesky_checks, start_checks.h: a pivot below the ratio bounds the least eigenvalue below
+// it; JSVD_EIGH_COND=2 only the eigenvalues, 0 neither). (float32 keeps the start: 100x512² C=1e6 58.2 against 65.5
 // on the QR path, 200x256² 23.0 against 24.9.)
 constexpr double kEighMinEigRatioF64 = 32 * DBL_EPSILON;
 // float32's Gram matrices (float64) need their Jacobi only to eps32 / 8, not to float64's tolerance: the

@@ -34,7 +34,41 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (lane == 0 && !limits.passes(lo, hi, nan, q)) *bad = 1;
 }
 
+// A warp a matrix: its Cholesky factorisation's info and least pivot against its largest diagonal entry.
+__global__ void __launch_bounds__(kWarps * 32) cholesky_checks_kernel(const double* g, const double* l,
+                                                                      const int32_t* info, int64_t B, int64_t q,
+                                                                      double ratio, int32_t* bad) {
+  const int64_t b = blockIdx.x * static_cast<int64_t>(kWarps) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (b >= B) return;
+  double pivot = INFINITY, hi = 0;
+  for (int64_t j = lane; j < q; j += 32) {
+    const int64_t d = (b * q + j) * q + j;
+    pivot = fmin(pivot, l[d] * l[d]);
+    hi = fmax(hi, g[d]);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    pivot = fmin(pivot, __shfl_xor_sync(0xffffffffu, pivot, o));
+    hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, o));
+  }
+  if (lane == 0 && hi > 0 && (info[b] != 0 || pivot < ratio * hi)) *bad = 1;
+}
+
 }  // namespace
+
+void cholesky_checks(const at::Tensor& G, const at::Tensor& L, const at::Tensor& info, double ratio,
+                     const at::Tensor& bad) {
+  TORCH_CHECK(G.dim() == 3 && G.is_contiguous() && L.is_contiguous() && G.sizes() == L.sizes() &&
+                  G.scalar_type() == at::kDouble && L.scalar_type() == at::kDouble && info.scalar_type() == at::kInt &&
+                  info.numel() == G.size(0) && bad.scalar_type() == at::kInt,
+              "jsvd internal: cholesky_checks' arguments");
+  const int64_t B = G.size(0), q = G.size(1);
+  if (B == 0 || q == 0) return;
+  cholesky_checks_kernel<<<(B + kWarps - 1) / kWarps, kWarps * 32, 0, at::cuda::getCurrentCUDAStream()>>>(
+      G.const_data_ptr<double>(), L.const_data_ptr<double>(), info.const_data_ptr<int32_t>(), B, q, ratio,
+      bad.mutable_data_ptr<int32_t>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
 
 void start_checks(const at::Tensor& G, const StartLimits& limits, const at::Tensor& bad) {
   TORCH_CHECK(G.dim() == 3 && G.is_contiguous() && G.scalar_type() == at::kDouble && G.size(1) == G.size(2) &&

@@ -17,5 +17,13 @@ namespace cuda {
 // the caller) for a matrix whose diagonal fails the rule of `limits` (start_limits, core.h).
 void start_checks(const at::Tensor& G, const StartLimits& limits, const at::Tensor& bad);
 
+// float64's early test on syevBatched's route (eigh_precondition.h, kEighMinEigRatioF64): sets *bad for a
+// matrix whose Cholesky factorisation (L, info: potrf_batched, syev_batched.h) failed, or whose least
+// pivot L_jj^2 is below `ratio` times its largest diagonal entry G_jj; a zero matrix passes. As
+// lambda_min <= L_jj^2 and lambda_max >= G_jj, such a matrix's eigenvalues span more than `ratio`, which
+// the test after syevBatched would find too; the factorisation costs a fraction of syevBatched.
+void cholesky_checks(const at::Tensor& G, const at::Tensor& L, const at::Tensor& info, double ratio,
+                     const at::Tensor& bad);
+
 }  // namespace cuda
 }  // namespace jsvd

@@ -1,4 +1,4 @@
-// cuSOLVER's batched symmetric eigen-solver (syev_batched.h).
+// cuSOLVER's batched symmetric eigen-solver and Cholesky factorisation (syev_batched.h).
 #include "precondition/syev_batched.h"
 
 #include <ATen/cuda/CUDAContext.h>
@@ -70,6 +70,28 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalu
   // Column-major eigenvectors, by increasing eigenvalue: as a row-major (B, q, q) tensor that is V^T.
   return G.mT().flip(-1);
 #endif
+}
+
+at::Tensor potrf_batched(const at::Tensor& G, at::Tensor* info) {
+  TORCH_CHECK(G.dim() == 3 && G.size(1) == G.size(2) && G.is_contiguous() && G.is_cuda() &&
+                  G.scalar_type() == at::kDouble,
+              "jsvd internal: potrf_batched takes a contiguous (B, q, q) float64 CUDA tensor");
+  const int64_t B = G.size(0), q = G.size(1);
+  at::Tensor L = G.clone();
+  *info = at::zeros({B}, G.options().dtype(at::kInt));
+  if (B == 0 || q == 0) return L;
+  // (the array of the matrices' device addresses potrfBatched takes, formed on the device)
+  const int64_t base = reinterpret_cast<int64_t>(L.data_ptr<double>());
+  const at::Tensor ptrs = at::arange(base, base + B * q * q * 8, q * q * 8, G.options().dtype(at::kLong));
+  cusolverDnHandle_t handle = solver_handle();
+  TORCH_CHECK(cusolverDnSetStream(handle, at::cuda::getCurrentCUDAStream()) == CUSOLVER_STATUS_SUCCESS,
+              "jsvd: cusolverDnSetStream failed");
+  const cusolverStatus_t st =
+      cusolverDnDpotrfBatched(handle, CUBLAS_FILL_MODE_LOWER, static_cast<int>(q),
+                              reinterpret_cast<double**>(ptrs.data_ptr<int64_t>()), static_cast<int>(q),
+                              info->data_ptr<int>(), static_cast<int>(B));
+  TORCH_CHECK(st == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnDpotrfBatched failed with status ", static_cast<int>(st));
+  return L;
 }
 
 }  // namespace cuda

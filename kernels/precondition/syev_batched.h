@@ -1,6 +1,8 @@
 // A batch of symmetric eigen-decompositions in one cuSOLVER call (cusolverDnXsyevBatched), for the
 // Gram eigenvectors' start of batches (eigh_precondition.h): torch.linalg.eigh loops over a batch's
 // matrices with syevd, which left a batch of 100 512² Gram matrices 1.5 s (docs/experiments.md, stop 29).
+// And a batch of Cholesky factorisations in one call (cusolverDnDpotrfBatched), float64's early test of
+// the start (cholesky_checks, start_checks.h).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -18,6 +20,12 @@ constexpr bool kHaveSyevBatched = CUSOLVER_VERSION >= 12000;
 // it did not converge on (read on the host: a synchronisation); *eigenvalues, where given, to the (B, q)
 // eigenvalues, increasing.
 at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues = nullptr);
+
+// G: (B, q, q) contiguous float64, symmetric; not overwritten. Returns its Cholesky factors (a copy of G
+// whose lower triangle, column-major, holds L: the diagonal is L's) and sets *info to cuSOLVER's (B) int32
+// infos on the device (nonzero: the leading minor of that order is not positive definite). Nothing is
+// synchronised.
+at::Tensor potrf_batched(const at::Tensor& G, at::Tensor* info);
 
 }  // namespace cuda
 }  // namespace jsvd
