@@ -169,7 +169,7 @@ def test_plan_tall_batches(dtype):
     assert (start_v([(64, 32)] * 4000, dtype)[0] is not None) == (dtype == torch.float64)
     assert start_v([(1024, 15)] * 2000, dtype) == [None] * 2000  # the warp level takes it whole
     assert start_v([(1024, 48)] * 2000, dtype)[0]["solver"].startswith("jsvd")
-    assert (start_v([(1024, 65)] * 2000, dtype)[0] is not None) == (dtype == torch.float32)  # (test_plan_mid_columns)
+    assert start_v([(1024, 65)] * 2000, dtype)[0] is not None  # (test_plan_mid_columns)
     assert start_v([(4096, 300)], dtype)[0]["solver"] == "torch.linalg.eigh"
     # float32: at least cols / 2 matrices, a few long ones take the QR path, which spreads each over the
     # device; float64 keeps the start, whose U is orthogonal to working precision at any length
