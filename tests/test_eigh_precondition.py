@@ -183,14 +183,15 @@ def test_plan_tall_batches(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 def test_plan_mid_columns(dtype):
     """Batches of 65 to 128 columns, beyond the engine's Gram Jacobi: V0 from syevBatched from 5 matrices,
-    float32 of at least 2 rows a column (wide ones on their transpose), float64 square ones too; not from
-    129 columns, nor fewer matrices."""
+    float32 of at least 2 rows a column (wide ones on their transpose), float64 near-square ones too, save
+    squares of 128 columns; not from 129 columns, nor fewer matrices."""
     syevb = lambda shapes: (start_v(shapes, dtype)[0] or {}).get("solver") == "cusolverDnXsyevBatched"
     f32 = dtype == torch.float32
     assert syevb([(300, 100)] * 5)
     assert syevb([(1000, 128)] * 200) and syevb([(65, 200)] * 40) and syevb([(130, 65)] * 10)
     assert syevb([(2048, 128)] * 10) and syevb([(2049, 128)] * 10) and syevb([(8192, 100)] * 20)
     assert syevb([(129, 65)] * 10) == syevb([(100, 100)] * 200) == (not f32)
+    assert start_v([(128, 128)] * 200, dtype) == [None] * 200
     assert start_v([(300, 100)] * 4, dtype) == [None] * 4
     assert start_v([(1000, 129)] * 100, dtype) == [None] * 100
 

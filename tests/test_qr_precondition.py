@@ -49,11 +49,11 @@ def test_plan_reports_the_qr():
     assert _precondition([(512, 255)] * 2, torch.float32) == [None, None]
     assert _precondition([(512, 512), (512, 500)], torch.float32) == [None, None]
     # ... but a list's shape shared by >= 32 members is solved as a uniform batch: its QR (the rest without)
-    # (2100 rows: float32's tall batches to 2048 rows take the Gram eigenvectors' start instead)
-    shapes = [(2100, 100)] * 32 + [(600, 90), (40, 40)]
+    # (130 columns: float32's tall batches of 65 to 128 take the Gram eigenvectors' start instead)
+    shapes = [(600, 130)] * 32 + [(600, 90), (40, 40)]
     plan = torch_jsvd.plan(shapes, dtype=torch.float32, device="cuda")["matrices"]
     assert [m.get("shape_group") for m in plan] == [32] * 32 + [None, None]
-    assert [m.get("precondition", {}).get("jacobi_on") for m in plan] == [[100, 100]] * 32 + [None, None]
+    assert [m.get("precondition", {}).get("jacobi_on") for m in plan] == [[130, 130]] * 32 + [None, None]
     assert "shape_group" not in torch_jsvd.plan([(900, 100)] * 33, device="cuda")["matrices"][0]  # uniform
     # float64: from 32 columns in one launch where the matrix fits in shared memory, else blocked from
     # 128 columns; and from 16 where rows >= max(512, 8 columns)

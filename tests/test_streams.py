@@ -37,7 +37,7 @@ def test_lists_from_two_threads_on_their_own_streams(dtype, large):
     # partial results). large: also a member on the blocked levels and a QR-first shape group.
     import threading
     g = torch.Generator(device="cuda").manual_seed(1)
-    big = [(300, 200)] + ([(700, 650)] + [(200, 70)] * 32 if large else [])
+    big = [(300, 200)] + ([(700, 650)] + [(200, 60)] * 32 if large else [])
     lists = [[torch.randn(k % 37 + 1, k % 23 + 1, dtype=dtype, device="cuda", generator=g) for k in range(150)] +
              [torch.randn(s, dtype=dtype, device="cuda", generator=g) for s in big] for _ in range(2)]
     if large:

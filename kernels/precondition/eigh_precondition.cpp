@@ -33,7 +33,8 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
     return rows < 2 * cols && cols <= (f64 ? kSyevBatchedMaxCols : kSyevBatchedMaxColsF32) && batch >= min_batch;
   }
   if (cols > kEighJacobiMaxCols)  // (the Gram matrices beyond the engine's one-block Jacobi: syevBatched)
-    return cols <= kEighMidMaxCols && syev_batched_on(batch) && (f64 || rows >= kEighMidRatio * cols);
+    return cols <= kEighMidMaxCols && syev_batched_on(batch) &&
+           (rows >= kEighMidRatio * cols || (f64 && cols < kEighMidMaxCols));
   const double work = static_cast<double>(batch) * rows * cols * cols;
   if (cols < kEighTallMinCols) return false;
   if (f64) return rows >= kEighTallRatioF64 * cols && work >= kEighTallMinWorkF64;

@@ -34,7 +34,7 @@ namespace cuda {
 // Whether a uniform batch of `batch` rows x cols matrices (rows >= cols) of `elem`-byte entries takes
 // it: one matrix of at least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols,
 // or large enough batches of near-square ones up to kSyevBatchedMaxCols (below), or batches of 65 to
-// kEighMidMaxCols columns (below; float32 tall ones, float64 any), or tall ones
+// kEighMidMaxCols columns (below; tall ones, float64 near-square ones too), or tall ones
 // (rows >= kEighTallRatio cols; float64 kEighTallRatioF64) of kEighTallMinCols to
 // kEighJacobiMaxCols columns whose work batch x rows x cols² pays the route's fixed cost (two engine
 // calls, three GEMMs and the checks' launch). H200, `scripts/ab_knob.sh JSVD_EIGH` (VALUES="1 0", two
@@ -96,7 +96,8 @@ constexpr int64_t kEighManyRatio = 5;
 constexpr double kEighManyMinWork = 3e7;
 // Batches (syevBatched: more than kEighMaxBatch matrices) of 65 to kEighMidMaxCols columns, between the
 // engine's Gram Jacobi and kEighMinCols: float32 tall ones (rows >= kEighMidRatio cols), where the converged
-// test mostly skips the Jacobi on X and U and V are float64's rounded; float64 any (below).
+// test mostly skips the Jacobi on X and U and V are float64's rounded; float64 also near-square ones
+// below kEighMidMaxCols columns (below).
 // Matrices beyond kEighMidQrRows rows run the Jacobi on X by the QR path (below). H100, stop 51,
 // `ab_knob.sh JSVD_EIGH` (two rounds, ms, the start forced or by this rule / QR path, ||U^T U - I||_F of
 // the start / of the QR path; 300x900x100, 37x300x77, 5x2000x100, 6x500x128 and the C= cases with
@@ -112,9 +113,11 @@ constexpr double kEighManyMinWork = 3e7;
 // 6.29-6.44; 40x2000x128 C=1e6 4.51-4.68 / 4.35-4.42: kEighMidQrRows, below); near-square ones (500x96² 5.13-5.28 / 3.95-4.15,
 // 1000x128x80 8.07-8.20 / 5.47-5.63, 200x128² 3.74-3.82 / 3.37-3.92); beyond 128 columns (20x600x150
 // 8.3-10.8 / 5.5-5.7, 50x2000x200 10.5-12.9 / 10.5-10.7).
-// float64, square ones included: Gaussian batches gain (stop 52, two rounds, ms, start / QR path: 200x100²
-// 3.67-3.79 / 7.19-7.22, 500x96² 6.76 / 13.1, 10x300x77 1.07-1.59 / 2.51-2.52, 200x100² C=1e6 3.60-3.62
-// / 6.13-6.31), but ill-conditioned ones lose where syevBatched's eigenvalues decline them only after it
+// float64: Gaussian batches gain (stop 52, two rounds, ms, start / QR path: 200x100² 3.67-3.79 /
+// 7.19-7.22, 200x112² 4.37-4.66 / 9.63-9.89, 200x120² 4.84-5.19 / 8.58-8.83, 500x96² 6.76 / 13.1,
+// 200x256x128 4.55-4.89 / 6.17-6.58, 100x512x128 3.06-3.07 / 4.42-4.62, 10x300x77 1.07-1.59 / 2.51-2.52,
+// 200x100² C=1e6 3.60-3.62 / 6.13-6.31), save squares of 128 columns, where the QR path's kernels are
+// faster (200x128² 5.88-6.18 / 5.72-6.33, 500x128² 12.9-13.1 / 12.2-12.6), but ill-conditioned ones lose where syevBatched's eigenvalues decline them only after it
 // (kEighMinEigRatioF64: 200x100² C=1e12 7.54-7.57 / 5.76-5.79, 100x1000x100 C=1e10 6.41-6.42 / 5.17-5.18,
 // 10x300x77 C=1e8 7.37-7.40 / 6.56-6.60): float64's V0 there leaves the Jacobi on X as many sweeps as on M.
 // So float64's Gram matrices are first factored by Cholesky (cholesky_checks, start_checks.h), which
