@@ -212,10 +212,14 @@ inline StartLimits start_limits(bool f64, int64_t cols) {
 // fro = ||M||_F^2, eg = 2 (rows + cols) eps64 fro (the float64 roundings of G and C), the Jacobi's tol and
 // eps32. fro must be positive and finite, every column must pass column_ok and every pair pair_ok
 // (entry_ok: entry (i, j), i <= j, of the row-major q x q C). Both engines call these.
+// float64 (converged_start_f64; the CUDA engine's batched start, on C = X^T X of the formed X): the
+// Jacobi's own test, with no margin for C's rounding (eg = 0; a pair within it of tol may be decided as
+// the Jacobi's own dot product would not, either way within its accuracy), and columns above C's rounding
+// level (col_min: a zero or rank-deficient column goes to the Jacobi, which completes U).
 struct ConvergedStart {
-  double eg, tol, eps;
+  double eg, tol, eps, col_min;
   JSVD_HOST_DEVICE static bool fro_ok(double fro) { return fro > 0 && fro <= DBL_MAX; }  // (NaN fails both)
-  JSVD_HOST_DEVICE bool column_ok(double cjj) const { return cjj >= 8.0 * eg / eps; }
+  JSVD_HOST_DEVICE bool column_ok(double cjj) const { return cjj >= col_min; }
   JSVD_HOST_DEVICE bool pair_ok(double cij, double cii, double cjj) const {
     return (fabs(cij) + eg) <= (tol - 1.01 * eps) * sqrt(cii * cjj);
   }
@@ -225,7 +229,11 @@ struct ConvergedStart {
   }
 };
 JSVD_HOST_DEVICE inline ConvergedStart converged_start(double fro, int64_t rows, int64_t cols, double tol) {
-  return {2.0 * static_cast<double>(rows + cols) * DBL_EPSILON * fro, tol, static_cast<double>(FLT_EPSILON)};
+  const double eg = 2.0 * static_cast<double>(rows + cols) * DBL_EPSILON * fro, eps = FLT_EPSILON;
+  return {eg, tol, eps, 8.0 * eg / eps};
+}
+JSVD_HOST_DEVICE inline ConvergedStart converged_start_f64(double fro, int64_t rows, int64_t cols, double tol) {
+  return {0.0, tol, DBL_EPSILON, 16.0 * static_cast<double>(rows + cols) * DBL_EPSILON * fro};
 }
 
 // Packed outputs of an engine. U and V are undefined tensors when !compute_uv.

@@ -1,5 +1,5 @@
 """The Gram eigenvectors' start already converged (kernels/precondition/start_converged.h): float32 svd
-(reduced U) and svdvals skip the Jacobi on X = M V0 where X's columns are already orthogonal to the
+(reduced U) and svdvals (float64's too, by the Jacobi's own test on X) skip the Jacobi on X = M V0 where X's columns are already orthogonal to the
 Jacobi's tolerance, on the batched start (V0^T G V0 tested a block a matrix) and on the eigen-solvers'
 routes (syevd, syevBatched: X^T X tested, then converged_outputs_kernel writes U, S and V). Checked: which
 Jacobi kernels a call launches (torch.profiler), every output property, S against float64's, U and V
@@ -119,3 +119,45 @@ def test_eigen_solver_start_already_converged(shape):
         U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
         assert_valid_svd(A, U, S, Vh, False)
         assert S[-1, -1] <= 1e-3 * S[-1, 0]
+
+
+@pytest.mark.parametrize("shape", [(200, 1024, 16), (100, 512, 64), (40, 300, 100), (1, 1200, 300)], ids=str)
+def test_float64_start_already_converged(tmp_path, shape):
+    """float64 svd (reduced U) and svdvals of well-conditioned matrices on the start (the batched one, up
+    to 64 columns, and the eigen-solvers' routes): where X = M V0 passes the Jacobi's own test (on X^T X,
+    converged_start_f64), U = X D^-1, S and V come from converged_outputs_kernel and the Jacobi on X does
+    not run (the batched start: only the Gram matrices' Jacobi). S agrees with LAPACK's and with the
+    Jacobi on X's (JSVD_START_CONVERGED_F64=0, in a child process) to float64's bound, U and V are as
+    orthogonal. A rank-deficient member (two equal columns) takes the Jacobi on X, still exact."""
+    b, m, n = shape
+    g = torch.Generator().manual_seed(m + n + b)
+    Q1 = torch.linalg.qr(torch.randn(b, m, n, generator=g, dtype=torch.float64))[0]
+    Q2 = torch.linalg.qr(torch.randn(b, n, n, generator=g, dtype=torch.float64))[0]
+    A = (Q1 * torch.linspace(3, 1, n, dtype=torch.float64)) @ Q2.mT
+    torch.save(A, tmp_path / "A.pt")
+    A = A.cuda()
+    assert start_v([(m, n)] * b, torch.float64)[0] is not None
+    gram_jacobi = 1 if n <= 64 else 0  # (the batched start's V0 comes from this engine's Jacobi)
+    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL) == gram_jacobi
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    ref = torch.linalg.svdvals(A)
+    assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float64)
+    code = f"""
+        import os, torch, torch_jsvd
+        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
+        torch.save([t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)], os.environ["OUT"])
+    """
+    run_child(code, JSVD_START_CONVERGED_F64="0", OUT=str(tmp_path / "ref.pt"))
+    U0, S0, Vh0 = (t.cuda() for t in torch.load(tmp_path / "ref.pt"))
+    eps = torch.finfo(torch.float64).eps
+    torch.testing.assert_close(S, S0, rtol=0, atol=bound(m, n, torch.float64) * S0[..., :1].max().item())
+    orth = lambda Q: orthogonality_error(Q).max().item()
+    assert orth(U) <= max(2 * orth(U0), 10 * n * eps) and orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * eps)
+    assert _jacobi_launches(lambda: torch_jsvd.svdvals(A), _ANY_LEVEL) == gram_jacobi
+    assert torch.equal(torch_jsvd.svdvals(A), S)
+    A[-1, :, 1] = A[-1, :, 0]
+    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL) > gram_jacobi
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    assert S[-1, -1] <= 1e-12 * S[-1, 0]

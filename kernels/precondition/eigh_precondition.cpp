@@ -105,8 +105,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   if (!batched && !ok()) return e.without_start(A, b, opt);
   // float32 svd (reduced U) and svdvals: where M V0 is already converged in every matrix
   // (start_converged.h), U, S and V without the Jacobi on X.
-  const bool converged_route = !f64 && opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
-                               knobs().start_converged;
+  const bool converged_outputs_ok = opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
+                                    knobs().start_converged;
+  const bool converged_route = !f64 && converged_outputs_ok;
   const double tol = resolve_tol(opt, p, A.scalar_type());
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
   bool may_pass = false;  // (the eigen-solvers' routes: whether the eigenvalues leave the test a chance)
@@ -119,6 +120,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     if (!f64) go.tol = kGramTolF32;
     const CoreResult g = e.alone(G.view({-1}), PackedBatch::uniform_of(B, q, q, false), go);
     V0 = g.V.view({B, q, q}).mT();  // (packed V holds V^T)
+    // float64: the Jacobi's own test on the formed X (below; converged_start_f64, core.h).
+    may_pass = f64 && converged_outputs_ok && knobs().start_converged_f64;
   } else {
     // float64 syevd costs about what float32's does up to 2048² (H100: 19.4 against 18.7 ms at 1536²,
     // 127 against 97 at 4096²), and the float32 route's V0, an approximation, left the Jacobi more
@@ -126,7 +129,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // 6.1e-8, 1x1024² 18.3 -> 14.2, 1x3072x768 14.9 -> 12.6, 1x1536² 31.1 -> 29.2.
     // A batch in one call of cuSOLVER's syevBatched, where torch.linalg.eigh would loop over syevd.
     // (||M||_F^2, for the converged test's bound: before syevBatched overwrites G)
-    const at::Tensor fro = converged_route ? G.diagonal(0, -2, -1).sum(-1) : at::Tensor();
+    const bool test_x = converged_route || (f64 && converged_outputs_ok && knobs().start_converged_f64);
+    const at::Tensor fro = test_x ? G.diagonal(0, -2, -1).sum(-1) : at::Tensor();
     at::Tensor w;  // the eigenvalues, increasing
     if (syev_batched_on(B)) {
       bool failed = false;
@@ -147,9 +151,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     }
     // C_jj is an eigenvalue to within the solver's backward error, far below eg: a matrix whose least
     // eigenvalue is below half of column_ok's bound cannot pass, and the test is not formed.
-    if (converged_route) {
-      const ConvergedStart unit = converged_start(1.0, p, q, tol);
-      may_pass = w.select(-1, 0).ge(fro * (4.0 * unit.eg / unit.eps)).all().item<bool>();
+    if (test_x) {
+      const ConvergedStart unit = f64 ? converged_start_f64(1.0, p, q, tol) : converged_start(1.0, p, q, tol);
+      may_pass = w.select(-1, 0).ge(fro * (0.5 * unit.col_min)).all().item<bool>();
     }
   }
   // The batched start: C = V0^T G V0 (start_converged.h), read with the checks' flag (svd synchronises
@@ -182,11 +186,14 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     const at::Tensor Xd = at::empty({B, q, p}, G.options());
     bmm_into<double>(Xd, V0.mT(), Wd, 1.0, 0.0);
     if (may_pass) {
-      // The eigen-solvers' routes: the test on C = X^T X (converged_fails), and U = X D^-1 from X itself.
+      // The eigen-solvers' routes (float32) and float64's batched one: the test on C = X^T X
+      // (converged_fails), and U = X D^-1 from X itself.
       const at::Tensor C = at::empty({B, q, q}, G.options());
       bmm_into<double>(C, Xd, Xd.mT(), 1.0, 0.0);
-      if (read_int(converged_fails(C, p, tol)) == 0)
+      if (read_int(converged_fails(C, p, tol, f64)) == 0) {
+        if (batched && !ok()) return e.without_start(A, b, opt);
         return converged_outputs(C, Xd, V0, opt.compute_uv, A.scalar_type());
+      }
     }
     X = Xd.to(A.scalar_type());
   }

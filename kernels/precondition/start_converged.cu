@@ -90,14 +90,14 @@ __global__ void __launch_bounds__(kThreads)
 // The same test on matrices beyond one block: blockIdx.y the matrix, the blocks along x a share each of
 // C's upper triangle; bad[k] set where a pair or column of matrix k fails.
 __global__ void __launch_bounds__(kThreads) converged_test_kernel(const double* Cg, int64_t first, int q, int64_t rows,
-                                                                  double tol, int32_t* bad) {
+                                                                  double tol, bool f64, int32_t* bad) {
   __shared__ double red[32];
   const int64_t k = first + blockIdx.y, qq = static_cast<int64_t>(q) * q;
   const double* c = Cg + k * qq;
   double f = 0;  // ||M||_F^2 = trace(C)
   for (int j = threadIdx.x; j < q; j += kThreads) f += c[static_cast<int64_t>(j) * (q + 1)];
   const double fro = block_sum(f, red);
-  const ConvergedStart test = converged_start(fro, rows, q, tol);
+  const ConvergedStart test = f64 ? converged_start_f64(fro, rows, q, tol) : converged_start(fro, rows, q, tol);
   bool fail = !ConvergedStart::fro_ok(fro);
   for (int64_t e = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; e < qq;
        e += static_cast<int64_t>(gridDim.x) * kThreads) {
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol) {
+at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol, bool f64) {
   TORCH_CHECK(C.dim() == 3 && C.is_contiguous() && C.scalar_type() == at::kDouble && C.size(1) == C.size(2),
               "jsvd internal: converged_fails' arguments");
   const int64_t B = C.size(0), q = C.size(1);
@@ -143,7 +143,7 @@ at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol) {
       const int64_t n = std::min<int64_t>(B - first, 65535);
       converged_test_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(n)), kThreads, 0,
                               at::cuda::getCurrentCUDAStream()>>>(C.const_data_ptr<double>(), first,
-                                                                  static_cast<int>(q), rows, tol,
+                                                                  static_cast<int>(q), rows, tol, f64,
                                                                   bad.mutable_data_ptr<int32_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
@@ -156,7 +156,7 @@ CoreResult converged_outputs(const at::Tensor& C, const at::Tensor& X, const at:
   TORCH_CHECK(C.dim() == 3 && C.is_contiguous() && C.scalar_type() == at::kDouble && C.size(1) == C.size(2) &&
                   X.dim() == 3 && X.is_contiguous() && X.scalar_type() == at::kDouble &&
                   X.size(0) == C.size(0) && X.size(1) == C.size(1) && V0.sizes() == C.sizes() &&
-                  V0.scalar_type() == at::kDouble && dtype == at::kFloat,
+                  V0.scalar_type() == at::kDouble && (dtype == at::kFloat || dtype == at::kDouble),
               "jsvd internal: converged_outputs' arguments");
   const int64_t B = C.size(0), q = C.size(1), p = X.size(2);
   CoreResult r;
@@ -166,16 +166,20 @@ CoreResult converged_outputs(const at::Tensor& C, const at::Tensor& X, const at:
     r.U = at::empty({B * q * p}, r.S.options());
     r.V = at::empty({B * q * q}, r.S.options());
   }
-  for (int64_t first = 0; B > 0 && q > 0 && first < B; first += 65535) {  // (a grid's y extent)
-    const int64_t n = std::min<int64_t>(B - first, 65535);
-    converged_outputs_kernel<float><<<dim3(static_cast<unsigned>(q), static_cast<unsigned>(n)), kThreads, 0,
-                                      at::cuda::getCurrentCUDAStream()>>>(
-        C.const_data_ptr<double>(), X.const_data_ptr<double>(), V0.const_data_ptr<double>(), V0.stride(0),
-        V0.stride(1), V0.stride(2), first, static_cast<int>(q), p,
-        compute_uv ? r.U.mutable_data_ptr<float>() : nullptr, compute_uv ? r.V.mutable_data_ptr<float>() : nullptr,
-        r.S.mutable_data_ptr<float>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  }
+  const auto launch = [&](auto zero) {
+    using T = decltype(zero);
+    for (int64_t first = 0; B > 0 && q > 0 && first < B; first += 65535) {  // (a grid's y extent)
+      const int64_t n = std::min<int64_t>(B - first, 65535);
+      converged_outputs_kernel<T><<<dim3(static_cast<unsigned>(q), static_cast<unsigned>(n)), kThreads, 0,
+                                    at::cuda::getCurrentCUDAStream()>>>(
+          C.const_data_ptr<double>(), X.const_data_ptr<double>(), V0.const_data_ptr<double>(), V0.stride(0),
+          V0.stride(1), V0.stride(2), first, static_cast<int>(q), p,
+          compute_uv ? r.U.mutable_data_ptr<T>() : nullptr, compute_uv ? r.V.mutable_data_ptr<T>() : nullptr,
+          r.S.mutable_data_ptr<T>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+  };
+  if (dtype == at::kDouble) launch(0.0); else launch(0.0f);
   return r;
 }
 

@@ -37,11 +37,13 @@ StartConverged start_converged(const at::Tensor& G, const at::Tensor& V0, int64_
 // C = X^T X of X = M V0 formed in float64 (C: (B, q, q) contiguous float64): how many matrices fail, an
 // int32 on the device. C's float64 errors stay within eg to first order: |dX| <= q eps64 |M| |V0|
 // elementwise and || |M| |v| || <= ||M||_F, so |dC_ij| <= (2 q + rows) eps64 ||M||_F^2.
-at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol);
+// f64: float64 outputs, the Jacobi's own test on C (converged_start_f64, core.h).
+at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol, bool f64 = false);
 
 // Where converged_fails found none: S = sqrt(C_jj) descending, U = X D^-1 and V = V0 in that order, in
 // one launch, packed as the Jacobi's outputs (S alone without compute_uv), info 1. X: (B, q, rows)
-// contiguous float64 (row j: X's column j); V0: (B, q, q) float64 in any strides; dtype float32.
+// contiguous float64 (row j: X's column j); V0: (B, q, q) float64 in any strides; dtype float32 or
+// float64.
 CoreResult converged_outputs(const at::Tensor& C, const at::Tensor& X, const at::Tensor& V0, bool compute_uv,
                              at::ScalarType dtype);
 
