@@ -120,7 +120,10 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     if (!f64) go.tol = kGramTolF32;
     const CoreResult g = e.alone(G.view({-1}), PackedBatch::uniform_of(B, q, q, false), go);
     V0 = g.V.view({B, q, q}).mT();  // (packed V holds V^T)
-    // float64: the Jacobi's own test on the formed X (below; converged_start_f64, core.h).
+    // float64: the Jacobi's own test on the formed X (below; converged_start_f64, core.h). H100, stop 52,
+    // `ab_knob.sh JSVD_START_CONVERGED_F64` (two rounds, ms, with the test / without): 1000x1024x16
+    // 0.615-0.620 / 0.801-0.820, 100x512x64 0.818-0.888 / 0.991-1.164, 30x20000x24 0.80-0.92 / 4.01-4.14,
+    // 1000x128x32 0.61-0.67 / 0.61-0.81; on syevBatched's route 100x512x128 2.50 / 3.05-3.11.
     may_pass = f64 && converged_outputs_ok && knobs().start_converged_f64;
   } else {
     // float64 syevd costs about what float32's does up to 2048² (H100: 19.4 against 18.7 ms at 1536²,
@@ -129,7 +132,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // 6.1e-8, 1x1024² 18.3 -> 14.2, 1x3072x768 14.9 -> 12.6, 1x1536² 31.1 -> 29.2.
     // A batch in one call of cuSOLVER's syevBatched, where torch.linalg.eigh would loop over syevd.
     // (||M||_F^2, for the converged test's bound: before syevBatched overwrites G)
-    const bool test_x = converged_route || (f64 && converged_outputs_ok && knobs().start_converged_f64);
+    // (float64: tall matrices only, near-square ones' X hardly passes: 200x256², 1x2048² paid 1%)
+    const bool test_x = converged_route ||
+                        (f64 && p >= kEighMidRatio * q && converged_outputs_ok && knobs().start_converged_f64);
     const at::Tensor fro = test_x ? G.diagonal(0, -2, -1).sum(-1) : at::Tensor();
     at::Tensor w;  // the eigenvalues, increasing
     if (syev_batched_on(B)) {
