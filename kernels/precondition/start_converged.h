@@ -11,7 +11,9 @@
 // and the normalisation of U are float32-accurate; numerically zero or rank-deficient columns fail
 // here). Then S = sqrt(C_jj) sorted, V = V0 in that order and U = M (V0 D^-1) in that order, one
 // product (svdvals: S alone): what the Jacobi's one sweep on X and its write-back would give, without
-// reading X again.
+// reading X again. float64 has no wider type to round from: its batched start and eigen-solvers' routes
+// test the formed X (converged_fails on X^T X, the Jacobi's own criterion: converged_start_f64, core.h)
+// and take converged_outputs.
 #pragma once
 
 #include <ATen/ATen.h>
