@@ -23,15 +23,45 @@ bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptio
 
 namespace {
 
-// Whether every matrix's least eigenvalue passes ConvergedStart::column_ok: L (B, q), increasing.
-bool might_converge(const at::Tensor& L, int64_t p, double tol) {
+// The converged test's bounds (ConvergedStart, core.h): float32's from V0^T G V0, float64's the Jacobi's own
+// on the formed X.
+ConvergedStart converged_test(bool f64, double fro, int64_t p, int64_t q, double tol) {
+  return f64 ? converged_start_f64(fro, p, q, tol) : converged_start(fro, p, q, tol);
+}
+
+// Whether every matrix's least eigenvalue passes ConvergedStart::column_ok (float64: half of it, as the
+// CUDA engine's eigen-solvers' routes): L (B, q), increasing.
+bool might_converge(const at::Tensor& L, int64_t p, double tol, bool f64) {
   const int64_t B = L.size(0), q = L.size(1);
   const at::Tensor Lc = L.contiguous();
   const double* l = Lc.const_data_ptr<double>();
   for (int64_t k = 0; k < B; ++k) {
     double fro = 0;
     for (int64_t j = 0; j < q; ++j) fro += l[k * q + j];
-    if (!converged_start(fro, p, q, tol).column_ok(l[k * q])) return false;
+    if (!converged_test(f64, fro, p, q, tol).column_ok((f64 ? 2.0 : 1.0) * l[k * q])) return false;
+  }
+  return true;
+}
+
+// Whether every matrix's C (B, q, q) contiguous passes the test; *order: its columns by decreasing C_jj,
+// ties in order (the CUDA kernels' rank_part gives the same).
+bool converged_order(const at::Tensor& C, int64_t p, double tol, bool f64, at::Tensor* order) {
+  const int64_t B = C.size(0), q = C.size(1);
+  const double* c = C.const_data_ptr<double>();
+  *order = at::empty({B, q}, at::kLong);
+  int64_t* perm = order->mutable_data_ptr<int64_t>();
+  for (int64_t k = 0; k < B; ++k) {
+    const double* ck = c + k * q * q;
+    double fro = 0;  // ||M||_F^2 = trace(C)
+    for (int64_t j = 0; j < q; ++j) fro += ck[j * q + j];
+    const ConvergedStart test = converged_test(f64, fro, p, q, tol);
+    if (!ConvergedStart::fro_ok(fro)) return false;
+    for (int64_t i = 0; i < q; ++i)
+      for (int64_t j = i; j < q; ++j)
+        if (!test.entry_ok(ck, q, i, j)) return false;
+    int64_t* pk = perm + k * q;
+    std::iota(pk, pk + q, int64_t{0});
+    std::stable_sort(pk, pk + q, [&](int64_t a, int64_t b) { return ck[a * q + a] > ck[b * q + b]; });
   }
   return true;
 }
@@ -67,43 +97,36 @@ CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, con
   } catch (const c10::Error&) {
     return jacobi(A, batch, opt);  // (syevd did not converge)
   }
-  // float32 svd (reduced U) and svdvals: where M V0 is already converged in every matrix (the CUDA
-  // engine's test, kernels/precondition/start_converged.h; ConvergedStart, core.h), S, U and V from
-  // C = V0^T G V0 and one product, without the Jacobi on X.
-  // (C costs two products of the Gram matrix's size, so the eigenvalues rule out first the matrices whose
+  // svd (reduced U) and svdvals: where M V0 is already converged in every matrix (the CUDA engine's
+  // test, kernels/precondition/start_converged.h; ConvergedStart, core.h), S, U and V without the Jacobi
+  // on X: float32 from C = V0^T G V0 and one product; float64 (tall matrices, where it has a chance) from
+  // C = X^T X of the formed X, by the Jacobi's own test.
+  // (C costs products of the Gram matrix's size, so the eigenvalues rule out first the matrices whose
   // smallest column would fail: near-square ones, whose small singular values sit far below ||M||_F)
   const double tol = resolve_tol(opt, p, A.scalar_type());
-  if (!f64 && (!opt.compute_uv || !opt.full_matrices) && knobs().start_converged && might_converge(L, p, tol)) {
-    const at::Tensor C = at::bmm(V0.mT(), at::bmm(G, V0)).contiguous();
-    const double* c = C.const_data_ptr<double>();
-    std::vector<int64_t> perm(B * q);
-    bool pass = true;
-    for (int64_t k = 0; k < B && pass; ++k) {
-      const double* ck = c + k * q * q;
-      double fro = 0;  // ||M||_F^2 = trace(C)
-      for (int64_t j = 0; j < q; ++j) fro += ck[j * q + j];
-      const ConvergedStart test = converged_start(fro, p, q, tol);
-      pass = ConvergedStart::fro_ok(fro);
-      for (int64_t i = 0; i < q && pass; ++i)
-        for (int64_t j = i; j < q && pass; ++j) pass = test.entry_ok(ck, q, i, j);
-      int64_t* pk = perm.data() + k * q;  // the columns by decreasing C_jj, ties in order
-      std::iota(pk, pk + q, int64_t{0});
-      std::stable_sort(pk, pk + q, [&](int64_t a, int64_t b) { return ck[a * q + a] > ck[b * q + b]; });
-    }
-    if (pass) {
-      const at::Tensor order = at::from_blob(perm.data(), {B, q}, at::kLong);
+  const bool test = (!opt.compute_uv || !opt.full_matrices) &&
+                    (f64 ? knobs().start_converged_f64 && p >= 2 * q : knobs().start_converged) &&
+                    might_converge(L, p, tol, f64);
+  at::Tensor Xd;  // (f64: X = M V0, packed as V0^T W)
+  if (f64) Xd = at::bmm(V0.mT(), Wd);
+  at::Tensor order;
+  if (test) {
+    const at::Tensor C = (f64 ? at::bmm(Xd, Xd.mT()) : at::bmm(V0.mT(), at::bmm(G, V0))).contiguous();
+    if (converged_order(C, p, tol, f64, &order)) {
       const at::Tensor Vp = V0.gather(2, order.unsqueeze(1).expand({B, q, q}));  // V0's columns in that order
       const at::Tensor d = C.diagonal(0, 1, 2).gather(1, order).sqrt();
       CoreResult r;
       r.S = d.to(A.scalar_type()).contiguous().view({-1});
       r.info = at::ones({B}, A.options().dtype(at::kInt));  // (the Jacobi's one sweep on X)
       if (!opt.compute_uv) return r;
-      r.U = at::bmm((Vp / d.unsqueeze(1)).mT(), Wd).to(A.scalar_type()).contiguous().view({-1});
+      const at::Tensor U = f64 ? Xd.gather(1, order.unsqueeze(2).expand({B, q, p})) / d.unsqueeze(2)
+                               : at::bmm((Vp / d.unsqueeze(1)).mT(), Wd);
+      r.U = U.to(A.scalar_type()).contiguous().view({-1});
       r.V = Vp.mT().to(A.scalar_type()).contiguous().view({-1});  // packed V^T
       return r;
     }
   }
-  const at::Tensor X = at::bmm(V0.mT(), Wd).to(A.scalar_type()).contiguous();  // packed, M V0 is V0^T W
+  const at::Tensor X = (f64 ? Xd : at::bmm(V0.mT(), Wd).to(A.scalar_type())).contiguous();  // packed, M V0 is V0^T W
   CoreResult r = jacobi(X.view({-1}), batch, opt);
   if (opt.compute_uv)  // packed, V^T = Vx^T V0^T, in float64
     r.V = at::bmm(r.V.view({B, q, q}).to(at::kDouble), V0.mT()).to(A.scalar_type()).contiguous().view({-1});
