@@ -4,7 +4,8 @@ svd_ex never does, and float64 matrices whose columns are graded beyond sqrt(n e
 and non-finite inputs go without it. Checked: every output property on structured inputs, S against
 LAPACK, the relative accuracy of float64 graded matrices' small singular values (against svd_ex, the
 Jacobi on M), declined matrices solved bit for bit as svd_ex solves them, accepted ones not, and the switch
-(JSVD_EIGH=0, a child process)."""
+(JSVD_EIGH=0, a child process); the converged shortcut (float32 from V0^T G V0, float64 tall ones from
+X^T X) against the Jacobi on X."""
 
 import pytest
 import torch
@@ -138,6 +139,41 @@ def test_float32_already_converged(tmp_path, shape):
     orth = lambda Q: orthogonality_error(Q).max().item()
     assert orth(U) <= max(2 * orth(U0), 10 * n * torch.finfo(torch.float32).eps)
     assert orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * torch.finfo(torch.float32).eps)
+    for got, want in ((torch_jsvd.svd(D, False), off_d), (torch_jsvd.svd(A, True), off_full)):
+        for a, b in zip(got, want):
+            assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("shape", [(1, 600, 128), (16, 200, 64), (2, 700, 160)], ids=str)
+def test_float64_already_converged(tmp_path, shape):
+    """float64 svd (reduced U) and svdvals of tall matrices whose X = M V0 passes the Jacobi's own test on
+    C = X^T X (converged_start_f64, core.h) take S, U = X D^-1 and V without the Jacobi on X: valid factors,
+    S against LAPACK and against the Jacobi on X's (JSVD_START_CONVERGED_F64=0, a child process, whose bits
+    differ) to float64's bound, U and V as orthogonal. A batch with a rank-deficient member, and
+    full_matrices=True, take the Jacobi on X: the child's bits exactly."""
+    g = torch.Generator().manual_seed(sum(shape))
+    A = torch.randn(*shape, generator=g, dtype=torch.float64)
+    D = A.clone()
+    D[-1, :, 1] = D[-1, :, 0]
+    torch.save([A, D], tmp_path / "A.pt")
+    run_child(f"""
+        import os, torch, torch_jsvd
+        A, D = torch.load({str(tmp_path / "A.pt")!r})
+        torch.save([list(torch_jsvd.svd(A, False)), torch_jsvd.svdvals(A), list(torch_jsvd.svd(D, False)),
+                    list(torch_jsvd.svd(A, True))], os.environ["OUT"])
+    """, JSVD_START_CONVERGED_F64="0", OUT=str(tmp_path / "off.pt"))
+    (U0, S0, Vh0), S0v, off_d, off_full = torch.load(tmp_path / "off.pt")
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    m, n = shape[-2:]
+    ref = torch.linalg.svdvals(A)
+    assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float64)
+    assert not torch.equal(S, S0) and not torch.equal(torch_jsvd.svdvals(A), S0v)  # (the shortcut ran)
+    torch.testing.assert_close(S, S0, rtol=0, atol=bound(m, n, torch.float64) * S0[..., :1].max().item())
+    torch.testing.assert_close(torch_jsvd.svdvals(A), S, rtol=0, atol=0)
+    eps = torch.finfo(torch.float64).eps
+    orth = lambda Q: orthogonality_error(Q).max().item()
+    assert orth(U) <= max(2 * orth(U0), 10 * n * eps) and orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * eps)
     for got, want in ((torch_jsvd.svd(D, False), off_d), (torch_jsvd.svd(A, True), off_full)):
         for a, b in zip(got, want):
             assert torch.equal(a, b)

@@ -28,6 +28,12 @@ namespace jsvd {
 // 20x1000x64 7.1 / 29.2, 500x512x16 14.4 / 25.4, 200x256x16 4.3 / 6.8, 100x200x48 15.0 / 20.0, but
 // 100x128x32 6.5 / 6.8, 1000x128x16 20.3 / 18.2, 1000x64x16 18.9 / 12.3; with every member rank-deficient
 // (the Jacobi on M V0 then runs) 500x512x16 46.8 / 43.4, 100x500x32 28.4 / 34.8, 20x1000x64 33.7 / 49.6.
+// Since stop 52 float64 tall matrices (rows >= 2 cols) whose formed X passes the Jacobi's own test
+// (converged_start_f64 on X^T X) skip the Jacobi on X too. This machine, two rounds, ms,
+// JSVD_START_CONVERGED_F64=1 / 0: 1x4000x300 19.9-21.4 / 39.4-40.5, 1x3000x128 3.95-4.09 / 6.80-6.87,
+// 16x512x64 5.33 / 7.37-7.39, 4x1000x128 6.31-6.36 / 8.59-8.76, 1x2000x200 6.1-7.5 / 8.8-9.2; ties where
+// it fails (singular values over 3 or 6 decades: 16x512x64 10.1-11.5 / 10.7-11.9, 1x2000x200 19.5-19.6 /
+// 19.1-19.7), and U, V and the residual identical to two digits.
 // Its float64 work buffers (M, M V0 and two Gram-sized matrices a matrix) are capped at kCpuStartMaxBytes:
 // a larger batch runs the Jacobi on M rather than hold several times its own size in memory.
 constexpr int64_t kCpuStartMinCols = 160;
