@@ -110,68 +110,39 @@ def test_below_the_threshold_and_switched_off():
     """, JSVD_EIGH="0")
 
 
-@pytest.mark.parametrize("shape", [(6, 600, 40), (20, 256, 16), (1, 2000, 64), (2, 800, 160)], ids=str)
-def test_float32_already_converged(tmp_path, shape):
-    """float32 svd (reduced U) and svdvals whose M V0 is already orthogonal to the tolerance in every matrix
-    (ConvergedStart, core.h: the CUDA engine's test) take S, U and V from C = V0^T G V0 and one product
-    without the Jacobi on X: valid factors, S against LAPACK, U and V as orthogonal as the Jacobi on X
-    leaves them (JSVD_START_CONVERGED=0, a child process), whose bits differ. A batch with a rank-deficient
-    member, and full_matrices=True, take the Jacobi on X: the child's bits exactly."""
+@pytest.mark.parametrize("dtype,shape", [(torch.float32, (6, 600, 40)), (torch.float32, (20, 256, 16)),
+                                         (torch.float32, (1, 2000, 64)), (torch.float32, (2, 800, 160)),
+                                         (torch.float64, (1, 600, 128)), (torch.float64, (16, 200, 64)),
+                                         (torch.float64, (2, 700, 160))], ids=str)
+def test_already_converged(tmp_path, dtype, shape):
+    """svd (reduced U) and svdvals whose M V0 is already orthogonal to the tolerance in every matrix
+    (ConvergedStart, core.h: the CUDA engine's test; float32 on C = V0^T G V0, float64's tall matrices on
+    C = X^T X of the formed X, converged_start_f64) take S, U and V without the Jacobi on X: valid factors,
+    S against LAPACK and against the Jacobi on X's (JSVD_START_CONVERGED=0, float64 _F64=0, a child
+    process, whose bits differ), U and V as orthogonal. A batch with a rank-deficient member, and
+    full_matrices=True, take the Jacobi on X: the child's bits exactly."""
     g = torch.Generator().manual_seed(sum(shape))
-    A = torch.randn(*shape, generator=g)
+    A = torch.randn(*shape, generator=g, dtype=dtype)
     D = A.clone()
     D[-1, :, 1] = D[-1, :, 0]
     torch.save([A, D], tmp_path / "A.pt")
+    knob = "JSVD_START_CONVERGED" if dtype == torch.float32 else "JSVD_START_CONVERGED_F64"
     run_child(f"""
         import os, torch, torch_jsvd
         A, D = torch.load({str(tmp_path / "A.pt")!r})
         torch.save([list(torch_jsvd.svd(A, False)), torch_jsvd.svdvals(A), list(torch_jsvd.svd(D, False)),
                     list(torch_jsvd.svd(A, True))], os.environ["OUT"])
-    """, JSVD_START_CONVERGED="0", OUT=str(tmp_path / "off.pt"))
+    """, **{knob: "0"}, OUT=str(tmp_path / "off.pt"))
     (U0, S0, Vh0), S0v, off_d, off_full = torch.load(tmp_path / "off.pt")
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     m, n = shape[-2:]
     ref = torch.linalg.svdvals(A.double())
-    assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float32)
+    assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, dtype)
     assert not torch.equal(S, S0) and not torch.equal(torch_jsvd.svdvals(A), S0v)  # (the shortcut ran)
+    torch.testing.assert_close(S, S0, rtol=0, atol=bound(m, n, dtype) * S0[..., :1].max().item())
     torch.testing.assert_close(torch_jsvd.svdvals(A), S, rtol=0, atol=0)
-    orth = lambda Q: orthogonality_error(Q).max().item()
-    assert orth(U) <= max(2 * orth(U0), 10 * n * torch.finfo(torch.float32).eps)
-    assert orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * torch.finfo(torch.float32).eps)
-    for got, want in ((torch_jsvd.svd(D, False), off_d), (torch_jsvd.svd(A, True), off_full)):
-        for a, b in zip(got, want):
-            assert torch.equal(a, b)
-
-
-@pytest.mark.parametrize("shape", [(1, 600, 128), (16, 200, 64), (2, 700, 160)], ids=str)
-def test_float64_already_converged(tmp_path, shape):
-    """float64 svd (reduced U) and svdvals of tall matrices whose X = M V0 passes the Jacobi's own test on
-    C = X^T X (converged_start_f64, core.h) take S, U = X D^-1 and V without the Jacobi on X: valid factors,
-    S against LAPACK and against the Jacobi on X's (JSVD_START_CONVERGED_F64=0, a child process, whose bits
-    differ) to float64's bound, U and V as orthogonal. A batch with a rank-deficient member, and
-    full_matrices=True, take the Jacobi on X: the child's bits exactly."""
-    g = torch.Generator().manual_seed(sum(shape))
-    A = torch.randn(*shape, generator=g, dtype=torch.float64)
-    D = A.clone()
-    D[-1, :, 1] = D[-1, :, 0]
-    torch.save([A, D], tmp_path / "A.pt")
-    run_child(f"""
-        import os, torch, torch_jsvd
-        A, D = torch.load({str(tmp_path / "A.pt")!r})
-        torch.save([list(torch_jsvd.svd(A, False)), torch_jsvd.svdvals(A), list(torch_jsvd.svd(D, False)),
-                    list(torch_jsvd.svd(A, True))], os.environ["OUT"])
-    """, JSVD_START_CONVERGED_F64="0", OUT=str(tmp_path / "off.pt"))
-    (U0, S0, Vh0), S0v, off_d, off_full = torch.load(tmp_path / "off.pt")
-    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
-    assert_valid_svd(A, U, S, Vh, False)
-    m, n = shape[-2:]
-    ref = torch.linalg.svdvals(A)
-    assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float64)
-    assert not torch.equal(S, S0) and not torch.equal(torch_jsvd.svdvals(A), S0v)  # (the shortcut ran)
-    torch.testing.assert_close(S, S0, rtol=0, atol=bound(m, n, torch.float64) * S0[..., :1].max().item())
-    torch.testing.assert_close(torch_jsvd.svdvals(A), S, rtol=0, atol=0)
-    eps = torch.finfo(torch.float64).eps
+    eps = torch.finfo(dtype).eps
     orth = lambda Q: orthogonality_error(Q).max().item()
     assert orth(U) <= max(2 * orth(U0), 10 * n * eps) and orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * eps)
     for got, want in ((torch_jsvd.svd(D, False), off_d), (torch_jsvd.svd(A, True), off_full)):
