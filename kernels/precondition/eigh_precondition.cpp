@@ -103,14 +103,14 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // (syevd synchronises anyway: read first; the batched Jacobi never does, so it is read last, where svd
   // reads its info next anyway, and a declined batch is then solved again without the start)
   if (!batched && !ok()) return e.without_start(A, b, opt);
-  // float32 svd (reduced U) and svdvals: where M V0 is already converged in every matrix
-  // (start_converged.h), U, S and V without the Jacobi on X.
+  // svd (reduced U) and svdvals: where M V0 is already converged in every matrix (start_converged.h), U,
+  // S and V without the Jacobi on X (float32 from G and V0 or from X; float64 from X, by the Jacobi's test).
   const bool converged_outputs_ok = opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
                                     knobs().start_converged;
   const bool converged_route = !f64 && converged_outputs_ok;
   const double tol = resolve_tol(opt, p, A.scalar_type());
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
-  bool may_pass = false;  // (the eigen-solvers' routes: whether the eigenvalues leave the test a chance)
+  bool may_pass = false;  // (whether X is tested: on the eigen-solvers' routes, where the eigenvalues leave it a chance)
   if (batched) {
     // A batch of small Gram matrices: this engine's one-sided Jacobi on them, in one call (the warp or
     // shared-memory level), where torch.linalg.eigh would loop over them. Its V is orthogonal to working
@@ -191,8 +191,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     const at::Tensor Xd = at::empty({B, q, p}, G.options());
     bmm_into<double>(Xd, V0.mT(), Wd, 1.0, 0.0);
     if (may_pass) {
-      // The eigen-solvers' routes (float32) and float64's batched one: the test on C = X^T X
-      // (converged_fails), and U = X D^-1 from X itself.
+      // The eigen-solvers' routes and float64's batched one: the test on C = X^T X (converged_fails), and
+      // U = X D^-1 from X itself.
       const at::Tensor C = at::empty({B, q, q}, G.options());
       bmm_into<double>(C, Xd, Xd.mT(), 1.0, 0.0);
       if (read_int(converged_fails(C, p, tol, f64)) == 0) {
