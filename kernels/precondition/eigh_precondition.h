@@ -110,26 +110,30 @@ constexpr double kEighManyMinWork = 3e7;
 // 6.55-6.60, 20x600x100 C=1e6 1.67-1.72 / 1.87-1.99, 10x300x77 C=1e6 1.16-1.50 / 1.22-1.36. Not taken:
 // longer matrices, whose Jacobi on X runs one block a matrix where it still has to rotate (8x4096x128
 // 1.37-1.52 / 6.18-6.41 Gaussian, but C=1e6 17.4-17.5 / 6.26-6.55; 30x4096x100 C=1e6 16.4-16.8 /
-// 6.29-6.44; 40x2000x128 C=1e6 4.51-4.68 / 4.35-4.42: kEighMidQrRows, below); near-square ones (500x96² 5.13-5.28 / 3.95-4.15,
-// 1000x128x80 8.07-8.20 / 5.47-5.63, 200x128² 3.74-3.82 / 3.37-3.92); beyond 128 columns (20x600x150
-// 8.3-10.8 / 5.5-5.7, 50x2000x200 10.5-12.9 / 10.5-10.7).
+// 6.29-6.44; 40x2000x128 C=1e6 4.51-4.68 / 4.35-4.42: kEighMidQrRows, below); near-square ones (500x96²
+// 5.13-5.28 / 3.95-4.15, 1000x128x80 8.07-8.20 / 5.47-5.63, 200x128² 3.74-3.82 / 3.37-3.92); beyond 128
+// columns (20x600x150 8.3-10.8 / 5.5-5.7, 50x2000x200 10.5-12.9 / 10.5-10.7; stop 52: 64x200² 11.3-13.0 /
+// 7.3-7.7, and float64 40x160² 12.5-13.5 / 7.5-8.5, 64x200² 15.0-15.8 / 13.9-14.9).
 // float64: Gaussian batches gain (stop 52, two rounds, ms, start / QR path: 200x100² 3.67-3.79 /
 // 7.19-7.22, 200x112² 4.37-4.66 / 9.63-9.89, 200x120² 4.84-5.19 / 8.58-8.83, 500x96² 6.76 / 13.1,
 // 200x256x128 4.55-4.89 / 6.17-6.58, 100x512x128 3.06-3.07 / 4.42-4.62, 10x300x77 1.07-1.59 / 2.51-2.52,
 // 200x100² C=1e6 3.60-3.62 / 6.13-6.31), save squares of 128 columns, where the QR path's kernels are
-// faster (200x128² 5.88-6.18 / 5.72-6.33, 500x128² 12.9-13.1 / 12.2-12.6), but ill-conditioned ones lose where syevBatched's eigenvalues decline them only after it
-// (kEighMinEigRatioF64: 200x100² C=1e12 7.54-7.57 / 5.76-5.79, 100x1000x100 C=1e10 6.41-6.42 / 5.17-5.18,
-// 10x300x77 C=1e8 7.37-7.40 / 6.56-6.60): float64's V0 there leaves the Jacobi on X as many sweeps as on M.
-// So float64's Gram matrices are first factored by Cholesky (cholesky_checks, start_checks.h), which
-// declines most such batches before syevBatched.
+// faster (200x128² 5.88-6.18 / 5.72-6.33, 500x128² 12.9-13.1 / 12.2-12.6). Ill-conditioned ones lost
+// where syevBatched's eigenvalues declined them only after it (kEighMinEigRatioF64: 200x100² C=1e12
+// 7.54-7.57 / 5.76-5.79, 100x1000x100 C=1e10 6.41-6.42 / 5.17-5.18, 10x300x77 C=1e8 7.37-7.40 /
+// 6.56-6.60): float64's V0 there leaves the Jacobi on X as many sweeps as on M. So float64's Gram matrices
+// are first factored by Cholesky (cholesky_checks, start_checks.h), which declines most such batches
+// before syevBatched (with it: C=1e12 6.42-6.59 / 6.05-6.15, C=1e10 5.60-5.69 / 5.32-5.37; C=1e8, whose
+// pivots do not show it, 7.92-8.02 / 6.71-6.83).
 constexpr int64_t kEighMidMaxCols = 128;
 constexpr int64_t kEighMidRatio = 2;
-// The Jacobi on X of matrices beyond kEighMidQrRows rows (65 to kEighMidMaxCols columns) by the QR path: there
-// X's Jacobi otherwise runs a block a matrix where it still has to rotate. H100, stop 52, `ab_knob.sh
-// JSVD_START_X_QR` with the start forced (two rounds, ms, QR path on X / Jacobi on X / the QR path without
-// the start; ||U^T U - I||_F): 8x4096x128 1.22-1.23 / 1.24 / 6.22 (7.4e-8 / 7.4e-8 / 2.8e-5); C=1e6 6.15-6.16
-// / 17.4 / 6.17 (2.8e-6 / 1.9e-6 / 3.1e-5); 30x4096x100 C=1e6 6.62-6.65 / 16.4-16.6 / 6.21; 20x8192x100
-// 1.64-2.07 / 1.66-1.67 / 20.6; C=1e6 21.4 / 33.7-34.0 / 20.7.
+// The Jacobi on X of matrices beyond kEighMidQrRows rows (65 to kEighMidMaxCols columns) by the QR path
+// (JSVD_START_X_QR=0 never): X's Jacobi otherwise runs a block a matrix where it still has to rotate.
+// H100, stop 52, `ab_knob.sh JSVD_START_X_QR` with the start forced (two rounds, ms, QR path on X /
+// Jacobi on X / the QR path without the start; ||U^T U - I||_F): 8x4096x128 1.22-1.23 / 1.24 / 6.22
+// (7.4e-8 / 7.4e-8 / 2.8e-5); C=1e6 6.15-6.16 / 17.4 / 6.17 (2.8e-6 / 1.9e-6 / 3.1e-5); 30x4096x100
+// C=1e6 6.62-6.65 / 16.4-16.6 / 6.21; 20x8192x100 1.64-2.07 / 1.66-1.67 / 20.6; C=1e6 21.4 / 33.7-34.0 /
+// 20.7.
 constexpr int64_t kEighMidQrRows = 2048;
 // float64 batches on syevBatched's route are declined after it where a matrix's least eigenvalue is below
 // kEighMinEigRatioF64 of its largest. V0 resolves the eigenvector of G's eigenvalue lambda_j to about
@@ -143,8 +147,9 @@ constexpr int64_t kEighMidQrRows = 2048;
 // 62.2). 1e12 also: 40x300x256 22.1 / 32.5 (QR path 12.3), 100x512² 368 / 381 (321). A batch declined
 // there paid the Gram matrices and syevBatched for nothing, so the Gram matrices' Cholesky pivots are
 // tested first (cholesky_checks, start_checks.h: a pivot below the ratio bounds the least eigenvalue below
-// it; JSVD_EIGH_COND=2 only the eigenvalues, 0 neither). (float32 keeps the start: 100x512² C=1e6 58.2 against 65.5
-// on the QR path, 200x256² 23.0 against 24.9.)
+// it; JSVD_EIGH_COND=2 only the eigenvalues, 0 neither): stop 52, 200x256² C=1e12 48.1-48.2 / 64.3-64.7
+// (JSVD_EIGH_COND 1 / 2), at a cost of 30.4-30.5 -> 31.0-31.1 on a Gaussian batch. (float32 keeps the
+// start: 100x512² C=1e6 58.2 against 65.5 on the QR path, 200x256² 23.0 against 24.9.)
 constexpr double kEighMinEigRatioF64 = 32 * DBL_EPSILON;
 // float32's Gram matrices (float64) need their Jacobi only to eps32 / 8, not to float64's tolerance: the
 // one-sided Jacobi on G stops where every pair of G V0's columns is within tol of orthogonal, which leaves
