@@ -110,7 +110,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   const bool converged_route = !f64 && converged_outputs_ok;
   const double tol = resolve_tol(opt, p, A.scalar_type());
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
-  bool may_pass = false;  // (whether X is tested: on the eigen-solvers' routes, where the eigenvalues leave it a chance)
+  bool may_pass = false;  // (whether X is tested; the eigen-solvers' routes: where the eigenvalues leave it a chance)
   if (batched) {
     // A batch of small Gram matrices: this engine's one-sided Jacobi on them, in one call (the warp or
     // shared-memory level), where torch.linalg.eigh would loop over them. Its V is orthogonal to working
