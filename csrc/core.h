@@ -212,7 +212,7 @@ inline StartLimits start_limits(bool f64, int64_t cols) {
 // fro = ||M||_F^2, eg = 2 (rows + cols) eps64 fro (the float64 roundings of G and C), the Jacobi's tol and
 // eps32. fro must be positive and finite, every column must pass column_ok and every pair pair_ok
 // (entry_ok: entry (i, j), i <= j, of the row-major q x q C). Both engines call these.
-// float64 (converged_start_f64; the CUDA engine's batched start, on C = X^T X of the formed X): the
+// float64 (converged_start_f64; both engines' float64 start, on C = X^T X of the formed X): the
 // Jacobi's own test, with no margin for C's rounding (eg = 0; a pair within it of tol may be decided as
 // the Jacobi's own dot product would not, either way within its accuracy), and columns above C's rounding
 // level (col_min: a zero or rank-deficient column goes to the Jacobi, which completes U).
