@@ -35,7 +35,7 @@ struct Knobs {
   bool start_x_qr = true;  // JSVD_START_X_QR=0: the start's Jacobi on X of long matrices without the QR path (eigh_precondition.h)
   bool gram_products = true;  // JSVD_GRAM_PRODUCTS=0: float32's batched start takes G and X from cuBLAS on a float64 copy (gram_products.h)
   bool start_converged = true;  // JSVD_START_CONVERGED=0: float32's batched start always runs the Jacobi on X (start_converged.h)
-  bool start_converged_f64 = true;  // JSVD_START_CONVERGED_F64=0: float64's batched start runs the Jacobi on X without testing X first
+  bool start_converged_f64 = true;  // JSVD_START_CONVERGED_F64=0: float64's start (both engines) runs the Jacobi on X without testing X first
   bool list_qr = false;  // JSVD_LIST_QR=1: a list's members take the one-launch QR (qr_list.cpp; off: it was slower)
   // --- CUDA launchers and sweep loop ---
   bool cross_only = true;      // JSVD_CROSS_ONLY=0: every block-pair task redoes its blocks' inner pairs
