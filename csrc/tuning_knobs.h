@@ -51,6 +51,7 @@ struct Knobs {
   // --- CPU engine (csrc/cpu) ---
   int cpu_block_width = 0;  // JSVD_CPU_W: sweep-ordering block width (1: pointwise; 0: by cache size)
   bool cpu_avx2 = true;     // JSVD_CPU_NO_AVX2 (set): the plain loops
+  bool cpu_stop_bound = true;  // JSVD_CPU_STOP_BOUND=0: every matrix ends with a sweep that rotates nothing (converged_by_bound)
   bool cpu_avx512 = true;   // JSVD_CPU_NO_AVX512 (set): AVX2 at most
 };
 
@@ -106,6 +107,7 @@ inline Knobs read() {
   k.whole_merge = on("JSVD_WHOLE_MERGE", k.whole_merge);
   k.cpu_block_width = integer("JSVD_CPU_W", k.cpu_block_width);
   if (k.cpu_block_width < 0) k.cpu_block_width = 0;
+  k.cpu_stop_bound = on("JSVD_CPU_STOP_BOUND", k.cpu_stop_bound);
   k.cpu_avx2 = std::getenv("JSVD_CPU_NO_AVX2") == nullptr;
   k.cpu_avx512 = std::getenv("JSVD_CPU_NO_AVX512") == nullptr;
   return k;

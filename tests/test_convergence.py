@@ -1,12 +1,13 @@
 """Convergence: svd_ex's info counts the sweeps (or reports -1 where max_sweeps ran out), svd and svdvals
 raise where svd_ex reports, both stop at the same sweep with the same bits, and tol trades sweeps for
-accuracy. On both devices; the CUDA cases add shapes for its levels (shared memory, warp, blocked)."""
+accuracy. On both devices; the CUDA cases add shapes for its levels (shared memory, warp, blocked). The CPU
+engine's stop by xGESVJ's bound against the sweep that rotates nothing."""
 
 import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, on_devices
+from jsvd_testutils import assert_valid_svd, on_devices, orthogonality_error, run_child
 
 DTYPES = [torch.float32, torch.float64]
 
@@ -85,3 +86,32 @@ def test_looser_tol_takes_fewer_sweeps(device, shape, tol):
     tight = torch_jsvd.svd_ex(A)
     assert (loose.info >= 0).all() and (loose.info <= tight.info).all() and (loose.info < tight.info).any()
     assert_valid_svd(A, *tight[:3], True)
+
+
+@pytest.mark.parametrize("dtype,shape,compute_uv", [(torch.float64, (1, 512, 512), True),
+                                                    (torch.float64, (40, 100, 60), True),
+                                                    (torch.float32, (100, 64, 64), False)], ids=str)
+def test_cpu_stop_by_bound(tmp_path, dtype, shape, compute_uv):
+    """The CPU engine stops after a sweep whose largest cosine and sine bound every pair below tol
+    (converged_by_bound, LAPACK xGESVJ's test; float64, and svdvals) instead of running the sweep that
+    rotates nothing: against JSVD_CPU_STOP_BOUND=0 (a child process), no more sweeps (fewer on some
+    matrices), S within two ulps, U and V as orthogonal, on Gaussian and column-graded (8 decades) members."""
+    g = torch.Generator().manual_seed(sum(shape))
+    A = torch.randn(*shape, generator=g, dtype=torch.float64)
+    if shape[0] > 1:
+        A[0] *= torch.logspace(0, -8, shape[-1], dtype=torch.float64)
+    A = A.to(dtype)
+    torch.save(A, tmp_path / "A.pt")
+    run_child(f"""
+        import os, torch, torch_jsvd
+        A = torch.load({str(tmp_path / "A.pt")!r})
+        torch.save(list(torch_jsvd.svd_ex(A, full_matrices=False, compute_uv={compute_uv})), os.environ["OUT"])
+    """, JSVD_CPU_STOP_BOUND="0", OUT=str(tmp_path / "off.pt"))
+    U0, S0, Vh0, info0 = torch.load(tmp_path / "off.pt")
+    U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False, compute_uv=compute_uv)
+    assert (info >= 1).all() and (info <= info0).all() and (info < info0).any()
+    assert ((S - S0).abs() <= 2 * torch.finfo(dtype).eps * S0).all()
+    if compute_uv:
+        assert_valid_svd(A, U, S, Vh, False)
+        for Q, Q0 in ((U, U0), (Vh.mT, Vh0.mT)):
+            assert orthogonality_error(Q).max() <= 2 * orthogonality_error(Q0).max()

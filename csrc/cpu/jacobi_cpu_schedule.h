@@ -193,7 +193,7 @@ inline const Schedule& schedule_for(int64_t q, int64_t w, bool serial) {
 }
 
 template <typename T>
-bool run_unit(const Work<T>& m, const Schedule::Unit& u) {
+bool run_unit(const Work<T>& m, const Schedule::Unit& u, SweepStats& st) {
   bool any = false;
   const int64_t ns = static_cast<int64_t>(u.step_begin.size());
   thread_local std::vector<double> pre;
@@ -201,21 +201,27 @@ bool run_unit(const Work<T>& m, const Schedule::Unit& u) {
   for (int64_t s = 0; s < ns; ++s) {
     const int64_t b = u.step_begin[s], e = s + 1 < ns ? u.step_begin[s + 1] : static_cast<int64_t>(u.pi.size());
     const Fusion fu{u.fz1.data() + b, u.ft1.data() + b, u.fz2.data() + b, u.ft2.data() + b, pre.data(), b};
-    any |= process_pairs(m, u.pi.data() + b, u.pj.data() + b, e - b, &fu);
+    any |= process_pairs(m, u.pi.data() + b, u.pj.data() + b, e - b, st, &fu);
   }
   return any;
 }
 
-// One sweep; returns true if any pair rotated above tol (not yet converged).
+// One sweep; returns true if any pair rotated above tol (not yet converged). *st: its largest cosine and
+// sine (SweepStats), merged over the threads (a slot each).
 template <typename T>
-bool sweep(const Work<T>& m, const Schedule& sch, bool parallel) {
+bool sweep(const Work<T>& m, const Schedule& sch, bool parallel, SweepStats& st) {
   bool rotated = false;
   if (!parallel) {
     for (const auto& ph : sch.phases)
-      for (const auto& u : ph) rotated |= run_unit(m, u);
+      for (const auto& u : ph) rotated |= run_unit(m, u, st);
     return rotated;
   }
   std::atomic<bool> any{false};
+  std::vector<SweepStats> slots(static_cast<size_t>(std::max(1, at::get_num_threads())));
+  const auto merged = [&] {
+    for (const SweepStats& s : slots) st.merge(s);
+    return any.load();
+  };
   if (sch.nblocks > 0) {
     // Blocked schedule on several threads: no barrier between units. Units
     // are taken in schedule order from a shared counter; a unit waits only
@@ -230,18 +236,18 @@ bool sweep(const Work<T>& m, const Schedule& sch, bool parallel) {
     for (int64_t b = 0; b < sch.nblocks; ++b) done[b].store(0, std::memory_order_relaxed);
     std::atomic<int64_t> next{0};
     const int nt = static_cast<int>(std::min<int64_t>(at::get_num_threads(), sch.max_concurrent));
-    Pool::get().run(std::max(1, nt), [&](int) {
+    Pool::get().run(std::max(1, nt), [&](int t) {
       bool r = false;
       for (int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < nu;) {
         const Schedule::Unit& u = *order[k];
         for (size_t k2 = 0; k2 < u.blocks.size(); ++k2)
           while (done[u.blocks[k2]].load(std::memory_order_acquire) < u.need[k2]) Pool::cpu_relax();
-        r |= run_unit(m, u);
+        r |= run_unit(m, u, slots[t]);
         for (int32_t b : u.blocks) done[b].fetch_add(1, std::memory_order_release);
       }
       if (r) any = true;
     });
-    return any.load();
+    return merged();
   }
   const int64_t pair_cost = 8 * (m.p + (m.v ? m.q : 0));  // ~flops of one pair visit
   for (const auto& ph : sch.phases) {
@@ -254,18 +260,18 @@ bool sweep(const Work<T>& m, const Schedule& sch, bool parallel) {
       const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), n / grain));
       Pool::get().run(static_cast<int>(nt), [&](int t) {
         const int64_t b = n * t / nt, e = n * (t + 1) / nt;
-        if (process_pairs(m, u.pi.data() + b, u.pj.data() + b, e - b)) any = true;
+        if (process_pairs(m, u.pi.data() + b, u.pj.data() + b, e - b, slots[t])) any = true;
       });
     } else {
       // units handed out from a shared counter (a slowed thread holds up one unit)
       std::atomic<int64_t> next{0};
-      Pool::get().run(static_cast<int>(std::min<int64_t>(nu, at::get_num_threads())), [&](int) {
+      Pool::get().run(static_cast<int>(std::min<int64_t>(nu, at::get_num_threads())), [&](int t) {
         bool r = false;
-        for (int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < nu;) r |= run_unit(m, ph[k]);
+        for (int64_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < nu;) r |= run_unit(m, ph[k], slots[t]);
         if (r) any = true;
       });
     }
   }
-  return any.load();
+  return merged();
 }
 

@@ -100,10 +100,32 @@ struct Fusion {
 
 constexpr double kRootEps = 1.4901161193847656e-08;  // sqrt(DBL_EPSILON)
 
+// The largest squared cosine of a pair tested, and squared sine of a rotation applied, in a sweep (for
+// converged_by_bound below; merged over the threads).
+struct SweepStats {
+  double cos2 = 0, sin2 = 0;
+  void merge(const SweepStats& o) {
+    cos2 = std::max(cos2, o.cos2);
+    sin2 = std::max(sin2, o.sin2);
+  }
+};
+
+// LAPACK's xGESVJ stops after a sweep whose largest cosine was below sqrt(q) tol and whose rotations
+// were so small that no later one in it can have moved a pair back above tol (q max|cos| max|sin| < tol):
+// the sweep that would find nothing is not run (docs/experiments.md, stop 52). Only from the second
+// sweep, and only where rotations are applied down to tol (float64, and svdvals): float32's svd applies
+// them down to eps in that last sweep, which leaves U orthogonal to working precision (apply_tol).
+inline bool converged_by_bound(const SweepStats& st, int64_t q, double tol) {
+  const double c = std::sqrt(st.cos2), s = std::sqrt(st.sin2), n = static_cast<double>(q);
+  return c < std::sqrt(n) * tol && n * c * s < tol;
+}
+
 template <typename T>
-bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64_t n, const Fusion* fu = nullptr) {
+bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64_t n, SweepStats& st,
+                   const Fusion* fu = nullptr) {
   constexpr int G = 8;
   bool any = false;  // a rotation above tol
+  SweepStats mine;
   const double tol2 = m.tol * m.tol, apply2 = m.apply * m.apply;
   for (int64_t k0 = 0; k0 < n; k0 += G) {
     const int g_n = static_cast<int>(std::min<int64_t>(G, n - k0));
@@ -128,6 +150,7 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
       const double pd = di[k] * dj[k];
       rot[k] = g[k] * g[k] > apply2 * pd;
       above[k] = g[k] * g[k] > tol2 * pd;
+      if (pd > 0) mine.cos2 = std::max(mine.cos2, g[k] * g[k] / pd);
       if (!rot[k]) continue;
       const double t = rotation_tan(di[k], dj[k], g[k]);
       // sin and tau = sin/(1+cos) = t/(1+sqrt(1+t^2)) for the update form of
@@ -136,6 +159,7 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
       s[k] = t / r;
       tau[k] = t / (1.0 + r);
       tg[k] = t * g[k];
+      mine.sin2 = std::max(mine.sin2, s[k] * s[k]);
     }
     for (int k = 0; k < g_n; ++k) {
       if (!rot[k]) continue;
@@ -162,6 +186,7 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
       m.d[j] = nj < kRootEps * dj[k] ? dot(m.a + j * m.p, m.a + j * m.p, m.p) : nj;
     }
   }
+  st.merge(mine);
   return any;
 }
 
@@ -298,10 +323,12 @@ int32_t svd_one(T* a, T* u, T* s_out, T* v_out, int64_t p, int64_t q, int64_t uc
 
   int32_t info = kInfoNotConverged;
   const Schedule& sch = schedule_for(q, block_width(p, q, want_uv, sizeof(T)), !parallel);
+  const bool by_bound = m.apply == m.tol && knobs().cpu_stop_bound;
   for (int64_t sw = 1; sw <= max_sweeps; ++sw) {
     for (int64_t k = 0; k < q; ++k) d[k] = dot(a + k * p, a + k * p, p);  // exact, once per sweep
     sort_columns(m);
-    if (!sweep(m, sch, parallel)) {
+    SweepStats st;
+    if (!sweep(m, sch, parallel, st) || (by_bound && sw > 1 && converged_by_bound(st, q, tol))) {
       info = static_cast<int32_t>(sw);
       break;
     }
