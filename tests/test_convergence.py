@@ -89,13 +89,14 @@ def test_looser_tol_takes_fewer_sweeps(device, shape, tol):
 
 
 @pytest.mark.parametrize("dtype,shape,compute_uv", [(torch.float64, (1, 512, 512), True),
-                                                    (torch.float64, (40, 100, 60), True),
+                                                    (torch.float64, (40, 100, 64), True),
                                                     (torch.float32, (100, 64, 64), False)], ids=str)
 def test_cpu_stop_by_bound(tmp_path, dtype, shape, compute_uv):
     """The CPU engine stops after a sweep whose largest cosine and sine bound every pair below tol
-    (converged_by_bound, LAPACK xGESVJ's test; float64, and svdvals) instead of running the sweep that
-    rotates nothing: against JSVD_CPU_STOP_BOUND=0 (a child process), no more sweeps (fewer on some
-    matrices), S within two ulps, U and V as orthogonal, on Gaussian and column-graded (8 decades) members."""
+    (converged_by_bound, LAPACK xGESVJ's test; float64, and svdvals, from 64 columns) instead of running
+    the sweep that rotates nothing: against JSVD_CPU_STOP_BOUND=0 (a child process), no more sweeps (fewer
+    on some matrices), S within two ulps, U and V as orthogonal, on Gaussian and column-graded (8 decades)
+    members."""
     g = torch.Generator().manual_seed(sum(shape))
     A = torch.randn(*shape, generator=g, dtype=torch.float64)
     if shape[0] > 1:

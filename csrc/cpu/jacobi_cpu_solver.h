@@ -48,6 +48,7 @@ struct Work {
   double* d;     // squared column norms, kept current by the rotations
   double apply;  // rotations are applied down to this (<= tol; apply_tol below)
   double negl;   // squared norms at or below this are numerically zero (negligible_norm2)
+  bool stats = false;  // track SweepStats, for converged_by_bound (off where it is not used: a cost per pair)
 };
 
 // Numerically zero columns (README, "Convergence"). With the matrix scaled to
@@ -115,17 +116,25 @@ struct SweepStats {
 // the sweep that would find nothing is not run (docs/experiments.md, stop 52). Only from the second
 // sweep, and only where rotations are applied down to tol (float64, and svdvals): float32's svd applies
 // them down to eps in that last sweep, which leaves U orthogonal to working precision (apply_tol).
+// From kStopBoundMinCols columns: below it the test seldom passes before the sweep that rotates nothing, and
+// tracking the maxima cost more than it saved (this machine, float64, mean sweeps and ms with / without:
+// 1000x8² 6.08 / 6.12, 3.28 / 3.11-3.17; 1000x16² 7.02 / 7.13, 11.8-12.5 / 11.4-11.7; 1000x32² 7.89 / 8.05,
+// 55.8-56.4 / 53.8-55.5; but 200x64² 8.38 / 8.91, 47.1-48.9 / 48.2-48.6; 50x128² 9.04 / 9.76, 50.7-52.2 /
+// 54.0-55.7).
+constexpr int64_t kStopBoundMinCols = 64;
 inline bool converged_by_bound(const SweepStats& st, int64_t q, double tol) {
   const double c = std::sqrt(st.cos2), s = std::sqrt(st.sin2), n = static_cast<double>(q);
   return c < std::sqrt(n) * tol && n * c * s < tol;
 }
 
-template <typename T>
-bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64_t n, SweepStats& st,
-                   const Fusion* fu = nullptr) {
+// kStats: whether it tracks SweepStats (Work::stats; a template argument so that the loop without it
+// compiles as it did before: float32's svd measured 5-8% slower with a run-time test in it).
+template <typename T, bool kStats>
+bool process_pairs_impl(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64_t n, SweepStats& st,
+                        const Fusion* fu) {
   constexpr int G = 8;
   bool any = false;  // a rotation above tol
-  SweepStats mine;
+  SweepStats mine = st;  // (from the sweep's maxima so far: a new maximum, and its division, is rare)
   const double tol2 = m.tol * m.tol, apply2 = m.apply * m.apply;
   for (int64_t k0 = 0; k0 < n; k0 += G) {
     const int g_n = static_cast<int>(std::min<int64_t>(G, n - k0));
@@ -150,7 +159,9 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
       const double pd = di[k] * dj[k];
       rot[k] = g[k] * g[k] > apply2 * pd;
       above[k] = g[k] * g[k] > tol2 * pd;
-      if (pd > 0) mine.cos2 = std::max(mine.cos2, g[k] * g[k] / pd);
+      if constexpr (kStats) {
+        if (g[k] * g[k] > mine.cos2 * pd) mine.cos2 = g[k] * g[k] / pd;  // (a division only on a new max)
+      }
       if (!rot[k]) continue;
       const double t = rotation_tan(di[k], dj[k], g[k]);
       // sin and tau = sin/(1+cos) = t/(1+sqrt(1+t^2)) for the update form of
@@ -159,7 +170,7 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
       s[k] = t / r;
       tau[k] = t / (1.0 + r);
       tg[k] = t * g[k];
-      mine.sin2 = std::max(mine.sin2, s[k] * s[k]);
+      if constexpr (kStats) mine.sin2 = std::max(mine.sin2, s[k] * s[k]);
     }
     for (int k = 0; k < g_n; ++k) {
       if (!rot[k]) continue;
@@ -186,8 +197,15 @@ bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64
       m.d[j] = nj < kRootEps * dj[k] ? dot(m.a + j * m.p, m.a + j * m.p, m.p) : nj;
     }
   }
-  st.merge(mine);
+  if constexpr (kStats) st = mine;
   return any;
+}
+
+template <typename T>
+bool process_pairs(const Work<T>& m, const int32_t* pi, const int32_t* pj, int64_t n, SweepStats& st,
+                   const Fusion* fu = nullptr) {
+  return m.stats ? process_pairs_impl<T, true>(m, pi, pj, n, st, fu)
+                 : process_pairs_impl<T, false>(m, pi, pj, n, st, fu);
 }
 
 #include "jacobi_cpu_schedule.h"
@@ -323,12 +341,12 @@ int32_t svd_one(T* a, T* u, T* s_out, T* v_out, int64_t p, int64_t q, int64_t uc
 
   int32_t info = kInfoNotConverged;
   const Schedule& sch = schedule_for(q, block_width(p, q, want_uv, sizeof(T)), !parallel);
-  const bool by_bound = m.apply == m.tol && knobs().cpu_stop_bound;
+  m.stats = m.apply == m.tol && q >= kStopBoundMinCols && knobs().cpu_stop_bound;
   for (int64_t sw = 1; sw <= max_sweeps; ++sw) {
     for (int64_t k = 0; k < q; ++k) d[k] = dot(a + k * p, a + k * p, p);  // exact, once per sweep
     sort_columns(m);
     SweepStats st;
-    if (!sweep(m, sch, parallel, st) || (by_bound && sw > 1 && converged_by_bound(st, q, tol))) {
+    if (!sweep(m, sch, parallel, st) || (m.stats && sw > 1 && converged_by_bound(st, q, tol))) {
       info = static_cast<int32_t>(sw);
       break;
     }
