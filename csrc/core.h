@@ -235,6 +235,10 @@ JSVD_HOST_DEVICE inline ConvergedStart converged_start(double fro, int64_t rows,
 JSVD_HOST_DEVICE inline ConvergedStart converged_start_f64(double fro, int64_t rows, int64_t cols, double tol) {
   return {0.0, tol, DBL_EPSILON, 16.0 * static_cast<double>(rows + cols) * DBL_EPSILON * fro};
 }
+// The test for the outputs' dtype: float64's on the formed X, float32's otherwise.
+JSVD_HOST_DEVICE inline ConvergedStart converged_start(bool f64, double fro, int64_t rows, int64_t cols, double tol) {
+  return f64 ? converged_start_f64(fro, rows, cols, tol) : converged_start(fro, rows, cols, tol);
+}
 
 // Packed outputs of an engine. U and V are undefined tensors when !compute_uv.
 // info: int32, one per matrix (codes above), never requiring a host sync to produce.

@@ -23,12 +23,6 @@ bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptio
 
 namespace {
 
-// The converged test's bounds (ConvergedStart, core.h): float32's from V0^T G V0, float64's the Jacobi's own
-// on the formed X.
-ConvergedStart converged_test(bool f64, double fro, int64_t p, int64_t q, double tol) {
-  return f64 ? converged_start_f64(fro, p, q, tol) : converged_start(fro, p, q, tol);
-}
-
 // Whether every matrix's least eigenvalue passes ConvergedStart::column_ok (float64: half of it, as the
 // CUDA engine's eigen-solvers' routes): L (B, q), increasing.
 bool might_converge(const at::Tensor& L, int64_t p, double tol, bool f64) {
@@ -38,7 +32,7 @@ bool might_converge(const at::Tensor& L, int64_t p, double tol, bool f64) {
   for (int64_t k = 0; k < B; ++k) {
     double fro = 0;
     for (int64_t j = 0; j < q; ++j) fro += l[k * q + j];
-    if (!converged_test(f64, fro, p, q, tol).column_ok((f64 ? 2.0 : 1.0) * l[k * q])) return false;
+    if (!converged_start(f64, fro, p, q, tol).column_ok((f64 ? 2.0 : 1.0) * l[k * q])) return false;
   }
   return true;
 }
@@ -54,7 +48,7 @@ bool converged_order(const at::Tensor& C, int64_t p, double tol, bool f64, at::T
     const double* ck = c + k * q * q;
     double fro = 0;  // ||M||_F^2 = trace(C)
     for (int64_t j = 0; j < q; ++j) fro += ck[j * q + j];
-    const ConvergedStart test = converged_test(f64, fro, p, q, tol);
+    const ConvergedStart test = converged_start(f64, fro, p, q, tol);
     if (!ConvergedStart::fro_ok(fro)) return false;
     for (int64_t i = 0; i < q; ++i)
       for (int64_t j = i; j < q; ++j)

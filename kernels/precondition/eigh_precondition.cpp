@@ -33,7 +33,7 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
     return rows < 2 * cols && cols <= (f64 ? kSyevBatchedMaxCols : kSyevBatchedMaxColsF32) && batch >= min_batch;
   }
   if (cols > kEighJacobiMaxCols)  // (the Gram matrices beyond the engine's one-block Jacobi: syevBatched)
-    return cols <= kEighMidMaxCols && syev_batched_on(batch) &&
+    return eigh_mid_cols(cols) && syev_batched_on(batch) &&
            (rows >= kEighMidRatio * cols || (f64 && cols < kEighMidMaxCols));
   const double work = static_cast<double>(batch) * rows * cols * cols;
   if (cols < kEighTallMinCols) return false;
@@ -108,6 +108,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   const bool converged_outputs_ok = opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
                                     knobs().start_converged;
   const bool converged_route = !f64 && converged_outputs_ok;
+  const bool test_x_f64 = f64 && converged_outputs_ok && knobs().start_converged_f64;  // (float64: X itself)
   const double tol = resolve_tol(opt, p, A.scalar_type());
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
   bool may_pass = false;  // (whether X is tested; the eigen-solvers' routes: where the eigenvalues leave it a chance)
@@ -124,7 +125,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // `ab_knob.sh JSVD_START_CONVERGED_F64` (two rounds, ms, with the test / without): 1000x1024x16
     // 0.615-0.620 / 0.801-0.820, 100x512x64 0.818-0.888 / 0.991-1.164, 30x20000x24 0.80-0.92 / 4.01-4.14,
     // 1000x128x32 0.61-0.67 / 0.61-0.81; on syevBatched's route 100x512x128 2.50 / 3.05-3.11.
-    may_pass = f64 && converged_outputs_ok && knobs().start_converged_f64;
+    may_pass = test_x_f64;
   } else {
     // float64 syevd costs about what float32's does up to 2048² (H100: 19.4 against 18.7 ms at 1536²,
     // 127 against 97 at 4096²), and the float32 route's V0, an approximation, left the Jacobi more
@@ -133,8 +134,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // A batch in one call of cuSOLVER's syevBatched, where torch.linalg.eigh would loop over syevd.
     // (||M||_F^2, for the converged test's bound: before syevBatched overwrites G)
     // (float64: tall matrices only, near-square ones' X hardly passes: 200x256², 1x2048² paid 1%)
-    const bool test_x = converged_route ||
-                        (f64 && p >= kEighMidRatio * q && converged_outputs_ok && knobs().start_converged_f64);
+    const bool test_x = converged_route || (test_x_f64 && p >= kEighMidRatio * q);
     const at::Tensor fro = test_x ? G.diagonal(0, -2, -1).sum(-1) : at::Tensor();
     at::Tensor w;  // the eigenvalues, increasing
     if (syev_batched_on(B)) {
@@ -157,7 +157,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // C_jj is an eigenvalue to within the solver's backward error, far below eg: a matrix whose least
     // eigenvalue is below half of column_ok's bound cannot pass, and the test is not formed.
     if (test_x) {
-      const ConvergedStart unit = f64 ? converged_start_f64(1.0, p, q, tol) : converged_start(1.0, p, q, tol);
+      const ConvergedStart unit = converged_start(f64, 1.0, p, q, tol);
       may_pass = w.select(-1, 0).ge(fro * (0.5 * unit.col_min)).all().item<bool>();
     }
   }
@@ -203,7 +203,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     X = Xd.to(A.scalar_type());
   }
   // Long matrices of 65 to kEighMidMaxCols columns: the QR path on X (kEighMidQrRows).
-  const bool x_qr = knobs().start_x_qr && p > kEighMidQrRows && q > kEighJacobiMaxCols && q <= kEighMidMaxCols;
+  const bool x_qr = knobs().start_x_qr && p > kEighMidQrRows && eigh_mid_cols(q);
   CoreResult r = (x_qr ? e.without_start : e.jacobi)(X.view({-1}), b, opt);
   // V = V0 V_x; packed, V^T = V_x^T V0^T. In float64: a float32 product's errors of about q eps
   // would cost V as much orthogonality again.

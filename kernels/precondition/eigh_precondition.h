@@ -127,6 +127,7 @@ constexpr double kEighManyMinWork = 3e7;
 // pivots do not show it, 7.92-8.02 / 6.71-6.83).
 constexpr int64_t kEighMidMaxCols = 128;
 constexpr int64_t kEighMidRatio = 2;
+inline bool eigh_mid_cols(int64_t cols) { return cols > kEighJacobiMaxCols && cols <= kEighMidMaxCols; }
 // The Jacobi on X of matrices beyond kEighMidQrRows rows (65 to kEighMidMaxCols columns) by the QR path
 // (JSVD_START_X_QR=0 never): X's Jacobi otherwise runs a block a matrix where it still has to rotate.
 // H100, stop 52, `ab_knob.sh JSVD_START_X_QR` with the start forced (two rounds, ms, QR path on X /

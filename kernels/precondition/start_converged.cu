@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kThreads) converged_test_kernel(const double* 
   double f = 0;  // ||M||_F^2 = trace(C)
   for (int j = threadIdx.x; j < q; j += kThreads) f += c[static_cast<int64_t>(j) * (q + 1)];
   const double fro = block_sum(f, red);
-  const ConvergedStart test = f64 ? converged_start_f64(fro, rows, q, tol) : converged_start(fro, rows, q, tol);
+  const ConvergedStart test = converged_start(f64, fro, rows, q, tol);
   bool fail = !ConvergedStart::fro_ok(fro);
   for (int64_t e = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; e < qq;
        e += static_cast<int64_t>(gridDim.x) * kThreads) {
