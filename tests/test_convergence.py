@@ -116,3 +116,33 @@ def test_cpu_stop_by_bound(tmp_path, dtype, shape, compute_uv):
         assert_valid_svd(A, U, S, Vh, False)
         for Q, Q0 in ((U, U0), (Vh.mT, Vh0.mT)):
             assert orthogonality_error(Q).max() <= 2 * orthogonality_error(Q0).max()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA")
+@pytest.mark.parametrize("level,shape,compute_uv", [("gemm", (1, 512, 512), True), ("gemm", (2, 700, 300), False),
+                                                    ("gram", (3, 300, 256), True)], ids=str)
+def test_cuda_stop_by_bound(tmp_path, level, shape, compute_uv):
+    """The CUDA engine's Gram EVD and GEMM levels (forced by JSVD_LEVEL) stop float64 matrices by
+    xGESVJ's bound too (the largest cosine, and the most J moves a cosine, gram_evd.cuh): against
+    JSVD_GPU_STOP_BOUND=0, no more sweeps (fewer on some matrices), S within two ulps, U and V as
+    orthogonal, on Gaussian and column-graded (8 decades) members. svd_ex: no Gram-eigenvector start."""
+    g = torch.Generator().manual_seed(sum(shape))
+    A = torch.randn(*shape, generator=g, dtype=torch.float64)
+    A[0] *= torch.logspace(0, -8, shape[-1], dtype=torch.float64)
+    torch.save(A, tmp_path / "A.pt")
+    code = f"""
+        import os, torch, torch_jsvd
+        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
+        out = torch_jsvd.svd_ex(A, full_matrices=False, compute_uv={compute_uv})
+        torch.save([t.cpu() for t in out], os.environ["OUT"])
+    """
+    for on in ("0", "1"):
+        run_child(code, timeout=300, JSVD_LEVEL=level, JSVD_GPU_STOP_BOUND=on, OUT=str(tmp_path / f"{on}.pt"))
+    U0, S0, Vh0, info0 = torch.load(tmp_path / "0.pt")
+    U, S, Vh, info = torch.load(tmp_path / "1.pt")
+    assert (info >= 1).all() and (info <= info0).all() and (info < info0).any(), (info, info0)
+    assert ((S - S0).abs() <= 2 * torch.finfo(A.dtype).eps * S0).all()
+    if compute_uv:
+        assert_valid_svd(A, U, S, Vh, False)
+        for Q, Q0 in ((U, U0), (Vh.mT, Vh0.mT)):
+            assert orthogonality_error(Q).max() <= 2 * orthogonality_error(Q0).max()

@@ -111,20 +111,14 @@ struct SweepStats {
   }
 };
 
-// LAPACK's xGESVJ stops after a sweep whose largest cosine was below sqrt(q) tol and whose rotations
-// were so small that no later one in it can have moved a pair back above tol (q max|cos| max|sin| < tol):
-// the sweep that would find nothing is not run (docs/experiments.md, stop 52). Only from the second
-// sweep, and only where rotations are applied down to tol (float64, and svdvals): float32's svd applies
-// them down to eps in that last sweep, which leaves U orthogonal to working precision (apply_tol).
-// From kStopBoundMinCols columns: below it the test seldom passes before the sweep that rotates nothing, and
-// tracking the maxima cost more than it saved (this machine, float64, mean sweeps and ms with / without:
-// 1000x8² 6.08 / 6.12, 3.28 / 3.11-3.17; 1000x16² 7.02 / 7.13, 11.8-12.5 / 11.4-11.7; 1000x32² 7.89 / 8.05,
-// 55.8-56.4 / 53.8-55.5; but 200x64² 8.38 / 8.91, 47.1-48.9 / 48.2-48.6; 50x128² 9.04 / 9.76, 50.7-52.2 /
-// 54.0-55.7).
+// The stop by xGESVJ's bound (converged_by_bound, core.h), from kStopBoundMinCols columns: below it the
+// test seldom passes before the sweep that rotates nothing, and tracking the maxima cost more than it saved
+// (this machine, float64, mean sweeps and ms with / without: 1000x8² 6.08 / 6.12, 3.28 / 3.11-3.17;
+// 1000x16² 7.02 / 7.13, 11.8-12.5 / 11.4-11.7; 1000x32² 7.89 / 8.05, 55.8-56.4 / 53.8-55.5; but 200x64²
+// 8.38 / 8.91, 47.1-48.9 / 48.2-48.6; 50x128² 9.04 / 9.76, 50.7-52.2 / 54.0-55.7).
 constexpr int64_t kStopBoundMinCols = 64;
 inline bool converged_by_bound(const SweepStats& st, int64_t q, double tol) {
-  const double c = std::sqrt(st.cos2), s = std::sqrt(st.sin2), n = static_cast<double>(q);
-  return c < std::sqrt(n) * tol && n * c * s < tol;
+  return jsvd::converged_by_bound(std::sqrt(st.cos2), std::sqrt(st.sin2), q, tol);
 }
 
 // kStats: whether it tracks SweepStats (Work::stats; a template argument so that the loop without it

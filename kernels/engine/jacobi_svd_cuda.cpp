@@ -169,6 +169,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
     // reads ahead (experiments).
     // A GEMM-level sweep costs its GEMMs even past convergence: never ahead.
     const bool pipelined = knobs().sweep_pipeline && gemm.empty();
+    const bool stop_bound = knobs().gpu_stop_bound;  // (float64 only: launch_end_sweep)
     at::Tensor active, active_host;
     std::array<at::cuda::CUDAEvent, 2> counted;
     if (opt.may_sync) {
@@ -208,7 +209,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
         const int slot = static_cast<int>(sweep & 1);
         int32_t* dev = active.data_ptr<int32_t>() + slot;
         C10_CUDA_CHECK(cudaMemsetAsync(dev, 0, sizeof(int32_t), stream));
-        launch_end_sweep(args.state, bl, nbl, dev, stream);
+        launch_end_sweep(args, bl, nbl, dev, stop_bound, stream);
         C10_CUDA_CHECK(cudaMemcpyAsync(active_host.mutable_data_ptr<int32_t>() + slot, dev, sizeof(int32_t),
                                        cudaMemcpyDeviceToHost, stream));
         counted[slot].record(at::cuda::getCurrentCUDAStream());
@@ -222,7 +223,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
           if (still_active == 0) break;
         }
       } else {
-        launch_end_sweep(args.state, bl, nbl, nullptr, stream);
+        launch_end_sweep(args, bl, nbl, nullptr, stop_bound, stream);
       }
     }
     // The last count's copy may still be pending: the caching host allocator

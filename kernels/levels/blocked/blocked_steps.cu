@@ -7,6 +7,7 @@
 #include "levels/blocked/blocked_steps.h"
 
 #include "common/jacobi_device.cuh"
+#include "core.h"  // converged_by_bound
 
 #include <c10/cuda/CUDAException.h>
 
@@ -92,17 +93,29 @@ __global__ void __launch_bounds__(kPassThreads) scale_kernel(EngineArgs<T> args,
   if (blockIdx.y == 0 && threadIdx.x == 0) args.info[k] = bad ? -2 : 0;
 }
 
-// One thread per matrix: a sweep that rotated nothing means convergence.
-__global__ void end_sweep_kernel(MatrixState* state, const int32_t* mats, int n, int32_t* active) {
+// One thread per matrix: a sweep that rotated nothing means convergence, and so
+// does one after which xGESVJ's bound holds (`bound`: the levels that track it,
+// float64; converged_by_bound, core.h).
+template <typename T>
+__global__ void end_sweep_kernel(EngineArgs<T> args, const int32_t* mats, int n, int32_t* active, bool bound) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= n) return;
-  MatrixState& st = state[list_at(mats, t)];
+  const int k = list_at(mats, t);
+  MatrixState& st = args.state[k];
   if (!st.converged) {
     st.sweeps += 1;
-    if (!st.rotated) st.converged = 1;
+    bool done = !st.rotated;
+    if (!done && bound && st.tracked && st.sweeps > 1) {
+      const MatrixDesc md = matrix_desc(args, k);
+      done = converged_by_bound(__int_as_float(st.cos_bits), __int_as_float(st.sin_bits), md.q,
+                                convergence_tol<T>(args.tol, md.p));
+    }
+    if (done) st.converged = 1;
     else if (active) atomicAdd(active, 1);
   }
   st.rotated = 0;
+  st.cos_bits = 0;
+  st.sin_bits = 0;
 }
 
 // Finalisation, pass 1: the exact squared norm of every column.
@@ -399,9 +412,11 @@ void launch_prologue(const EngineArgs<T>& args, const int32_t* mats, int n, int6
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-void launch_end_sweep(MatrixState* state, const int32_t* mats, int n, int32_t* active, cudaStream_t stream) {
+template <typename T>
+void launch_end_sweep(const EngineArgs<T>& args, const int32_t* mats, int n, int32_t* active, bool bound,
+                      cudaStream_t stream) {
   if (n == 0) return;
-  end_sweep_kernel<<<(n + 255) / 256, 256, 0, stream>>>(state, mats, n, active);
+  end_sweep_kernel<T><<<(n + 255) / 256, 256, 0, stream>>>(args, mats, n, active, bound && sizeof(T) == sizeof(double));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -448,6 +463,8 @@ void launch_complete(const EngineArgs<T>& args, const int32_t* mats, int n, int6
 
 template void launch_prologue<float>(const EngineArgs<float>&, const int32_t*, int, int64_t, cudaStream_t);
 template void launch_prologue<double>(const EngineArgs<double>&, const int32_t*, int, int64_t, cudaStream_t);
+template void launch_end_sweep<float>(const EngineArgs<float>&, const int32_t*, int, int32_t*, bool, cudaStream_t);
+template void launch_end_sweep<double>(const EngineArgs<double>&, const int32_t*, int, int32_t*, bool, cudaStream_t);
 template void launch_finalize<float>(const EngineArgs<float>&, const int32_t*, int, int64_t, double*, int32_t*,
                                      cudaStream_t);
 template void launch_finalize<double>(const EngineArgs<double>&, const int32_t*, int, int64_t, double*, int32_t*,

@@ -18,9 +18,12 @@ template <typename T>
 void launch_prologue(const EngineArgs<T>& args, const int32_t* mats, int n, int64_t max_q, cudaStream_t stream);
 
 // Per matrix: sweeps += 1 unless converged; converged once a sweep rotated
-// nothing; rotated flags cleared. Counts the still active matrices into
+// nothing, or (`bound`, float64) once xGESVJ's bound holds where the level
+// tracks it; the sweep's flags cleared. Counts the still active matrices into
 // *active when active != nullptr.
-void launch_end_sweep(MatrixState* state, const int32_t* mats, int n, int32_t* active, cudaStream_t stream);
+template <typename T>
+void launch_end_sweep(const EngineArgs<T>& args, const int32_t* mats, int n, int32_t* active, bool bound,
+                      cudaStream_t stream);
 
 // S, U (first q columns), V sorted by descending S; info; rank. norms and
 // order: scratch of one double and one int per singular value (packed like S).

@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kEvdThreads)
   }
   __syncthreads();
   // (the same tests and thresholds as the Gram EVD level)
-  if (!done) gram_pair_evd<T>(e, c, static_cast<int>(g.m), args.tol, args.Vw != nullptr, /*f64_data=*/true, inner_sweeps, &args.state[k].rotated);
+  if (!done) gram_pair_evd<T>(e, c, static_cast<int>(g.m), args.tol, args.Vw != nullptr, /*f64_data=*/true, inner_sweeps, &args.state[k]);
   for (int idx = threadIdx.x; idx < cc; idx += blockDim.x) J[idx] = e.J[idx];
 }
 

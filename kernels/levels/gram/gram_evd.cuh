@@ -44,15 +44,19 @@ __device__ inline unsigned char* carve_evd(unsigned char* raw, int c, EvdSmem& s
 // returns whether some column pair exceeds `apply` (rotations are due), and
 // sets *above when some exceeds `tol` (the pair is not converged). Columns of
 // squared norm <= negl are numerically zero and take no part (jacobi_device.cuh).
-__device__ inline bool gram_off_diagonal(const double* B, int c, double negl, double apply, double tol, bool* above) {
+// With `cmax`, also this thread's largest cosine |b_lj| / sqrt(b_ll b_jj) (xGESVJ's stop).
+__device__ inline bool gram_off_diagonal(const double* B, int c, double negl, double apply, double tol, bool* above,
+                                         double* cmax = nullptr) {
   int off = 0, abv = 0;
   for (int idx = threadIdx.x; idx < c * c; idx += blockDim.x) {
     const int l = idx / c, j = idx % c;
     if (l < j) {
       const double bll = B[l * c + l], bjj = B[j * c + j], blj = B[idx];
       const bool live = bll > negl && bjj > negl;
-      off |= live && fabs(blj) > apply * sqrt(bll) * sqrt(bjj);
-      abv |= live && fabs(blj) > tol * sqrt(bll) * sqrt(bjj);
+      const double norms = sqrt(bll) * sqrt(bjj);
+      off |= live && fabs(blj) > apply * norms;
+      abv |= live && fabs(blj) > tol * norms;
+      if (cmax && live) *cmax = fmax(*cmax, fabs(blj) / norms);
     }
   }
   *above = __syncthreads_or(abv) != 0;
@@ -132,25 +136,62 @@ __device__ inline void jacobi_evd(EvdSmem& s, int c, double negl, double apply, 
   }
 }
 
+// The block's largest `v` into the non-negative float whose bits are at `slot`, rounded up (every
+// thread of the block calls it).
+__device__ inline void block_max_into(int32_t* slot, double v) {
+  const unsigned bits = __reduce_max_sync(0xffffffffu, __float_as_uint(__double2float_ru(v)));
+  if ((threadIdx.x & 31) == 0) atomicMax(slot, static_cast<int32_t>(bits));
+}
+
+// The widest pair of both Gram routes (kGramMaxCols, kGemmMaxPair).
+constexpr int kEvdMaxCols = 64;
+
 // Steps 2 and 3 of both Gram routes, on the pair's Gram matrix s.B of a
 // p-row matrix (s.J = I, set by the caller): the relative tests of the
-// one-sided kernels (a pair above tol is not converged: *rotated = 1;
+// one-sided kernels (a pair above tol is not converged: st->rotated = 1;
 // rotations are applied down to `apply`, for float32 with vectors its eps, or
 // eps / 8 where the data stay in float64 between steps (`f64_data`: the GEMM
 // level), so that U's and V's columns end orthogonal to below float32's
 // rounding: ||U^T U - I||_F adds up n^2 cosines), then the EVD if some pair
 // is above `apply`. Returns whether it ran (J != I).
+// float64 (where apply = tol) also records xGESVJ's maxima for end_sweep_kernel
+// (converged_by_bound, core.h): the largest cosine tested, and as the sine the
+// most that J moves a column's cosine with any column outside the pair, relative
+// to that cosine: column x becomes sum_k J_kx a_k, so its cosine with z moves by
+// at most sum_{k != x} |J_kx| |a_k| / |x'| times the largest cosine. A column
+// meets about q / w pairs a sweep, each of up to 2w columns, so q c s < tol
+// bounds the sweep's drift as the scalar rule does.
 template <typename T>
 __device__ bool gram_pair_evd(EvdSmem& s, int c, int p, double tol_arg, bool with_vectors, bool f64_data,
-                              int max_sweeps, int32_t* rotated) {
+                              int max_sweeps, MatrixState* st) {
+  constexpr bool kBound = sizeof(T) == sizeof(double);
+  __shared__ double d0[kBound ? kEvdMaxCols : 1];  // the columns' squared norms before J
   const double tol = convergence_tol<T>(tol_arg, p);
   const double eps = static_cast<double>(eps_of<T>()) / (f64_data ? 8 : 1);
   const double apply = sizeof(T) == sizeof(float) && with_vectors ? fmin(tol, eps) : tol;
   const double negl = negligible_norm2<T>(p);  // numerically zero columns take no part (jacobi_device.cuh)
   bool above;
-  const bool off = gram_off_diagonal(s.B, c, negl, apply, tol, &above);
-  if (above && threadIdx.x == 0) *rotated = 1;
-  if (off) jacobi_evd(s, c, negl, apply, max_sweeps);
+  double cmax = 0;
+  const bool off = gram_off_diagonal(s.B, c, negl, apply, tol, &above, kBound ? &cmax : nullptr);
+  if (above && threadIdx.x == 0) st->rotated = 1;
+  if constexpr (kBound)
+    for (int l = threadIdx.x; l < c; l += blockDim.x) d0[l] = s.B[l * c + l];
+  if (off) jacobi_evd(s, c, negl, apply, max_sweeps);  // (begins and ends with a barrier)
+  if constexpr (kBound) {
+    double smax = 0;
+    if (off)
+      for (int x = threadIdx.x; x < c; x += blockDim.x) {
+        const double lx = s.B[x * c + x];
+        if (lx <= negl) continue;
+        double sum = 0;
+        for (int k = 0; k < c; ++k)
+          if (k != x && d0[k] > negl) sum += fabs(s.J[x * c + k]) * sqrt(d0[k]);
+        smax = fmax(smax, sum / sqrt(lx));
+      }
+    block_max_into(&st->cos_bits, cmax);
+    block_max_into(&st->sin_bits, smax);
+    if (threadIdx.x == 0) st->tracked = 1;
+  }
   return off;
 }
 

@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kThreads) gram_evd_kernel(EngineArgs<T> args, 
   __syncthreads();
 
   // 2.-3. Already orthogonal? Else the EVD (gram_evd.cuh).
-  if (!gram_pair_evd<T>(s.evd, c, p, args.tol, args.Vw != nullptr, /*f64_data=*/false, args.max_sweeps, &args.state[k].rotated)) return;
+  if (!gram_pair_evd<T>(s.evd, c, p, args.tol, args.Vw != nullptr, /*f64_data=*/false, args.max_sweeps, &args.state[k])) return;
 
   // 4. Apply J to the pair's columns of A and of the V workspace.
   apply_rotation(A, p, p, c, c0, w0, c1, s);
