@@ -62,6 +62,7 @@
       if (rot.t != T(0)) {
         ss = rot.s;
         tau = rot.tau;
+        if (writer) track_bound(gabs, dx, dy, rot.s);
         const double t = static_cast<double>(rot.t);
         before_write();
         if (writer) *dy_slot = dy + t * axy;  // eq. (6)

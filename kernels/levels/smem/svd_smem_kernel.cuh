@@ -39,6 +39,7 @@
 #include "levels/smem/halving_order.h"
 #include "common/jacobi_device.cuh"
 #include "levels/smem/svd_smem.h"
+#include "core.h"  // converged_by_bound
 
 namespace jsvd {
 namespace cuda {
@@ -284,6 +285,28 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
   const StepTolerances tols = step_tolerances<T>(args.tol, p);  // (jacobi_device.cuh)
   const double tol2 = tols.tol2, apply2 = tols.apply2;
   const double tiny2 = negligible_norm2<T>(p);
+  // xGESVJ's stop (converged_by_bound, core.h), float64 (apply = tol): the largest squared cosine and
+  // sine of the sweep's rotations, kept in shared memory (registers: the 64-register kernels spilled),
+  // as the bits of non-negative floats. Whole matrices stop by them in the kernel, block pairs pass them
+  // to end_sweep_kernel. The rotated pairs suffice for the cosine: a sweep with no pair above tol ends
+  // anyway, and one with a pair above tol has its largest cosine among them.
+  constexpr bool kBound = sizeof(T) == sizeof(double);
+  __shared__ unsigned s_cos2, s_sin2;
+  auto track_bound = [&](double gabs, double dx, double dy, T sn) {
+    if constexpr (kBound) {
+      // No double division (its registers made the 64-register kernels spill): float reciprocals of the
+      // squared norms (the data are scaled to max|a| = 1, so norms above negligible_norm2 are in float's
+      // range), their few ulp of error far below the bound's slack, then rounded up by 2^-20.
+      // (A stale read of the maximum only costs an atomic.)
+      // (|g| / dx and |g| / dy, each within float's range where the pair rotates: |g| > tol sqrt(dx dy))
+      const float gx = static_cast<float>(gabs * __frcp_rn(static_cast<float>(dx)));
+      const float gy = static_cast<float>(gabs * __frcp_rn(static_cast<float>(dy)));
+      const float sf = static_cast<float>(sn);
+      const unsigned cb = __float_as_uint(gx * gy * 1.000001f), sb = __float_as_uint(sf * sf * 1.000001f);
+      if (cb > s_cos2) atomicMax(&s_cos2, cb);
+      if (sb > s_sin2) atomicMax(&s_sin2, sb);
+    }
+  };
   // Pairs of a step. Whole matrices, and a block pair's first task of a sweep
   // (intra): the round-robin over all c columns. Other block pairs: only the
   // w0 x w1 cross pairs, in max(w0, w1) steps (column k of the first block
@@ -353,6 +376,7 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
     if (tid == 0) {
       s_rot = 0;
       s_any = 0;
+      if constexpr (kBound) s_cos2 = s_sin2 = 0;
     }
     exact_norms();  // once per sweep
     __syncthreads();
@@ -408,6 +432,7 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
         if (t == T(0)) continue;  // an angle below T's range: no rotation, and none to wait for
         ps[pk] = rot.s;
         ptau[pk] = rot.tau;
+        track_bound(gabs, di, dj, rot.s);
         d[i] = fmax(di - static_cast<double>(t) * gg, 0.0);  // eq. (6), cancellation-free form
         d[j] = dj + static_cast<double>(t) * gg;
         s_any = 1;
@@ -428,9 +453,24 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
       __syncthreads();
     }
     sweeps = sweep;
-    const bool rot = s_rot != 0;
+    bool rot = s_rot != 0;
     applied |= s_any != 0;
     if (sweep == 1) first_rotated = rot;
+    if constexpr (kBound) {  // (the steps ended with a barrier)
+      const float bc = sqrtf(__uint_as_float(s_cos2)), bs = sqrtf(__uint_as_float(s_sin2));
+      if constexpr (kPair) {
+        // for end_sweep_kernel, across the matrix's tasks: valid where each column pair is tested once a
+        // sweep (one inner sweep, the default), as the scalar rule assumes
+        if (tid == 0 && args.max_sweeps == 1) {
+          MatrixState& st = args.state[k];
+          atomicMax(&st.cos_bits, __float_as_int(bc));
+          atomicMax(&st.sin_bits, __float_as_int(bs));
+          st.tracked = 1;
+        }
+      } else if (rot && sweep > 1 && converged_by_bound(bc, bs, md.q, sqrt(tol2))) {
+        rot = false;
+      }
+    }
     __syncthreads();  // all have read s_rot before it is reset
     if (!rot) {
       converged = true;
