@@ -39,7 +39,6 @@
 #include "levels/smem/halving_order.h"
 #include "common/jacobi_device.cuh"
 #include "levels/smem/svd_smem.h"
-#include "core.h"  // converged_by_bound
 
 namespace jsvd {
 namespace cuda {
@@ -285,12 +284,13 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
   const StepTolerances tols = step_tolerances<T>(args.tol, p);  // (jacobi_device.cuh)
   const double tol2 = tols.tol2, apply2 = tols.apply2;
   const double tiny2 = negligible_norm2<T>(p);
-  // xGESVJ's stop (converged_by_bound, core.h), float64 (apply = tol): the largest squared cosine and
-  // sine of the sweep's rotations, kept in shared memory (registers: the 64-register kernels spilled),
-  // as the bits of non-negative floats. Whole matrices stop by them in the kernel, block pairs pass them
-  // to end_sweep_kernel. The rotated pairs suffice for the cosine: a sweep with no pair above tol ends
-  // anyway, and one with a pair above tol has its largest cosine among them.
-  constexpr bool kBound = sizeof(T) == sizeof(double);
+  // xGESVJ's stop (converged_by_bound, core.h) for float64 block pairs (apply = tol): the largest
+  // squared cosine and sine of the sweep's rotations, kept in shared memory (registers: the 64-register
+  // kernels spilled), as the bits of non-negative floats, passed to end_sweep_kernel. The rotated pairs
+  // suffice for the cosine: a sweep with no pair above tol ends anyway, and one with a pair above tol has
+  // its largest cosine among them. Not whole matrices: this kernel's last sweep on them rotates no
+  // rounding noise above tol, so the bound, tried there, never saved a sweep (docs/experiments.md, stop 53).
+  constexpr bool kBound = kPair && sizeof(T) == sizeof(double);
   __shared__ unsigned s_cos2, s_sin2;
   auto track_bound = [&](double gabs, double dx, double dy, T sn) {
     if constexpr (kBound) {
@@ -453,23 +453,17 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
       __syncthreads();
     }
     sweeps = sweep;
-    bool rot = s_rot != 0;
+    const bool rot = s_rot != 0;
     applied |= s_any != 0;
     if (sweep == 1) first_rotated = rot;
-    if constexpr (kBound) {  // (the steps ended with a barrier)
-      const float bc = sqrtf(__uint_as_float(s_cos2)), bs = sqrtf(__uint_as_float(s_sin2));
-      if constexpr (kPair) {
-        // for end_sweep_kernel, across the matrix's tasks: valid where each column pair is tested once a
-        // sweep (one inner sweep, the default), as the scalar rule assumes
-        if (tid == 0 && args.max_sweeps == 1) {
-          MatrixState& st = args.state[k];
-          atomicMax(&st.cos_bits, __float_as_int(bc));
-          atomicMax(&st.sin_bits, __float_as_int(bs));
-          st.tracked = 1;
-        }
-      } else if (rot && sweep > 1 && converged_by_bound(bc, bs, md.q, sqrt(tol2))) {
-        rot = false;
-      }
+    // (kBound: the steps ended with a barrier.) For end_sweep_kernel, across the matrix's tasks: valid
+    // where each column pair is tested once a sweep (one inner sweep, the default), as the scalar rule
+    // assumes.
+    if (kBound && tid == 0 && args.max_sweeps == 1) {
+      MatrixState& st = args.state[k];
+      atomicMax(&st.cos_bits, __float_as_int(sqrtf(__uint_as_float(s_cos2))));
+      atomicMax(&st.sin_bits, __float_as_int(sqrtf(__uint_as_float(s_sin2))));
+      st.tracked = 1;
     }
     __syncthreads();  // all have read s_rot before it is reset
     if (!rot) {
