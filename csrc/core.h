@@ -240,20 +240,21 @@ JSVD_HOST_DEVICE inline ConvergedStart converged_start(bool f64, double fro, int
   return f64 ? converged_start_f64(fro, rows, cols, tol) : converged_start(fro, rows, cols, tol);
 }
 
-// Packed outputs of an engine. U and V are undefined tensors when !compute_uv.
-// info: int32, one per matrix (codes above), never requiring a host sync to produce.
 // LAPACK's xGESVJ stops after a sweep whose largest cosine c (|x^T y| / (|x| |y|) over the pairs it
 // tested) was below sqrt(q) tol and whose rotations were so small (largest sine s) that no later one in
 // it can have moved a pair back above tol (q c s < tol): the sweep that would find nothing is not run
 // (docs/experiments.md, stops 52-53). Only from a matrix's second sweep, and only where rotations are
-// applied down to tol (float64, and svdvals): float32's svd applies them down to eps in that last sweep,
+// applied down to tol (float64; on the CPU svdvals too): float32's svd applies them down to eps in that last sweep,
 // which leaves U orthogonal to working precision. Both engines: the CPU's pair loop
-// (jacobi_cpu_solver.h), the CUDA Gram EVD and GEMM levels (levels/gram/gram_evd.cuh).
+// (jacobi_cpu_solver.h); the CUDA engine's block pairs (svd_smem_kernel.cuh), Gram EVD and GEMM levels
+// (levels/gram/gram_evd.cuh), tested per matrix by end_sweep_kernel.
 JSVD_HOST_DEVICE inline bool converged_by_bound(double c, double s, int64_t q, double tol) {
   const double n = static_cast<double>(q);
   return c < sqrt(n) * tol && n * c * s < tol;
 }
 
+// Packed outputs of an engine. U and V are undefined tensors when !compute_uv.
+// info: int32, one per matrix (codes above), never requiring a host sync to produce.
 struct CoreResult {
   at::Tensor U, S, V, info;
 };

@@ -48,7 +48,7 @@ struct Knobs {
   bool pair_delta = true;      // JSVD_PAIR_DELTA=0: float32 512-row pairs carry V's rows, not E = J - I
   bool list_streams = true;    // JSVD_LIST_STREAMS=0: a list's launch groups one after another on the current stream
   bool whole_merge = true;     // JSVD_WHOLE_MERGE=0: a list's whole matrices grouped by block size, not only lanes per rotation
-  bool gpu_stop_bound = true;  // JSVD_GPU_STOP_BOUND=0: float64's Gram EVD and GEMM levels end with a sweep that rotates nothing
+  bool gpu_stop_bound = true;  // JSVD_GPU_STOP_BOUND=0: float64's blocked levels end with a sweep that rotates nothing (converged_by_bound)
   // --- CPU engine (csrc/cpu) ---
   int cpu_block_width = 0;  // JSVD_CPU_W: sweep-ordering block width (1: pointwise; 0: by cache size)
   bool cpu_avx2 = true;     // JSVD_CPU_NO_AVX2 (set): the plain loops

@@ -33,9 +33,9 @@ struct MatrixState {
   int32_t rotated;   // some pair rotated during the current sweep
   int32_t sweeps;    // sweeps done so far
   int32_t converged; // 1 once a sweep rotated nothing (or the input was non-finite)
-  // xGESVJ's stop (converged_by_bound, core.h), float64 Gram EVD and GEMM levels: the current sweep's
-  // largest cosine tested and sine applied, as the bits of non-negative floats (which order as integers,
-  // for atomicMax), and whether this matrix's level tracks them (the pair SVD level does not).
+  // xGESVJ's stop (converged_by_bound, core.h), float64: the current sweep's largest cosine and sine,
+  // as the bits of non-negative floats (which order as integers, for atomicMax), and whether this
+  // matrix's level tracks them (the pair SVD level with one inner sweep, the Gram EVD and GEMM levels).
   int32_t cos_bits, sin_bits, tracked;
 };
 

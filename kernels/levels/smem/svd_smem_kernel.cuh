@@ -296,9 +296,8 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
     if constexpr (kBound) {
       // No double division (its registers made the 64-register kernels spill): float reciprocals of the
       // squared norms (the data are scaled to max|a| = 1, so norms above negligible_norm2 are in float's
-      // range), their few ulp of error far below the bound's slack, then rounded up by 2^-20.
-      // (A stale read of the maximum only costs an atomic.)
-      // (|g| / dx and |g| / dy, each within float's range where the pair rotates: |g| > tol sqrt(dx dy))
+      // range, and so are |g| / dx and |g| / dy where the pair rotates), their few ulp of error far below
+      // the bound's slack, then rounded up by 2^-20. A stale read of a maximum only costs an atomic.
       const float gx = static_cast<float>(gabs * __frcp_rn(static_cast<float>(dx)));
       const float gy = static_cast<float>(gabs * __frcp_rn(static_cast<float>(dy)));
       const float sf = static_cast<float>(sn);
