@@ -169,7 +169,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
     // reads ahead (experiments).
     // A GEMM-level sweep costs its GEMMs even past convergence: never ahead.
     const bool pipelined = knobs().sweep_pipeline && gemm.empty();
-    const bool stop_bound = knobs().gpu_stop_bound;  // (float64 only: launch_end_sweep)
+    const bool stop_bound = knobs().gpu_stop_bound;  // (the levels track it for float64 only: MatrixState)
     at::Tensor active, active_host;
     std::array<at::cuda::CUDAEvent, 2> counted;
     if (opt.may_sync) {

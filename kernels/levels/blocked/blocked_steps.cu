@@ -94,8 +94,8 @@ __global__ void __launch_bounds__(kPassThreads) scale_kernel(EngineArgs<T> args,
 }
 
 // One thread per matrix: a sweep that rotated nothing means convergence, and so
-// does one after which xGESVJ's bound holds (`bound`: the levels that track it,
-// float64; converged_by_bound, core.h).
+// does one after which xGESVJ's bound holds (`bound`, where the matrix's level
+// tracks it: float64 only; converged_by_bound, core.h).
 template <typename T>
 __global__ void end_sweep_kernel(EngineArgs<T> args, const int32_t* mats, int n, int32_t* active, bool bound) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -416,7 +416,7 @@ template <typename T>
 void launch_end_sweep(const EngineArgs<T>& args, const int32_t* mats, int n, int32_t* active, bool bound,
                       cudaStream_t stream) {
   if (n == 0) return;
-  end_sweep_kernel<T><<<(n + 255) / 256, 256, 0, stream>>>(args, mats, n, active, bound && sizeof(T) == sizeof(double));
+  end_sweep_kernel<T><<<(n + 255) / 256, 256, 0, stream>>>(args, mats, n, active, bound);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -165,7 +165,7 @@ template <typename T>
 __device__ bool gram_pair_evd(EvdSmem& s, int c, int p, double tol_arg, bool with_vectors, bool f64_data,
                               int max_sweeps, MatrixState* st) {
   constexpr bool kBound = sizeof(T) == sizeof(double);
-  __shared__ double d0[kBound ? kEvdMaxCols : 1];  // the columns' squared norms before J
+  __shared__ double n0[kBound ? kEvdMaxCols : 1];  // the columns' norms before J (0: numerically zero)
   const double tol = convergence_tol<T>(tol_arg, p);
   const double eps = static_cast<double>(eps_of<T>()) / (f64_data ? 8 : 1);
   const double apply = sizeof(T) == sizeof(float) && with_vectors ? fmin(tol, eps) : tol;
@@ -175,7 +175,7 @@ __device__ bool gram_pair_evd(EvdSmem& s, int c, int p, double tol_arg, bool wit
   const bool off = gram_off_diagonal(s.B, c, negl, apply, tol, &above, kBound ? &cmax : nullptr);
   if (above && threadIdx.x == 0) st->rotated = 1;
   if constexpr (kBound)
-    for (int l = threadIdx.x; l < c; l += blockDim.x) d0[l] = s.B[l * c + l];
+    for (int l = threadIdx.x; l < c; l += blockDim.x) n0[l] = s.B[l * c + l] > negl ? sqrt(s.B[l * c + l]) : 0.0;
   if (off) jacobi_evd(s, c, negl, apply, max_sweeps);  // (begins and ends with a barrier)
   if constexpr (kBound) {
     double smax = 0;
@@ -185,7 +185,7 @@ __device__ bool gram_pair_evd(EvdSmem& s, int c, int p, double tol_arg, bool wit
         if (lx <= negl) continue;
         double sum = 0;
         for (int k = 0; k < c; ++k)
-          if (k != x && d0[k] > negl) sum += fabs(s.J[x * c + k]) * sqrt(d0[k]);
+          if (k != x) sum += fabs(s.J[x * c + k]) * n0[k];
         smax = fmax(smax, sum / sqrt(lx));
       }
     block_max_into(&st->cos_bits, cmax);
