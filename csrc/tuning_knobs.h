@@ -31,6 +31,7 @@ struct Knobs {
   bool qr_in_place = true;  // JSVD_QR_IN_PLACE=0: the one-launch QRs read a packed copy, not the caller's tensor
   int v_solve = -1;      // JSVD_V_SOLVE=0|1: the QR path's V_x by a triangular solve (-1: float64 only; qr_precondition.h)
   int eigh = -1;         // JSVD_EIGH=0|1: never | always (uniform batches) the Gram eigenvectors as the start V
+  int start_evd32 = -1;  // JSVD_START_EVD32=0|1: float32's syevBatched start solves the Gram matrices in float64 | float32 wherever it runs (-1: to kSyevBatchedEvd32MaxCols columns)
   int eigh_cond = 1;     // JSVD_EIGH_COND: float64 batches on syevBatched's route declined by their Cholesky pivots and eigenvalues (1), eigenvalues only (2), never (0)
   bool start_x_qr = true;  // JSVD_START_X_QR=0: the start's Jacobi on X of long matrices without the QR path (eigh_precondition.h)
   bool gram_products = true;  // JSVD_GRAM_PRODUCTS=0: float32's batched start takes G and X from cuBLAS on a float64 copy (gram_products.h)
@@ -90,6 +91,7 @@ inline Knobs read() {
   k.qr_in_place = on("JSVD_QR_IN_PLACE", k.qr_in_place);
   k.v_solve = integer("JSVD_V_SOLVE", k.v_solve);
   k.eigh = integer("JSVD_EIGH", k.eigh);
+  k.start_evd32 = integer("JSVD_START_EVD32", k.start_evd32);
   k.eigh_cond = integer("JSVD_EIGH_COND", k.eigh_cond);
   k.start_x_qr = on("JSVD_START_X_QR", k.start_x_qr);
   k.gram_products = on("JSVD_GRAM_PRODUCTS", k.gram_products);

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, random_rank, run_child, start_v
+from jsvd_testutils import assert_valid_svd, bound, orthogonality_error, random_rank, run_child, start_v
 
 pytestmark = [
     pytest.mark.cuda,
@@ -263,6 +263,43 @@ def test_batches_by_syev_batched(dtype, m, n, full):
     A[7, 3, 3] = float("nan")
     with pytest.raises(torch.linalg.LinAlgError):
         torch_jsvd.svd(A)
+
+
+@pytest.mark.parametrize("m,n", [(256, 256), (300, 384), (512, 512)])
+def test_float32_gram_eigenvectors(tmp_path, m, n):
+    """float32 batches on syevBatched's route to 512 columns solve their Gram matrices in float32
+    (start_evd32), V0 then made orthogonal in float64 by a Newton-Schulz step: every output property, S
+    against LAPACK, and V orthogonal to a few sqrt(n) eps32 (the float32 eigenvectors alone leave ~16 sqrt(n)
+    eps32), on Gaussian members and members at 1e30 (whose float32 Gram matrix would overflow unscaled),
+    1e-30, zero, rank-deficient and graded; S within the bound of the float64 route's
+    (JSVD_START_EVD32=0, in a child process)."""
+    g = torch.Generator().manual_seed(n)
+    A = torch.randn(100, m, n, generator=g, dtype=torch.float64)
+    A[1] = random_rank((m, n), n // 4)
+    A[2] = 0
+    A[3] *= torch.logspace(0, -3, n, dtype=torch.float64)
+    A[5] *= 1e-30
+    A[6] *= 1e30
+    A = A.float().cuda()
+    sv = start_v([(m, n)] * 100, torch.float32)[0]
+    assert sv["solver"] == "cusolverDnXsyevBatched" and sv["gram_dtype"] == "float32"
+    assert start_v([(m, n)] * 100, torch.float64)[0]["gram_dtype"] == "float64"
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    eps = torch.finfo(torch.float32).eps
+    assert orthogonality_error(Vh, rows=True).max().item() <= 3 * n**0.5 * eps
+    ref = torch.linalg.svdvals(A.double())
+    err = ((S.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max()
+    assert err <= bound(m, n, torch.float32)
+    torch.save(A.cpu(), tmp_path / "A.pt")
+    code = f"""
+        import os, torch, torch_jsvd
+        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
+        torch.save(torch_jsvd.svd(A, full_matrices=False)[1].cpu(), os.environ["OUT"])
+    """
+    run_child(code, JSVD_START_EVD32="0", OUT=str(tmp_path / "S64.pt"))
+    S64 = torch.load(tmp_path / "S64.pt").double()
+    assert ((S.cpu().double() - S64).abs().amax(-1) / S64[..., 0].clamp_min(1e-300)).max() <= bound(m, n, torch.float32)
 
 
 @pytest.mark.parametrize("member", ["graded_columns", "ill_conditioned", "rank_deficient", "none"])

@@ -44,6 +44,27 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
 
 bool gram_eig_by_jacobi(int64_t cols) { return cols <= kEighJacobiMaxCols; }
 
+bool start_evd32(int64_t cols, bool f64) {
+  if (f64 || knobs().start_evd32 == 0) return false;
+  return knobs().start_evd32 == 1 || (cols >= kEighMinCols && cols <= kSyevBatchedEvd32MaxCols);
+}
+
+namespace {
+
+// One Newton-Schulz step towards the orthogonal polar factor, V0 (3I - V0^T V0) / 2, in float64: an error
+// E = V0^T V0 - I becomes about 3/4 E^2 (float32 eigenvectors' ~3e-5: ~1e-9). Two batched DGEMMs.
+at::Tensor newton_schulz_step(const at::Tensor& V0) {
+  const int64_t B = V0.size(0), q = V0.size(1);
+  const at::Tensor C = at::empty({B, q, q}, V0.options());
+  bmm_into<double>(C, V0.mT(), V0, -0.5, 0.0);
+  C.diagonal(0, -2, -1).add_(1.5);
+  const at::Tensor V = at::empty({B, q, q}, V0.options());
+  bmm_into<double>(V, V0, C, 1.0, 0.0);
+  return V;
+}
+
+}  // namespace
+
 bool syev_batched_on(int64_t batch) { return kHaveSyevBatched && batch > kEighMaxBatch; }
 
 CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
@@ -134,10 +155,21 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // A batch in one call of cuSOLVER's syevBatched, where torch.linalg.eigh would loop over syevd.
     // (||M||_F^2, for the converged test's bound: before syevBatched overwrites G)
     // (float64: tall matrices only, near-square ones' X hardly passes: 200x256², 1x2048² paid 1%)
-    const bool test_x = converged_route || (test_x_f64 && p >= kEighMidRatio * q);
+    // (float32 Gram matrices, start_evd32: X is about eps32 lambda_max / gap from converged, never tested)
+    const bool evd32 = syev_batched_on(B) && start_evd32(q, f64);
+    const bool test_x = !evd32 && (converged_route || (test_x_f64 && p >= kEighMidRatio * q));
     const at::Tensor fro = test_x ? G.diagonal(0, -2, -1).sum(-1) : at::Tensor();
     at::Tensor w;  // the eigenvalues, increasing
-    if (syev_batched_on(B)) {
+    if (evd32) {
+      bool failed = false;
+      // (each G over its trace ||M||_F^2 first: float32's G would overflow from ||M||_F ~ 2^64; a zero
+      // matrix keeps its zero G)
+      const at::Tensor tr = G.diagonal(0, -2, -1).sum(-1);
+      const at::Tensor scale = at::where(tr > 0, tr.reciprocal(), at::ones_like(tr));
+      V0 = syev_batched((G * scale.view({B, 1, 1})).to(at::kFloat), &failed, &w);
+      if (failed) return e.without_start(A, b, opt);
+      V0 = newton_schulz_step(V0.to(at::kDouble));
+    } else if (syev_batched_on(B)) {
       bool failed = false;
       V0 = syev_batched(G, &failed, &w);
       if (failed) return e.without_start(A, b, opt);

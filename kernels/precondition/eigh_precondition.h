@@ -162,6 +162,19 @@ constexpr double kEighMinEigRatioF64 = 32 * DBL_EPSILON;
 constexpr double kGramTolF32 = FLT_EPSILON / 8.0;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
+// float32 matrices on syevBatched's route to kSyevBatchedEvd32MaxCols columns: the Gram matrices (formed in
+// float64) are rounded to float32 and solved there, V0 made orthogonal to float64's rounding by a
+// Newton-Schulz step (evd32_orthonormalize: V0's ||V0^T V0 - I|| ~ 3e-5 becomes ~1e-9, so that V = V0 V_x
+// keeps float32's orthogonality). X = M V0 then starts about eps32 lambda_max / gap from orthogonal, not
+// converged, and its Jacobi takes about two sweeps more (3 against 1; the result is the Jacobi's either
+// way): it pays where syevBatched in float32 saves more than those sweeps. H100, stop 54, a probe at
+// 8d6c443 (syevBatched alone, float64 / float32 Gram matrices, ms): 200x256² 20.3 / 8.2, 100x512² 55.3 /
+// 40.4, 12x768² 53.7 / 51.8, 10x1024² 66.1 / 58.9; the Jacobi on X 4.4 / 6.6, 9.8 / 16.1, 8.8 / 16.9,
+// 10.9 / 19.4. float64 matrices keep float64's (200x256² 33.2 / 31.4 ms, 100x512² 96.6 / 112.3 in that
+// probe: X's Jacobi took 4 float64 sweeps against 2). JSVD_START_EVD32=0 never, =1 at every width.
+constexpr int64_t kSyevBatchedEvd32MaxCols = 512;
+bool start_evd32(int64_t cols, bool f64);
+
 // Whether a batch's Gram eigenvectors come from syevBatched (syev_batched.h), not a loop of syevd: more
 // than kEighMaxBatch matrices, where this build's cuSOLVER has it.
 bool syev_batched_on(int64_t batch);
