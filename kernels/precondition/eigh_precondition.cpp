@@ -155,8 +155,17 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // A batch in one call of cuSOLVER's syevBatched, where torch.linalg.eigh would loop over syevd.
     // (||M||_F^2, for the converged test's bound: before syevBatched overwrites G)
     // (float64: tall matrices only, near-square ones' X hardly passes: 200x256², 1x2048² paid 1%)
-    // (float32 Gram matrices, start_evd32: X is about eps32 lambda_max / gap from converged, never tested)
-    const bool evd32 = syev_batched_on(B) && start_evd32(q, f64);
+    // float32 Gram matrices (start_evd32), where their Cholesky pivots leave few eigenvectors below what
+    // float32 resolves (kEvd32PivotRatio; JSVD_START_EVD32=1: untested). X is then about eps32 lambda_max /
+    // gap from converged, and never tested.
+    bool evd32 = syev_batched_on(B) && start_evd32(q, f64);
+    if (evd32 && knobs().start_evd32 != 1) {
+      at::Tensor info;
+      const at::Tensor L = potrf_batched(G, &info, kEvd32PivotRatio / 2);
+      const at::Tensor spread = at::zeros({}, bad.options());
+      cholesky_checks(G, L, info, kEvd32PivotRatio, spread, q / kEvd32SmallPivotsPerCol);
+      evd32 = read_int(spread) == 0;
+    }
     const bool test_x = !evd32 && (converged_route || (test_x_f64 && p >= kEighMidRatio * q));
     const at::Tensor fro = test_x ? G.diagonal(0, -2, -1).sum(-1) : at::Tensor();
     at::Tensor w;  // the eigenvalues, increasing

@@ -173,6 +173,15 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
 // 10.9 / 19.4. float64 matrices keep float64's (200x256² 33.2 / 31.4 ms, 100x512² 96.6 / 112.3 in that
 // probe: X's Jacobi took 4 float64 sweeps against 2). JSVD_START_EVD32=0 never, =1 at every width.
 constexpr int64_t kSyevBatchedEvd32MaxCols = 512;
+// Ill-conditioned batches keep float64's eigen-solver: float32's leaves the eigenvectors of eigenvalues
+// below about eps32 lambda_max unresolved, and X's Jacobi then takes nearly as many sweeps as M's (H100,
+// stop 54, singular values from 1 to 1e-6, ms, float32 / float64 Gram matrices: 200x256² 32.2-32.7 /
+// 23.0-23.1, 100x512² 103.2-103.6 / 58.4-59.5). A matrix with more than q / kEvd32SmallPivotsPerCol of
+// its Gram matrix's Cholesky pivots below kEvd32PivotRatio times its largest diagonal entry
+// (cholesky_checks, start_checks.h; G shifted by half that, so that a singular G's factorisation does not
+// stop at its first zero pivot: two equal columns are one small pivot) sends the batch to float64's.
+constexpr double kEvd32PivotRatio = 1e-5;
+constexpr int64_t kEvd32SmallPivotsPerCol = 32;
 bool start_evd32(int64_t cols, bool f64);
 
 // Whether a batch's Gram eigenvectors come from syevBatched (syev_batched.h), not a loop of syevd: more

@@ -34,30 +34,30 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (lane == 0 && !limits.passes(lo, hi, nan, q)) *bad = 1;
 }
 
-// A warp a matrix: its Cholesky factorisation's info and least pivot against its largest diagonal entry.
-__global__ void __launch_bounds__(kWarps * 32) cholesky_checks_kernel(const double* g, const double* l,
-                                                                      const int32_t* info, int64_t B, int64_t q,
-                                                                      double ratio, int32_t* bad) {
+// A warp a matrix: its Cholesky factorisation's info, and how many pivots fall below `ratio` times its
+// largest diagonal entry.
+__global__ void __launch_bounds__(kWarps * 32)
+    cholesky_checks_kernel(const double* g, const double* l, const int32_t* info, int64_t B, int64_t q,
+                           double ratio, int64_t max_small, int32_t* bad) {
   const int64_t b = blockIdx.x * static_cast<int64_t>(kWarps) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (b >= B) return;
-  double pivot = INFINITY, hi = 0;
+  double hi = 0;
+  for (int64_t j = lane; j < q; j += 32) hi = fmax(hi, g[(b * q + j) * q + j]);
+  for (int o = 16; o > 0; o >>= 1) hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, o));
+  int64_t small = 0;
   for (int64_t j = lane; j < q; j += 32) {
-    const int64_t d = (b * q + j) * q + j;
-    pivot = fmin(pivot, l[d] * l[d]);
-    hi = fmax(hi, g[d]);
+    const double ljj = l[(b * q + j) * q + j];
+    small += ljj * ljj < ratio * hi;
   }
-  for (int o = 16; o > 0; o >>= 1) {
-    pivot = fmin(pivot, __shfl_xor_sync(0xffffffffu, pivot, o));
-    hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, o));
-  }
-  if (lane == 0 && hi > 0 && (info[b] != 0 || pivot < ratio * hi)) *bad = 1;
+  for (int o = 16; o > 0; o >>= 1) small += __shfl_xor_sync(0xffffffffu, small, o);
+  if (lane == 0 && hi > 0 && (info[b] != 0 || small > max_small)) *bad = 1;
 }
 
 }  // namespace
 
 void cholesky_checks(const at::Tensor& G, const at::Tensor& L, const at::Tensor& info, double ratio,
-                     const at::Tensor& bad) {
+                     const at::Tensor& bad, int64_t max_small) {
   TORCH_CHECK(G.dim() == 3 && G.is_contiguous() && L.is_contiguous() && G.sizes() == L.sizes() &&
                   G.scalar_type() == at::kDouble && L.scalar_type() == at::kDouble && info.scalar_type() == at::kInt &&
                   info.numel() == G.size(0) && bad.scalar_type() == at::kInt,
@@ -66,7 +66,7 @@ void cholesky_checks(const at::Tensor& G, const at::Tensor& L, const at::Tensor&
   if (B == 0 || q == 0) return;
   cholesky_checks_kernel<<<(B + kWarps - 1) / kWarps, kWarps * 32, 0, at::cuda::getCurrentCUDAStream()>>>(
       G.const_data_ptr<double>(), L.const_data_ptr<double>(), info.const_data_ptr<int32_t>(), B, q, ratio,
-      bad.mutable_data_ptr<int32_t>());
+      max_small, bad.mutable_data_ptr<int32_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -17,13 +17,17 @@ namespace cuda {
 // the caller) for a matrix whose diagonal fails the rule of `limits` (start_limits, core.h).
 void start_checks(const at::Tensor& G, const StartLimits& limits, const at::Tensor& bad);
 
-// float64's early test on syevBatched's route (eigh_precondition.h, kEighMinEigRatioF64): sets *bad for a
-// matrix whose Cholesky factorisation (L, info: potrf_batched, syev_batched.h) failed, or whose least
-// pivot L_jj^2 is below `ratio` times its largest diagonal entry G_jj; a zero matrix passes. As
-// lambda_min <= L_jj^2 and lambda_max >= G_jj, such a matrix's eigenvalues span more than `ratio`, which
-// the test after syevBatched would find too; the factorisation costs a fraction of syevBatched.
+// Tests on the Gram matrices' Cholesky factorisations (L, info: potrf_batched, syev_batched.h) before
+// syevBatched, which costs many times more: sets *bad for a matrix whose factorisation failed, or with
+// more than `max_small` pivots L_jj^2 below `ratio` times its largest diagonal entry G_jj; a zero matrix
+// passes. float64's early test (eigh_precondition.h, kEighMinEigRatioF64), max_small 0: as lambda_min <=
+// L_jj^2 and lambda_max >= G_jj, such a matrix's eigenvalues span more than `ratio`, which the test after
+// syevBatched would find too. float32's choice of the eigen-solver's precision (kEvd32PivotRatio): the
+// pivots of a Gram matrix track its eigenvalues (the leading minors' determinants are products of the
+// largest ones, times factors of a random orientation's), so their count below the ratio estimates how
+// many eigenvectors a float32 solver cannot resolve.
 void cholesky_checks(const at::Tensor& G, const at::Tensor& L, const at::Tensor& info, double ratio,
-                     const at::Tensor& bad);
+                     const at::Tensor& bad, int64_t max_small = 0);
 
 }  // namespace cuda
 }  // namespace jsvd

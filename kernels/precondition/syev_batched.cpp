@@ -72,12 +72,14 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalu
 #endif
 }
 
-at::Tensor potrf_batched(const at::Tensor& G, at::Tensor* info) {
+at::Tensor potrf_batched(const at::Tensor& G, at::Tensor* info, double shift) {
   TORCH_CHECK(G.dim() == 3 && G.size(1) == G.size(2) && G.is_contiguous() && G.is_cuda() &&
                   G.scalar_type() == at::kDouble,
               "jsvd internal: potrf_batched takes a contiguous (B, q, q) float64 CUDA tensor");
   const int64_t B = G.size(0), q = G.size(1);
   at::Tensor L = G.clone();
+  if (shift > 0 && G.numel() > 0)
+    L.diagonal(0, -2, -1).add_(G.diagonal(0, -2, -1).amax(-1, /*keepdim=*/true) * shift);
   *info = at::zeros({B}, G.options().dtype(at::kInt));
   if (B == 0 || q == 0) return L;
   // (the array of the matrices' device addresses potrfBatched takes, formed on the device)

@@ -24,8 +24,10 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalu
 // G: (B, q, q) contiguous float64, symmetric; not overwritten. Returns its Cholesky factors (a copy of G
 // whose lower triangle, column-major, holds L: the diagonal is L's) and sets *info to cuSOLVER's (B) int32
 // infos on the device (nonzero: the leading minor of that order is not positive definite). Nothing is
-// synchronised.
-at::Tensor potrf_batched(const at::Tensor& G, at::Tensor* info);
+// synchronised. With `shift` > 0, the factors are those of G + shift max_j G_jj I (each matrix its own
+// largest diagonal entry): positive definite wherever G is semi-definite and nonzero, so every pivot is
+// formed, and those of eigenvalues far below the shift sit near it.
+at::Tensor potrf_batched(const at::Tensor& G, at::Tensor* info, double shift = 0);
 
 }  // namespace cuda
 }  // namespace jsvd
