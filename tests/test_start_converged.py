@@ -77,7 +77,7 @@ def test_start_already_converged_skips_the_jacobi_on_x(tmp_path, shape):
     assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True)) == 2
 
 
-@pytest.mark.parametrize("shape", [(1, 1200, 300), (1, 300, 1200), (100, 300, 256), (20, 600, 100), (12, 80, 400)],
+@pytest.mark.parametrize("shape", [(1, 1200, 300), (1, 300, 1200), (100, 300, 272), (20, 600, 100), (12, 80, 400)],
                          ids=str)
 def test_eigen_solver_start_already_converged(shape):
     """float32 svd (reduced U) and svdvals of well-conditioned matrices on the eigen-solvers' routes

@@ -161,7 +161,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     bool evd32 = syev_batched_on(B) && start_evd32(q, f64);
     if (evd32 && knobs().start_evd32 != 1) {
       at::Tensor info;
-      const at::Tensor L = potrf_batched(G, &info, kEvd32PivotRatio / 2);
+      const at::Tensor L = potrf_batched(G, &info, kEvd32Shift);
       const at::Tensor spread = at::zeros({}, bad.options());
       cholesky_checks(G, L, info, kEvd32PivotRatio, spread, q / kEvd32SmallPivotsPerCol);
       evd32 = read_int(spread) == 0;

@@ -162,25 +162,33 @@ constexpr double kEighMinEigRatioF64 = 32 * DBL_EPSILON;
 constexpr double kGramTolF32 = FLT_EPSILON / 8.0;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
-// float32 matrices on syevBatched's route to kSyevBatchedEvd32MaxCols columns: the Gram matrices (formed in
-// float64) are rounded to float32 and solved there, V0 made orthogonal to float64's rounding by a
-// Newton-Schulz step (evd32_orthonormalize: V0's ||V0^T V0 - I|| ~ 3e-5 becomes ~1e-9, so that V = V0 V_x
-// keeps float32's orthogonality). X = M V0 then starts about eps32 lambda_max / gap from orthogonal, not
-// converged, and its Jacobi takes about two sweeps more (3 against 1; the result is the Jacobi's either
-// way): it pays where syevBatched in float32 saves more than those sweeps. H100, stop 54, a probe at
-// 8d6c443 (syevBatched alone, float64 / float32 Gram matrices, ms): 200x256² 20.3 / 8.2, 100x512² 55.3 /
-// 40.4, 12x768² 53.7 / 51.8, 10x1024² 66.1 / 58.9; the Jacobi on X 4.4 / 6.6, 9.8 / 16.1, 8.8 / 16.9,
-// 10.9 / 19.4. float64 matrices keep float64's (200x256² 33.2 / 31.4 ms, 100x512² 96.6 / 112.3 in that
-// probe: X's Jacobi took 4 float64 sweeps against 2). JSVD_START_EVD32=0 never, =1 at every width.
-constexpr int64_t kSyevBatchedEvd32MaxCols = 512;
+// float32 matrices on syevBatched's route of kEighMinCols to kSyevBatchedEvd32MaxCols columns: the Gram
+// matrices (formed in float64) are scaled by their traces, rounded to float32 and solved there, V0 made
+// orthogonal to float64's rounding by a Newton-Schulz step (||V0^T V0 - I||_F ~3e-5 becomes ~1e-9, so that
+// V = V0 V_x keeps float32's orthogonality). X = M V0 then starts about eps32 lambda_max / gap from
+// orthogonal, not converged, and its Jacobi takes about two sweeps more (3 against 1; the result is the
+// Jacobi's either way, its U as orthogonal as the QR path's: 200x256² ||U^T U - I||_F 1.1e-5, against
+// 1.3e-6 from float64's converged X). H100, stop 54, syevBatched alone (a probe at 8d6c443, 100 or 200
+// matrices, float64 / float32 Gram matrices, ms): 256² 20.3 / 8.2, 320² 23.5 / 23.7, 384² 30.2 / 24.8,
+// 448² 45.8 / 33.3, 512² 55.3 / 40.4, 768² 53.7 / 51.8, 1024² 66.1 / 58.9: a step at 256 columns, and
+// above it less than the extra sweeps cost. `ab_knob.sh JSVD_START_EVD32` (two rounds, ms, float32 /
+// float64 Gram matrices; with the pre-test below): 200x256² 15.2-15.3 / 23.3-23.4, 300x256² 22.1-22.2 /
+// 32.5-32.6, singular values from 1 to 1e-3 19.0-19.3 / 22.2-22.3; to 512 columns (without it) 100x384²
+// 37.4-38.5 / 34.7-34.8, 100x512² 57.2-57.4 / 61.1-61.5 but to 1e-3 65.2-65.3 / 57.4-57.7. float64
+// matrices keep float64's (a probe's 200x256² 31.4 / 33.2 ms with X's Jacobi in 4 float64 sweeps
+// against 2, 100x512² 112.3 / 96.6). JSVD_START_EVD32=0 never, =1 at every width without the pre-test.
+constexpr int64_t kSyevBatchedEvd32MaxCols = 256;
 // Ill-conditioned batches keep float64's eigen-solver: float32's leaves the eigenvectors of eigenvalues
 // below about eps32 lambda_max unresolved, and X's Jacobi then takes nearly as many sweeps as M's (H100,
 // stop 54, singular values from 1 to 1e-6, ms, float32 / float64 Gram matrices: 200x256² 32.2-32.7 /
 // 23.0-23.1, 100x512² 103.2-103.6 / 58.4-59.5). A matrix with more than q / kEvd32SmallPivotsPerCol of
 // its Gram matrix's Cholesky pivots below kEvd32PivotRatio times its largest diagonal entry
-// (cholesky_checks, start_checks.h; G shifted by half that, so that a singular G's factorisation does not
-// stop at its first zero pivot: two equal columns are one small pivot) sends the batch to float64's.
+// (cholesky_checks, start_checks.h) sends the batch to float64's; G is shifted by kEvd32Shift times that
+// entry, far below the ratio but above float64's rounding of G, so that a singular G's factorisation
+// does not stop at its first zero pivot (two equal columns are one small pivot). With the test, 200x256²
+// to 1e-6: 24.0-24.2 / 23.2-23.4 ms (the factorisation and its read: about 0.8 ms; 100x512², 2 ms).
 constexpr double kEvd32PivotRatio = 1e-5;
+constexpr double kEvd32Shift = 1e-10;
 constexpr int64_t kEvd32SmallPivotsPerCol = 32;
 bool start_evd32(int64_t cols, bool f64);
 
