@@ -21,8 +21,10 @@
 namespace jsvd {
 namespace cuda {
 
-bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform) {
-  if (!uniform || knobs().eigh == 0) return false;
+namespace {
+
+// The start with float64 Gram eigen-solvers (eigh_precondition_on's rules before stop 54).
+bool start_f64_gram_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
   if (knobs().eigh == 1) return true;
   const bool f64 = elem == sizeof(double);
   if (cols >= kEighMinCols) {
@@ -42,12 +44,21 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
          (batch >= kEighManyMinBatch && rows >= kEighManyRatio * cols && work >= kEighManyMinWork);
 }
 
-bool gram_eig_by_jacobi(int64_t cols) { return cols <= kEighJacobiMaxCols; }
+}  // namespace
 
-bool start_evd32(int64_t cols, bool f64) {
-  if (f64 || knobs().start_evd32 == 0) return false;
-  return knobs().start_evd32 == 1 || (cols >= kEighMinCols && cols <= kSyevBatchedEvd32MaxCols);
+bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
+  if (knobs().start_evd32 == 0 || cols <= kEighJacobiMaxCols || !syev_batched_on(batch)) return false;
+  if (knobs().start_evd32 == 1) return true;
+  const int64_t min_batch = elem == sizeof(double) ? kEvd32MinBatchF64 : kEvd32MinBatchF32;
+  return cols >= kEvd32MinCols && cols <= kEvd32MaxCols && rows < 2 * cols && batch >= min_batch;
 }
+
+bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform) {
+  if (!uniform || knobs().eigh == 0) return false;
+  return start_f64_gram_on(batch, rows, cols, elem) || evd32_route_on(batch, rows, cols, elem);
+}
+
+bool gram_eig_by_jacobi(int64_t cols) { return cols <= kEighJacobiMaxCols; }
 
 namespace {
 
@@ -98,7 +109,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   start_checks(G, start_limits(f64, q), bad);
   // float64 on syevBatched's route: the Cholesky pivots' test (kEighMinEigRatioF64), read with the checks
   // before syevBatched, so that an ill-conditioned batch does not pay for it.
-  if (f64 && !batched && syev_batched_on(B) && knobs().eigh_cond == 1) {
+  const bool evd32_candidate = !batched && evd32_route_on(B, p, q, A.element_size());
+  if (f64 && !batched && syev_batched_on(B) && knobs().eigh_cond == 1 && !evd32_candidate) {
     at::Tensor info;
     const at::Tensor L = potrf_batched(G, &info);
     cholesky_checks(G, L, info, kEighMinEigRatioF64, bad);
@@ -158,13 +170,16 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // float32 Gram matrices (start_evd32), where their Cholesky pivots leave few eigenvectors below what
     // float32 resolves (kEvd32PivotRatio; JSVD_START_EVD32=1: untested). X is then about eps32 lambda_max /
     // gap from converged, and never tested.
-    bool evd32 = syev_batched_on(B) && start_evd32(q, f64);
+    bool evd32 = evd32_candidate;
     if (evd32 && knobs().start_evd32 != 1) {
       at::Tensor info;
       const at::Tensor L = potrf_batched(G, &info, kEvd32Shift);
       const at::Tensor spread = at::zeros({}, bad.options());
       cholesky_checks(G, L, info, kEvd32PivotRatio, spread, q / kEvd32SmallPivotsPerCol);
       evd32 = read_int(spread) == 0;
+      // (declined: float32 batches the float64 solver's rule takes go to it; float64 ones, whose rule would
+      // decline them by their pivots or eigenvalues anyway, and the rest to the QR path)
+      if (!evd32 && (f64 || !start_f64_gram_on(B, p, q, A.element_size()))) return e.without_start(A, b, opt);
     }
     const bool test_x = !evd32 && (converged_route || (test_x_f64 && p >= kEighMidRatio * q));
     const at::Tensor fro = test_x ? G.diagonal(0, -2, -1).sum(-1) : at::Tensor();
@@ -178,6 +193,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       V0 = syev_batched((G * scale.view({B, 1, 1})).to(at::kFloat), &failed, &w);
       if (failed) return e.without_start(A, b, opt);
       V0 = newton_schulz_step(V0.to(at::kDouble));
+      if (f64) V0 = newton_schulz_step(V0);  // (~1e-9 -> float64's rounding)
     } else if (syev_batched_on(B)) {
       bool failed = false;
       V0 = syev_batched(G, &failed, &w);

@@ -177,7 +177,8 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
 // 37.4-38.5 / 34.7-34.8, 100x512² 57.2-57.4 / 61.1-61.5 but to 1e-3 65.2-65.3 / 57.4-57.7. float64
 // matrices keep float64's (a probe's 200x256² 31.4 / 33.2 ms with X's Jacobi in 4 float64 sweeps
 // against 2, 100x512² 112.3 / 96.6). JSVD_START_EVD32=0 never, =1 at every width without the pre-test.
-constexpr int64_t kSyevBatchedEvd32MaxCols = 256;
+constexpr int64_t kEvd32MinCols = 129, kEvd32MaxCols = 256;
+constexpr int64_t kEvd32MinBatchF32 = 32, kEvd32MinBatchF64 = 16;
 // Ill-conditioned batches keep float64's eigen-solver: float32's leaves the eigenvectors of eigenvalues
 // below about eps32 lambda_max unresolved, and X's Jacobi then takes nearly as many sweeps as M's (H100,
 // stop 54, singular values from 1 to 1e-6, ms, float32 / float64 Gram matrices: 200x256² 32.2-32.7 /
@@ -190,7 +191,9 @@ constexpr int64_t kSyevBatchedEvd32MaxCols = 256;
 constexpr double kEvd32PivotRatio = 1e-5;
 constexpr double kEvd32Shift = 1e-10;
 constexpr int64_t kEvd32SmallPivotsPerCol = 32;
-bool start_evd32(int64_t cols, bool f64);
+// Whether a uniform batch (rows >= cols) takes the start on that route (JSVD_START_EVD32=1: every batch on
+// syevBatched's routes), before its data's pre-test.
+bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem);
 
 // Whether a batch's Gram eigenvectors come from syevBatched (syev_batched.h), not a loop of syevd: more
 // than kEighMaxBatch matrices, where this build's cuSOLVER has it.
