@@ -51,7 +51,13 @@ def test_plan_single_or_few_large_matrices(dtype):
     assert syevb([(1024, 1024)] * 10) == f64
     assert start_v([(1025, 1025)] * 10, dtype) == [None] * 10
     assert start_v([(1024, 512)] * 100, dtype) == [None] * 100  # (rows >= 2 cols: the QR path)
-    assert start_v([(255, 255)] * 100, dtype) == [None] * 100
+    assert start_v([(257, 257)] * 39, dtype) == [None] * 39
+    # 129 to 256 columns, near-square: syevBatched in float32 (evd32_route_on), from 32 matrices (float64 16)
+    gram32 = lambda shapes: (start_v(shapes, dtype)[0] or {}).get("gram_dtype") == "float32"
+    small = 16 if f64 else 32
+    assert gram32([(255, 255)] * small) and not gram32([(255, 255)] * (small - 1))
+    assert gram32([(129, 129)] * 100) and gram32([(300, 256)] * 100) and not gram32([(258, 129)] * 100)
+    assert start_v([(128, 128)] * 100, dtype)[0] is None or not gram32([(128, 128)] * 100)
     ratio = start_v([(1024, 1024)], dtype)[0].get("min_column_ratio")
     if dtype == torch.float64:  # (float64: the data may decline the start)
         assert ratio == pytest.approx(math.sqrt(1024 * torch.finfo(torch.float64).eps))
