@@ -34,7 +34,8 @@ namespace cuda {
 // Whether a uniform batch of `batch` rows x cols matrices (rows >= cols) of `elem`-byte entries takes
 // it: one matrix of at least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols,
 // or large enough batches of near-square ones up to kSyevBatchedMaxCols (below), or batches of 65 to
-// kEighMidMaxCols columns (below; tall ones, float64 near-square ones too), or tall ones
+// kEighMidMaxCols columns (below; tall ones, float64 near-square ones too), or batches of near-square ones
+// of 129 to 256 columns (evd32_route_on, below: their Gram matrices solved in float32), or tall ones
 // (rows >= kEighTallRatio cols; float64 kEighTallRatioF64) of kEighTallMinCols to
 // kEighJacobiMaxCols columns whose work batch x rows x cols² pays the route's fixed cost (two engine
 // calls, three GEMMs and the checks' launch). H200, `scripts/ab_knob.sh JSVD_EIGH` (VALUES="1 0", two
@@ -162,32 +163,40 @@ constexpr double kEighMinEigRatioF64 = 32 * DBL_EPSILON;
 constexpr double kGramTolF32 = FLT_EPSILON / 8.0;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
-// float32 matrices on syevBatched's route of kEighMinCols to kSyevBatchedEvd32MaxCols columns: the Gram
-// matrices (formed in float64) are scaled by their traces, rounded to float32 and solved there, V0 made
-// orthogonal to float64's rounding by a Newton-Schulz step (||V0^T V0 - I||_F ~3e-5 becomes ~1e-9, so that
-// V = V0 V_x keeps float32's orthogonality). X = M V0 then starts about eps32 lambda_max / gap from
-// orthogonal, not converged, and its Jacobi takes about two sweeps more (3 against 1; the result is the
-// Jacobi's either way, its U as orthogonal as the QR path's: 200x256² ||U^T U - I||_F 1.1e-5, against
-// 1.3e-6 from float64's converged X). H100, stop 54, syevBatched alone (a probe at 8d6c443, 100 or 200
-// matrices, float64 / float32 Gram matrices, ms): 256² 20.3 / 8.2, 320² 23.5 / 23.7, 384² 30.2 / 24.8,
-// 448² 45.8 / 33.3, 512² 55.3 / 40.4, 768² 53.7 / 51.8, 1024² 66.1 / 58.9: a step at 256 columns, and
-// above it less than the extra sweeps cost. `ab_knob.sh JSVD_START_EVD32` (two rounds, ms, float32 /
-// float64 Gram matrices; with the pre-test below): 200x256² 15.2-15.3 / 23.3-23.4, 300x256² 22.1-22.2 /
-// 32.5-32.6, singular values from 1 to 1e-3 19.0-19.3 / 22.2-22.3; to 512 columns (without it) 100x384²
-// 37.4-38.5 / 34.7-34.8, 100x512² 57.2-57.4 / 61.1-61.5 but to 1e-3 65.2-65.3 / 57.4-57.7. float64
-// matrices keep float64's (a probe's 200x256² 31.4 / 33.2 ms with X's Jacobi in 4 float64 sweeps
-// against 2, 100x512² 112.3 / 96.6). JSVD_START_EVD32=0 never, =1 at every width without the pre-test.
+// Batches of near-square matrices (rows < 2 cols) of kEvd32MinCols to kEvd32MaxCols columns, float32
+// from kEvd32MinBatchF32 matrices and float64 from kEvd32MinBatchF64, solve their Gram matrices in float32
+// on syevBatched (evd32_route_on): each G (formed in float64) scaled by its trace, rounded and solved, V0
+// then made orthogonal to float64's rounding by Newton-Schulz steps (newton_schulz_step: ||V0^T V0 - I||_F
+// ~3e-5 -> ~1e-9 -> float64's rounding; one step for float32, two for float64), so that V = V0 V_x keeps
+// the working precision's orthogonality. X = M V0 then starts about eps32 lambda_max / gap from
+// orthogonal, not converged, and its Jacobi takes two sweeps more (3 against 1 in float32, 4 against 2 in
+// float64); the result is the Jacobi's either way, float32's U as orthogonal as the QR path's (200x256²
+// ||U^T U - I||_F 1.1e-5, 1.3e-6 from float64's converged X; gesvda's 9.5e-6). It pays because syevBatched
+// has a step at 256 columns: H100, stop 54, syevBatched alone (a probe at 8d6c443, float64 / float32 Gram
+// matrices, ms): 64x200² 12.0 / 3.0, 100x160² 18.0 / 2.8, 200x256² 20.3 / 8.2, but 100x320² 23.5 / 23.7,
+// 100x384² 30.2 / 24.8, 100x512² 55.3 / 40.4, 12x768² 53.7 / 51.8, where the extra sweeps cost more than
+// the solver saves (to 512 columns, ms: 100x384² 37.4-38.5 / 34.7-34.8, 100x512² 57.2-57.4 / 61.1-61.5
+// but with singular values from 1 to 1e-3 65.2-65.3 / 57.4-57.7). `ab_knob.sh JSVD_START_EVD32` (two
+// rounds, ms, this route / JSVD_START_EVD32=0: the float64 solver's route where its rule takes the batch,
+// else the QR path), stop 54 at 50bb1fb: float64 64x200² 7.4-7.7 / 13.6-14.3, 16x200² 5.2 / 8.8-9.4,
+// 100x160² 6.1-6.5 / 7.8-8.2, 40x300x256 7.9-8.0 / 12.7-13.0, 200x256² 26.8 / 28.1; float32 64x200²
+// 5.1-5.2 / 7.3, 32x200² 4.2-4.3 / 5.0-5.1, 100x160² 4.5-4.6 / 5.6-5.8, 32x256² 4.9-5.1 / 5.3-5.8; at 52ee076
+// 200x256² 14.9-15.4 / 22.8-23.4, 300x256² 22.1-22.2 / 32.5-32.6, 100x300x256 9.7 / 15.1-15.7 (there
+// float64's X passed the converged test: U to 5.4e-7, here 1.2e-5). JSVD_START_EVD32=0 never, =1 on
+// every batch syevBatched solves, without the pre-test below.
 constexpr int64_t kEvd32MinCols = 129, kEvd32MaxCols = 256;
 constexpr int64_t kEvd32MinBatchF32 = 32, kEvd32MinBatchF64 = 16;
-// Ill-conditioned batches keep float64's eigen-solver: float32's leaves the eigenvectors of eigenvalues
-// below about eps32 lambda_max unresolved, and X's Jacobi then takes nearly as many sweeps as M's (H100,
-// stop 54, singular values from 1 to 1e-6, ms, float32 / float64 Gram matrices: 200x256² 32.2-32.7 /
-// 23.0-23.1, 100x512² 103.2-103.6 / 58.4-59.5). A matrix with more than q / kEvd32SmallPivotsPerCol of
-// its Gram matrix's Cholesky pivots below kEvd32PivotRatio times its largest diagonal entry
-// (cholesky_checks, start_checks.h) sends the batch to float64's; G is shifted by kEvd32Shift times that
-// entry, far below the ratio but above float64's rounding of G, so that a singular G's factorisation
-// does not stop at its first zero pivot (two equal columns are one small pivot). With the test, 200x256²
-// to 1e-6: 24.0-24.2 / 23.2-23.4 ms (the factorisation and its read: about 0.8 ms; 100x512², 2 ms).
+// Ill-conditioned batches leave it: float32's solver leaves the eigenvectors of eigenvalues below about
+// eps32 lambda_max unresolved, and X's Jacobi then takes nearly as many sweeps as M's (H100, stop 54,
+// singular values from 1 to 1e-6, ms, float32 / float64 Gram matrices: 200x256² 32.2-32.7 / 23.0-23.1,
+// 100x512² 103.2-103.6 / 58.4-59.5). A matrix with more than q / kEvd32SmallPivotsPerCol of its Gram
+// matrix's Cholesky pivots below kEvd32PivotRatio times its largest diagonal entry (cholesky_checks,
+// start_checks.h) sends the batch to the float64 solver's route where float32's rule for it takes it,
+// else to the QR path (float64's rule would decline such a batch by its pivots or eigenvalues); G is
+// shifted by kEvd32Shift times that entry, far below the ratio but above float64's rounding of G, so that
+// a singular G's factorisation does not stop at its first zero pivot (two equal columns are one small
+// pivot). The test's cost (the factorisation and its read), ms, with it / JSVD_START_EVD32=0: 200x256²
+// float32 to 1e-6 23.8-24.2 / 22.9-23.5, float64 64x200² to 1e-6 11.9-12.1 / 11.5.
 constexpr double kEvd32PivotRatio = 1e-5;
 constexpr double kEvd32Shift = 1e-10;
 constexpr int64_t kEvd32SmallPivotsPerCol = 32;
