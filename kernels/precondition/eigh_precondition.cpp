@@ -108,7 +108,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   }
   start_checks(G, start_limits(f64, q), bad);
   // float64 on syevBatched's route: the Cholesky pivots' test (kEighMinEigRatioF64), read with the checks
-  // before syevBatched, so that an ill-conditioned batch does not pay for it.
+  // before syevBatched, so that an ill-conditioned batch does not pay for it (not on the float32 solver's
+  // route, whose own test on the pivots comes below).
   const bool evd32_candidate = !batched && evd32_route_on(B, p, q, A.element_size());
   if (f64 && !batched && syev_batched_on(B) && knobs().eigh_cond == 1 && !evd32_candidate) {
     at::Tensor info;
@@ -167,15 +168,15 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // A batch in one call of cuSOLVER's syevBatched, where torch.linalg.eigh would loop over syevd.
     // (||M||_F^2, for the converged test's bound: before syevBatched overwrites G)
     // (float64: tall matrices only, near-square ones' X hardly passes: 200x256², 1x2048² paid 1%)
-    // float32 Gram matrices (start_evd32), where their Cholesky pivots leave few eigenvectors below what
-    // float32 resolves (kEvd32PivotRatio; JSVD_START_EVD32=1: untested). X is then about eps32 lambda_max /
-    // gap from converged, and never tested.
+    // Gram matrices solved in float32 (evd32_route_on), where their Cholesky pivots leave few eigenvectors
+    // below what float32 resolves (kEvd32PivotRatio; JSVD_START_EVD32=1: untested). X is then about eps32
+    // lambda_max / gap from converged, and never tested.
     bool evd32 = evd32_candidate;
     if (evd32 && knobs().start_evd32 != 1) {
       at::Tensor info;
       const at::Tensor L = potrf_batched(G, &info, kEvd32Shift);
       const at::Tensor spread = at::zeros({}, bad.options());
-      cholesky_checks(G, L, info, kEvd32PivotRatio, spread, q / kEvd32SmallPivotsPerCol);
+      cholesky_checks(G, L, info, kEvd32PivotRatio, spread, q / kEvd32ColsPerSmallPivot);
       evd32 = read_int(spread) == 0;
       // (declined: float32 batches the float64 solver's rule takes go to it; float64 ones, whose rule would
       // decline them by their pivots or eigenvalues anyway, and the rest to the QR path)

@@ -189,7 +189,7 @@ constexpr int64_t kEvd32MinBatchF32 = 32, kEvd32MinBatchF64 = 16;
 // Ill-conditioned batches leave it: float32's solver leaves the eigenvectors of eigenvalues below about
 // eps32 lambda_max unresolved, and X's Jacobi then takes nearly as many sweeps as M's (H100, stop 54,
 // singular values from 1 to 1e-6, ms, float32 / float64 Gram matrices: 200x256² 32.2-32.7 / 23.0-23.1,
-// 100x512² 103.2-103.6 / 58.4-59.5). A matrix with more than q / kEvd32SmallPivotsPerCol of its Gram
+// 100x512² 103.2-103.6 / 58.4-59.5). A matrix with more than q / kEvd32ColsPerSmallPivot of its Gram
 // matrix's Cholesky pivots below kEvd32PivotRatio times its largest diagonal entry (cholesky_checks,
 // start_checks.h) sends the batch to the float64 solver's route where float32's rule for it takes it,
 // else to the QR path (float64's rule would decline such a batch by its pivots or eigenvalues); G is
@@ -199,7 +199,7 @@ constexpr int64_t kEvd32MinBatchF32 = 32, kEvd32MinBatchF64 = 16;
 // float32 to 1e-6 23.8-24.2 / 22.9-23.5, float64 64x200² to 1e-6 11.9-12.1 / 11.5.
 constexpr double kEvd32PivotRatio = 1e-5;
 constexpr double kEvd32Shift = 1e-10;
-constexpr int64_t kEvd32SmallPivotsPerCol = 32;
+constexpr int64_t kEvd32ColsPerSmallPivot = 32;
 // Whether a uniform batch (rows >= cols) takes the start on that route (JSVD_START_EVD32=1: every batch on
 // syevBatched's routes), before its data's pre-test.
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem);
