@@ -74,6 +74,24 @@ at::Tensor newton_schulz_step(const at::Tensor& V0) {
   return V;
 }
 
+// One step of Ogita and Aishima's refinement of approximate eigenvectors (Japan J. Indust. Appl. Math. 35,
+// 2018), for V0 already orthogonal: S = V0^T G V0, and each pair's first-order rotation E_ij = S_ij /
+// (S_jj - S_ii), antisymmetric, where it is at most kRefineMaxAngle (a pair of nearly equal eigenvalues
+// is left to the Jacobi on X); V0 (I + E), made orthogonal again by `ns_steps` Newton-Schulz steps.
+at::Tensor refine_eigenvectors(const at::Tensor& G, const at::Tensor& V0, int ns_steps) {
+  const int64_t B = V0.size(0), q = V0.size(1);
+  const at::Tensor GV = at::empty({B, q, q}, V0.options()), S = at::empty({B, q, q}, V0.options());
+  bmm_into<double>(GV, G, V0, 1.0, 0.0);
+  bmm_into<double>(S, V0.mT(), GV, 1.0, 0.0);
+  const at::Tensor d = S.diagonal(0, -2, -1);
+  const at::Tensor E = S / (d.unsqueeze(-2) - d.unsqueeze(-1));
+  E.masked_fill_(at::logical_not(E.abs() <= kRefineMaxAngle), 0.0);  // (and the diagonal's S_ii / 0)
+  at::Tensor V = V0.clone(at::MemoryFormat::Contiguous);
+  bmm_into<double>(V, V0, E, 1.0, 1.0);
+  for (int k = 0; k < ns_steps; ++k) V = newton_schulz_step(V);
+  return V;
+}
+
 }  // namespace
 
 bool syev_batched_on(int64_t batch) { return kHaveSyevBatched && batch > kEighMaxBatch; }
@@ -169,8 +187,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // (||M||_F^2, for the converged test's bound: before syevBatched overwrites G)
     // (float64: tall matrices only, near-square ones' X hardly passes: 200x256², 1x2048² paid 1%)
     // Gram matrices solved in float32 (evd32_route_on), where their Cholesky pivots leave few eigenvectors
-    // below what float32 resolves (kEvd32PivotRatio; JSVD_START_EVD32=1: untested). X is then about eps32
-    // lambda_max / gap from converged, and never tested.
+    // below what float32 resolves (kEvd32PivotRatio; JSVD_START_EVD32=1: untested). X is then not
+    // converged (about eps32 lambda_max / gap, or its square after refine_eigenvectors), and never tested.
     bool evd32 = evd32_candidate;
     if (evd32 && knobs().start_evd32 != 1) {
       at::Tensor info;
@@ -195,6 +213,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       if (failed) return e.without_start(A, b, opt);
       V0 = newton_schulz_step(V0.to(at::kDouble));
       if (f64) V0 = newton_schulz_step(V0);  // (~1e-9 -> float64's rounding)
+      if (knobs().start_refine) V0 = refine_eigenvectors(G, V0, f64 ? 3 : 2);  // (||E||^2 up to ~1e-2)
     } else if (syev_batched_on(B)) {
       bool failed = false;
       V0 = syev_batched(G, &failed, &w);

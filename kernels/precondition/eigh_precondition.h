@@ -170,8 +170,9 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
 // ~3e-5 -> ~1e-9 -> float64's rounding; one step for float32, two for float64), so that V = V0 V_x keeps
 // the working precision's orthogonality. X = M V0 then starts about eps32 lambda_max / gap from
 // orthogonal, not converged, and its Jacobi takes two sweeps more (3 against 1 in float32, 4 against 2 in
-// float64); the result is the Jacobi's either way, float32's U as orthogonal as the QR path's (200x256²
-// ||U^T U - I||_F 1.1e-5, 1.3e-6 from float64's converged X; gesvda's 9.5e-6). It pays because syevBatched
+// float64); the result is the Jacobi's either way (before the refinement below, float32's U was as
+// orthogonal as the QR path's: 200x256² ||U^T U - I||_F 1.1e-5, 1.3e-6 from float64's converged X,
+// gesvda's 9.5e-6). It pays because syevBatched
 // has a step at 256 columns: H100, stop 54, syevBatched alone (a probe at 8d6c443, float64 / float32 Gram
 // matrices, ms): 64x200² 12.0 / 3.0, 100x160² 18.0 / 2.8, 200x256² 20.3 / 8.2, but 100x320² 23.5 / 23.7,
 // 100x384² 30.2 / 24.8, 100x512² 55.3 / 40.4, 12x768² 53.7 / 51.8, where the extra sweeps cost more than
@@ -200,6 +201,15 @@ constexpr int64_t kEvd32MinBatchF32 = 32, kEvd32MinBatchF64 = 16;
 constexpr double kEvd32PivotRatio = 1e-5;
 constexpr double kEvd32Shift = 1e-10;
 constexpr int64_t kEvd32ColsPerSmallPivot = 32;
+// Then V0 is refined by one first-order step before X is formed (refine_eigenvectors: Ogita and Aishima's,
+// each pair's rotation S_ij / (S_jj - S_ii) of S = V0^T G V0 where at most kRefineMaxAngle), which takes
+// X's largest cosine from ~1e-2 to ~2e-6 (this machine's CPU engine, Gaussian 200² and 256²). H100, stop
+// 54, `ab_knob.sh JSVD_START_REFINE` (two rounds, ms, on / off, ||U^T U - I||_F): float32 200x256²
+// 14.8-15.2 / 15.3-15.6 (2.4e-6 / 1.1e-5; recon 6.4e-8 / 1.3e-7), 64x200² 5.2-5.8 / 5.5-5.8 (1.8e-6 /
+// 8.8e-6), 100x160² 4.7-5.2 / 4.8-5.1 (1.5e-6 / 7.1e-6); float64 64x200² 7.1-7.6 / 7.8-8.0, 16x200²
+// 5.5-6.1 / 5.8-6.2, 100x160² 6.0-6.6 / 6.6-6.9 (recon 1.2e-15 / 1.6e-15). No slower, and float32's U
+// back to the float64 solver's orthogonality. JSVD_START_REFINE=0 turns it off.
+constexpr double kRefineMaxAngle = 0.1;
 // Whether a uniform batch (rows >= cols) takes the start on that route (JSVD_START_EVD32=1: every batch on
 // syevBatched's routes), before its data's pre-test.
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem);
