@@ -78,6 +78,11 @@ at::Tensor newton_schulz_step(const at::Tensor& V0) {
 // 2018), for V0 already orthogonal: S = V0^T G V0, and each pair's first-order rotation E_ij = S_ij /
 // (S_jj - S_ii), antisymmetric, where it is at most kRefineMaxAngle (a pair of nearly equal eigenvalues
 // is left to the Jacobi on X); V0 (I + E), made orthogonal again by `ns_steps` Newton-Schulz steps.
+// Within a cluster of nearly equal eigenvalues the ratios are rounding over rounding, each up to the
+// cap, so E is scaled to ||E||_F <= kRefineMaxNorm: V0 (I + E) is then within ||E||_F^2 of orthogonal,
+// which three steps take below 1e-11 and four to rounding (NS: F -> -3/4 F^2 + F^3/4 for V^T V = I + F).
+// Without that scaling an orthogonal M (every eigenvalue 1) kept ||V0^T V0 - I|| 0.17 after two steps
+// (this machine's CPU, an emulation in float64: .scratch/s54_refine_cluster.py).
 at::Tensor refine_eigenvectors(const at::Tensor& G, const at::Tensor& V0, int ns_steps) {
   const int64_t B = V0.size(0), q = V0.size(1);
   const at::Tensor GV = at::empty({B, q, q}, V0.options()), S = at::empty({B, q, q}, V0.options());
@@ -86,6 +91,8 @@ at::Tensor refine_eigenvectors(const at::Tensor& G, const at::Tensor& V0, int ns
   const at::Tensor d = S.diagonal(0, -2, -1);
   const at::Tensor E = S / (d.unsqueeze(-2) - d.unsqueeze(-1));
   E.masked_fill_(at::logical_not(E.abs() <= kRefineMaxAngle), 0.0);  // (and the diagonal's S_ii / 0)
+  const at::Tensor norm = E.square().sum({-2, -1}, /*keepdim=*/true).sqrt();
+  E.mul_(at::clamp_max(kRefineMaxNorm / norm, 1.0));  // (a zero E: inf, clamped to 1)
   at::Tensor V = V0.clone(at::MemoryFormat::Contiguous);
   bmm_into<double>(V, V0, E, 1.0, 1.0);
   for (int k = 0; k < ns_steps; ++k) V = newton_schulz_step(V);
@@ -213,7 +220,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       if (failed) return e.without_start(A, b, opt);
       V0 = newton_schulz_step(V0.to(at::kDouble));
       if (f64) V0 = newton_schulz_step(V0);  // (~1e-9 -> float64's rounding)
-      if (knobs().start_refine) V0 = refine_eigenvectors(G, V0, f64 ? 3 : 2);  // (||E||^2 up to ~1e-2)
+      if (knobs().start_refine) V0 = refine_eigenvectors(G, V0, f64 ? 4 : 3);
     } else if (syev_batched_on(B)) {
       bool failed = false;
       V0 = syev_batched(G, &failed, &w);

@@ -201,15 +201,17 @@ constexpr int64_t kEvd32MinBatchF32 = 32, kEvd32MinBatchF64 = 16;
 constexpr double kEvd32PivotRatio = 1e-5;
 constexpr double kEvd32Shift = 1e-10;
 constexpr int64_t kEvd32ColsPerSmallPivot = 32;
-// Then V0 is refined by one first-order step before X is formed (refine_eigenvectors: Ogita and Aishima's,
-// each pair's rotation S_ij / (S_jj - S_ii) of S = V0^T G V0 where at most kRefineMaxAngle), which takes
-// X's largest cosine from ~1e-2 to ~2e-6 (this machine's CPU engine, Gaussian 200² and 256²). H100, stop
-// 54, `ab_knob.sh JSVD_START_REFINE` (two rounds, ms, on / off, ||U^T U - I||_F): float32 200x256²
-// 14.8-15.2 / 15.3-15.6 (2.4e-6 / 1.1e-5; recon 6.4e-8 / 1.3e-7), 64x200² 5.2-5.8 / 5.5-5.8 (1.8e-6 /
-// 8.8e-6), 100x160² 4.7-5.2 / 4.8-5.1 (1.5e-6 / 7.1e-6); float64 64x200² 7.1-7.6 / 7.8-8.0, 16x200²
-// 5.5-6.1 / 5.8-6.2, 100x160² 6.0-6.6 / 6.6-6.9 (recon 1.2e-15 / 1.6e-15). No slower, and float32's U
-// back to the float64 solver's orthogonality. JSVD_START_REFINE=0 turns it off.
-constexpr double kRefineMaxAngle = 0.1;
+// JSVD_START_REFINE=1 (off by default until a GPU run covers clustered spectra): V0 refined by one
+// first-order step before X is formed (refine_eigenvectors: Ogita and Aishima's, each pair's rotation
+// S_ij / (S_jj - S_ii) of S = V0^T G V0 where at most kRefineMaxAngle, the whole scaled to a Frobenius
+// norm of at most kRefineMaxNorm), which takes X's largest cosine from ~1e-2 to ~2e-6 (this machine's CPU
+// engine, Gaussian 200² and 256²). H100, stop 54, `ab_knob.sh JSVD_START_REFINE` before the norm's cap
+// (two rounds, ms, on / off, ||U^T U - I||_F): float32 200x256² 14.8-15.2 / 15.3-15.6 (2.4e-6 / 1.1e-5;
+// recon 6.4e-8 / 1.3e-7), 64x200² 5.2-5.8 / 5.5-5.8 (1.8e-6 / 8.8e-6), 100x160² 4.7-5.2 / 4.8-5.1 (1.5e-6
+// / 7.1e-6); float64 64x200² 7.1-7.6 / 7.8-8.0, 16x200² 5.5-6.1 / 5.8-6.2, 100x160² 6.0-6.6 / 6.6-6.9
+// (recon 1.2e-15 / 1.6e-15). The cap (and a Newton-Schulz step more) came after, from an emulation: an
+// uncapped E on a matrix of equal singular values left V0 far from orthogonal.
+constexpr double kRefineMaxAngle = 0.1, kRefineMaxNorm = 0.25;
 // Whether a uniform batch (rows >= cols) takes the start on that route (JSVD_START_EVD32=1: every batch on
 // syevBatched's routes), before its data's pre-test.
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem);
