@@ -212,6 +212,9 @@ constexpr int64_t kEvd32ColsPerSmallPivot = 32;
 // (recon 1.2e-15 / 1.6e-15). The cap (and a Newton-Schulz step more) came after, from an emulation: an
 // uncapped E on a matrix of equal singular values left V0 far from orthogonal.
 constexpr double kRefineMaxAngle = 0.1, kRefineMaxNorm = 0.25;
+// The largest ||V0^T V0 - I||_F the route keeps (a solver's eigenvectors to ~3.6e-4 from orthogonal pass,
+// in float64 to ~1.2e-3 after its two steps; float64's rounding leaves ~1e-14 at 200 columns).
+constexpr double kEvd32MaxOrthF32 = 1e-7, kEvd32MaxOrthF64 = 1e-12;
 // Whether a uniform batch (rows >= cols) takes the start on that route (JSVD_START_EVD32=1: every batch on
 // syevBatched's routes), before its data's pre-test.
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem);
