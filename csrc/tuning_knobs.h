@@ -32,7 +32,7 @@ struct Knobs {
   int v_solve = -1;      // JSVD_V_SOLVE=0|1: the QR path's V_x by a triangular solve (-1: float64 only; qr_precondition.h)
   int eigh = -1;         // JSVD_EIGH=0|1: never | always (uniform batches) the Gram eigenvectors as the start V
   int start_evd32 = -1;  // JSVD_START_EVD32=0|1: the syevBatched start never solves the Gram matrices in float32 | always, untested (-1: evd32_route_on's rule and the pivots' test; eigh_precondition.h)
-  bool start_refine = false;  // JSVD_START_REFINE=1: the float32-solved V0 refined by a first-order step (refine_eigenvectors, eigh_precondition.h; off until GPU-tested on clustered spectra)
+  bool start_refine = true;  // JSVD_START_REFINE=0: the float32-solved V0 not refined by a first-order step (refine_eigenvectors, eigh_precondition.h)
   int eigh_cond = 1;     // JSVD_EIGH_COND: float64 batches on syevBatched's route declined by their Cholesky pivots and eigenvalues (1), eigenvalues only (2), never (0)
   bool start_x_qr = true;  // JSVD_START_X_QR=0: the start's Jacobi on X of long matrices without the QR path (eigh_precondition.h)
   bool gram_products = true;  // JSVD_GRAM_PRODUCTS=0: float32's batched start takes G and X from cuBLAS on a float64 copy (gram_products.h)

@@ -1,7 +1,7 @@
 """The Gram eigenvectors' start with the Gram matrices solved in float32 (kernels/precondition/
 eigh_precondition.h, evd32_route_on): near-square batches of 129 to 256 columns on cuSOLVER's syevBatched,
 V0 made orthogonal in float64 (Newton-Schulz), the batch's Cholesky pivots' pre-test, and the optional
-first-order refinement of V0 (JSVD_START_REFINE). Skipped without a CUDA device.
+first-order refinement of V0 (on by default; JSVD_START_REFINE=0 off). Skipped without a CUDA device.
 """
 
 import pytest
