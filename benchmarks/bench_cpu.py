@@ -24,7 +24,7 @@ import common
 import torch_jsvd
 from torch_jsvd._device import cpu_name
 
-CASES = [(1000, 8, 8), (1000, 32, 32), (100, 128, 128), (1, 512, 512), (1, 1024, 1024), (16, 512, 64), (1, 4000, 300)]
+CASES = [(1000, 8, 8), (1000, 32, 32), (100, 128, 128), (1, 128, 128), (4, 96, 96), (1, 512, 512), (1, 1024, 1024), (16, 512, 64), (1, 4000, 300)]
 DTYPES = [torch.float32, torch.float64]
 MD_KEY = "bench_cpu"  # RESULTS.md section: between <!-- bench_cpu:begin --> and <!-- bench_cpu:end -->
 

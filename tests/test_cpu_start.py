@@ -1,5 +1,6 @@
 """The CPU engine's Gram eigenvectors' start (csrc/cpu/gram_start_cpu.h): svd and svdvals of uniform batches
-of >= 160 columns (and of a few tall ones of >= 64) run the Jacobi on M V0, V0 the eigenvectors of M^T M;
+of >= 128 columns (float64 also batches of >= 16 from 64, and up to 4 matrices of any shape from 64, whose
+Jacobi on X runs on the calling thread) run the Jacobi on M V0, V0 the eigenvectors of M^T M;
 svd_ex never does, and float64 matrices whose columns are graded beyond sqrt(n eps), or with a zero column,
 and non-finite inputs go without it. Checked: every output property on structured inputs, S against
 LAPACK, the relative accuracy of float64 graded matrices' small singular values (against svd_ex, the
@@ -81,7 +82,7 @@ def test_non_finite_input_is_reported(dtype):
 
 
 def test_float64_batches_from_64_columns():
-    """float64 batches of >= 16 matrices take the start from 64 columns (single matrices from 128)."""
+    """float64 batches of >= 16 matrices take the start from 64 columns (batches of 5 to 15 from 128)."""
     g = torch.Generator().manual_seed(9)
     A = random_rank((16, 100, 64), 50)
     A[1:] = torch.randn(15, 100, 64, generator=g, dtype=torch.float64)
@@ -90,17 +91,19 @@ def test_float64_batches_from_64_columns():
     ref = torch.linalg.svdvals(A)
     assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(100, 64, torch.float64)
     assert not torch.equal(S, torch_jsvd.svd_ex(A, compute_uv=False).S)
-    narrow, single = torch.randn(16, 100, 63, generator=g, dtype=torch.float64), torch.randn(1, 300, 127, generator=g,
-                                                                                               dtype=torch.float64)
-    for B in (A[:15], narrow, single):  # (15 matrices; 63 columns; one of 127)
+    narrow, five = torch.randn(16, 100, 63, generator=g, dtype=torch.float64), torch.randn(5, 300, 127, generator=g,
+                                                                                             dtype=torch.float64)
+    for B in (A[:15], narrow, five):  # (15 matrices; 63 columns; 5 of 127)
         assert torch.equal(torch_jsvd.svdvals(B), torch_jsvd.svd_ex(B, compute_uv=False).S)
 
 
 def test_below_the_threshold_and_switched_off():
-    """float32 of 159 columns, a batch of 5 tall float64 matrices of 64 columns, or float32 ones of fewer than
-    200 rows, run the Jacobi on M (svd's bits are svd_ex's); JSVD_EIGH=0 switches the start off."""
+    """float32 batches of 127 columns, single matrices of 63, a batch of 5 tall float64 matrices of 64 columns, or
+    float32 ones of fewer than 200 rows, run the Jacobi on M (svd's bits are svd_ex's); JSVD_EIGH=0 switches
+    the start off."""
     g = torch.Generator().manual_seed(1)
-    for A in (torch.randn(300, 159, generator=g), torch.randn(5, 256, 64, generator=g, dtype=torch.float64),
+    for A in (torch.randn(5, 300, 127, generator=g), torch.randn(90, 63, generator=g, dtype=torch.float64),
+              torch.randn(5, 256, 64, generator=g, dtype=torch.float64),
               torch.randn(50, 199, 48, generator=g), torch.randn(50, 400, 15, generator=g)):
         assert torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)
     run_child("""
@@ -148,3 +151,21 @@ def test_already_converged(tmp_path, dtype, shape):
     for got, want in ((torch_jsvd.svd(D, False), off_d), (torch_jsvd.svd(A, True), off_full)):
         for a, b in zip(got, want):
             assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(1, 64, 64), (1, 96, 96), (4, 128, 128), (2, 100, 256), (3, 256, 256), (1, 300, 257)],
+                         ids=str)
+def test_few_matrices_from_64_columns(dtype, shape):
+    """Up to 4 matrices of any shape from 64 columns take the start (their Jacobi on X on the calling thread to
+    256 columns, beyond it on the pool's): every output property, S against LAPACK, not svd_ex's bits."""
+    g = torch.Generator().manual_seed(sum(shape))
+    A = torch.randn(*shape, generator=g, dtype=torch.float64)
+    A[0] *= torch.logspace(0, -2, shape[-1], dtype=torch.float64)  # (graded within float64's ratio)
+    A = A.to(dtype)
+    for full in (False, True):
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
+        assert_valid_svd(A, U, S, Vh, full)
+    ref = torch.linalg.svdvals(A.double())
+    assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(*shape[-2:], dtype)
+    assert not torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)

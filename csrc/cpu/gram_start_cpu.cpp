@@ -18,7 +18,7 @@ bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptio
   if (dtype == at::kDouble && (q >= kCpuStartMinColsF64 || (B >= kCpuStartBatchF64 && q >= kCpuStartBatchMinColsF64)))
     return true;
   if (dtype == at::kFloat && q >= kCpuStartTallMinColsF32 && p >= std::max(4 * q, kCpuStartTallRowsF32)) return true;
-  return q >= kCpuStartMinCols || (B <= kCpuStartTallBatch && q >= kCpuStartTallMinCols && p >= 4 * q);
+  return q >= kCpuStartMinCols || (B <= kCpuStartFewBatch && q >= kCpuStartFewMinCols);
 }
 
 namespace {
@@ -63,7 +63,7 @@ bool converged_order(const at::Tensor& C, int64_t p, double tol, bool f64, at::T
 }  // namespace
 
 CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt,
-                              const CpuJacobi& jacobi) {
+                              const CpuJacobi& jacobi, const CpuJacobi& jacobi_x) {
   const int64_t B = batch.size(), p = batch.p(0), q = batch.q(0);
   const bool f64 = A.scalar_type() == at::kDouble;
   // Packed: row j of W is column j of M. The Gram matrix, V0 and X in float64 (float32's products are
@@ -121,7 +121,7 @@ CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, con
     }
   }
   const at::Tensor X = (f64 ? Xd : at::bmm(V0.mT(), Wd).to(A.scalar_type())).contiguous();  // packed, M V0 is V0^T W
-  CoreResult r = jacobi(X.view({-1}), batch, opt);
+  CoreResult r = jacobi_x(X.view({-1}), batch, opt);
   if (opt.compute_uv)  // packed, V^T = Vx^T V0^T, in float64
     r.V = at::bmm(r.V.view({B, q, q}).to(at::kDouble), V0.mT()).to(A.scalar_type()).contiguous().view({-1});
   return r;

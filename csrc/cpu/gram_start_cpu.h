@@ -13,8 +13,8 @@ namespace jsvd {
 
 // Whether svd / svdvals (opt.may_sync: svd_ex plans without it, as on CUDA) of a uniform batch of
 // rows x cols matrices take it: from kCpuStartMinCols columns (float64 kCpuStartMinColsF64, and batches of
-// at least kCpuStartBatchF64 from kCpuStartBatchMinColsF64), and up to kCpuStartTallBatch tall ones
-// (rows >= 4 cols) from kCpuStartTallMinCols; JSVD_EIGH=0 never, =1 every uniform batch. Measured (stop
+// at least kCpuStartBatchF64 from kCpuStartBatchMinColsF64), and up to kCpuStartFewBatch matrices from
+// kCpuStartFewMinCols (below); JSVD_EIGH=0 never, =1 every uniform batch. Measured (stop
 // 40, 2-thread AMD EPYC, best of 3, start / Jacobi on M / LAPACK's torch.linalg.svd, ms): float32 1x160²
 // 5.7 / 6.9 / 3.9, 1x256² 15.8 / 27.4 / 9.5, 1x512² 88 / 155 / 61, 1x1024² 386 / 1523 / 308, 4x160² 14.0 /
 // 20.2 / 12.2, 1x2000x64 5.7 / 12.4 / 3.7; float64 1x160² 5.6 / 14.6 / 5.4, 1x512² 100 / 376 / 115, 4x256²
@@ -36,22 +36,37 @@ namespace jsvd {
 // 19.1-19.7), and U, V and the residual identical to two digits.
 // Its float64 work buffers (M, M V0 and two Gram-sized matrices a matrix) are capped at kCpuStartMaxBytes:
 // a larger batch runs the Jacobi on M rather than hold several times its own size in memory.
-constexpr int64_t kCpuStartMinCols = 160;
+// Since stop 55 (with the Jacobi on X of a few matrices on the calling thread, kCpuStartSerialMaxCols
+// below) float32 batches from 128 columns (was 160) and up to 4 matrices of any shape from 64 (was tall
+// ones only). This machine (2-thread Intel Xeon, median, ms, the start / the Jacobi on M / LAPACK's gesdd
+// through torch.linalg.svd): float32 1x64² 0.26 / 0.35 / 0.27, 1x96² 0.58 / 0.84 / 0.58, 1x128² 1.08 /
+// 1.65 / 1.01, 4x96² 2.79 / 3.69 / 2.26, 4x128² 4.55 / 5.83 / 4.04; float64 1x64² 0.28 / 0.58 / 0.35,
+// 1x96² 0.64 / 1.52 / 0.81, 4x96² 3.12 / 5.46 / 3.06; float32 batches at 128 columns about equal (100x128²
+// 94.7-96.7 / 95.0-101.7 / 99.5-101.2), with U, V and the residual ten times closer to working precision
+// (recon 5.9e-8 against 9.2e-7, ||U^T U - I||_F 7.2e-7 against 4.7e-6).
+constexpr int64_t kCpuStartMinCols = 128;
 constexpr int64_t kCpuStartMinColsF64 = 128;
 constexpr int64_t kCpuStartBatchMinColsF64 = 64;
 constexpr int64_t kCpuStartBatchF64 = 16;
-constexpr int64_t kCpuStartTallMinCols = 64;
-constexpr int64_t kCpuStartTallBatch = 4;
+constexpr int64_t kCpuStartFewMinCols = 64;
+constexpr int64_t kCpuStartFewBatch = 4;
 constexpr int64_t kCpuStartTallRowsF32 = 200;
 constexpr int64_t kCpuStartTallMinColsF32 = 16;
 constexpr double kCpuStartMaxBytes = 4.0 * 1024 * 1024 * 1024;
+// A batch smaller than the thread pool runs its Jacobi on X on the calling thread up to this many columns,
+// not spread over the pool's threads: LAPACK's eigh just before it leaves its OpenMP threads spinning on
+// the same cores for a while. This machine (2-thread Intel Xeon, median of 40, ms, eigh then the Jacobi on
+// a converged X, pool / calling thread; LAPACK's gesdd of the matrix): 96² float32 1.05 / 0.48 (gesdd
+// 0.57), 128² 1.43 / 0.93 (0.98), 160² 1.89 / 1.44 (1.50), 200² 2.86 / 2.28 (2.56), 256² 3.96 / 3.76
+// (4.58), but 384² 8.38 / 8.95, 512² 16.9 / 18.8.
+constexpr int64_t kCpuStartSerialMaxCols = 256;
 bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptions& opt);
 
-// The SVD of the packed uniform batch A by `jacobi` on A V0, outputs packed as jacobi's for A; a batch
+// The SVD of the packed uniform batch A by `jacobi_x` on A V0, outputs packed as jacobi's for A; a batch
 // whose Gram diagonals fail start_limits (core.h: non-finite data, entries out of range, float64
 // columns graded beyond sqrt(n eps)) or whose eigen-solver fails is solved by `jacobi` on A itself.
 using CpuJacobi = std::function<CoreResult(const at::Tensor&, const PackedBatch&, const SvdOptions&)>;
 CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt,
-                              const CpuJacobi& jacobi);
+                              const CpuJacobi& jacobi, const CpuJacobi& jacobi_x);
 
 }  // namespace jsvd

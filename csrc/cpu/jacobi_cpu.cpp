@@ -217,8 +217,10 @@ bool by_qr(const PackedBatch& b, int64_t k, bool uv) {
          static_cast<double>(b.uc(k) - b.q(k)) * static_cast<double>(b.q(k)) * static_cast<double>(b.p(k)) >= 16777216.0;
 }
 
+// serial: every matrix on the calling thread (jacobi_svd_cpu); else over the pool's threads, a batch
+// smaller than the pool each matrix's pairs.
 template <typename T>
-void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt, CoreResult& r) {
+void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt, bool serial, CoreResult& r) {
   T* a = A.data_ptr<T>();
   T* u = opt.compute_uv ? r.U.data_ptr<T>() : nullptr;
   T* v = opt.compute_uv ? r.V.data_ptr<T>() : nullptr;
@@ -226,14 +228,14 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
   int32_t* info = r.info.data_ptr<int32_t>();
   const int64_t max_sweeps = resolve_max_sweeps(opt);
   const int64_t nb = batch.size();
-  const bool parallel_pairs = nb < at::get_num_threads();
+  const bool parallel_pairs = !serial && nb < at::get_num_threads();
   auto one = [&](int64_t k) {
     const double tol = resolve_tol(opt, batch.p(k), A.scalar_type());
     info[k] = svd_one<T>(a + batch.a_at(k), u ? u + batch.u_at(k) : nullptr, s + batch.s_at(k),
                          v ? v + batch.v_at(k) : nullptr, batch.p(k), batch.q(k),
                          by_qr(batch, k, u != nullptr) ? batch.q(k) : batch.uc(k), tol, max_sweeps, parallel_pairs);
   };
-  if (parallel_pairs) {
+  if (serial || parallel_pairs) {
     for (int64_t k = 0; k < nb; ++k) one(k);
   } else {
     // Matrices are handed out one at a time from a shared counter rather than
@@ -255,7 +257,7 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
 
 namespace {
 
-CoreResult jacobi_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt) {
+CoreResult jacobi_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt, bool serial = false) {
   CoreResult r;
   r.S = at::empty({batch.s_numel}, A.options());
   r.info = at::empty({batch.size()}, A.options().dtype(at::kInt));
@@ -263,17 +265,33 @@ CoreResult jacobi_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOp
     r.U = at::zeros({batch.u_numel}, A.options());
     r.V = at::empty({batch.v_numel}, A.options());
   }
-  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "jacobi_svd_cpu", [&] { run_batch<scalar_t>(A, batch, opt, r); });
+  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "jacobi_svd_cpu", [&] { run_batch<scalar_t>(A, batch, opt, serial, r); });
   return r;
 }
 
+}  // namespace
+
+namespace {
+// The process that loaded the extension. A forked child skips the start: LAPACK's eigh runs OpenMP regions,
+// whose threads do not survive fork(), and a child's first one hung (tests/test_cpu_threads.py).
+const pid_t g_load_pid = getpid();
 }  // namespace
 
 CoreResult jacobi_svd_cpu(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {
   const at::Tensor A = packed_input(input);  // the sweeps work in place
   TORCH_CHECK(A.device().is_cpu() && A.dim() == 1 && A.is_contiguous() && A.numel() == batch.a_numel,
               "jsvd internal: jacobi_svd_cpu expects the packed 1-D CPU buffer");
-  if (cpu_start_on(batch, A.scalar_type(), opt)) return svd_gram_start_cpu(A, batch, opt, jacobi_cpu);
+  if (getpid() == g_load_pid && cpu_start_on(batch, A.scalar_type(), opt)) {
+    // A few matrices of at most kCpuStartSerialMaxCols columns: the Jacobi on X on the calling thread
+    // (gram_start_cpu.h: LAPACK's OpenMP threads, still spinning after its eigh, slowed the pool's).
+    const bool serial = batch.size() <= kCpuStartFewBatch && batch.q(0) <= kCpuStartSerialMaxCols;
+    const auto on = [](bool one_thread) {
+      return [one_thread](const at::Tensor& M, const PackedBatch& b, const SvdOptions& o) {
+        return jacobi_cpu(M, b, o, one_thread);
+      };
+    };
+    return svd_gram_start_cpu(A, batch, opt, on(false), on(serial));
+  }
   return jacobi_cpu(A, batch, opt);
 }
 
