@@ -53,9 +53,9 @@ constexpr int64_t kCpuStartFewBatch = 4;
 constexpr int64_t kCpuStartTallRowsF32 = 200;
 constexpr int64_t kCpuStartTallMinColsF32 = 16;
 constexpr double kCpuStartMaxBytes = 4.0 * 1024 * 1024 * 1024;
-// A batch smaller than the thread pool runs its Jacobi on X on the calling thread up to this many columns,
-// not spread over the pool's threads: LAPACK's eigh just before it leaves its OpenMP threads spinning on
-// the same cores for a while. This machine (2-thread Intel Xeon, median of 40, ms, eigh then the Jacobi on
+// Up to kCpuStartFewBatch matrices of at most this many columns run their Jacobi on X on the calling
+// thread, not on the engine's pool: LAPACK's eigh just before it leaves its OpenMP threads spinning on the
+// same cores for a while. This machine (2-thread Intel Xeon, median of 40, ms, eigh then the Jacobi on
 // a converged X, pool / calling thread; LAPACK's gesdd of the matrix): 96² float32 1.05 / 0.48 (gesdd
 // 0.57), 128² 1.43 / 0.93 (0.98), 160² 1.89 / 1.44 (1.50), 200² 2.86 / 2.28 (2.56), 256² 3.96 / 3.76
 // (4.58), but 384² 8.38 / 8.95, 512² 16.9 / 18.8.

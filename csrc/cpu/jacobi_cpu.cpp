@@ -269,12 +269,10 @@ CoreResult jacobi_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOp
   return r;
 }
 
-}  // namespace
-
-namespace {
 // The process that loaded the extension. A forked child skips the start: LAPACK's eigh runs OpenMP regions,
 // whose threads do not survive fork(), and a child's first one hung (tests/test_cpu_threads.py).
 const pid_t g_load_pid = getpid();
+
 }  // namespace
 
 CoreResult jacobi_svd_cpu(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {

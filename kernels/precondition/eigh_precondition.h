@@ -201,10 +201,9 @@ constexpr int64_t kEvd32MinBatchF32 = 32, kEvd32MinBatchF64 = 16;
 constexpr double kEvd32PivotRatio = 1e-5;
 constexpr double kEvd32Shift = 1e-10;
 constexpr int64_t kEvd32ColsPerSmallPivot = 32;
-// V0 refined by one
-// first-order step before X is formed (refine_eigenvectors: Ogita and Aishima's, each pair's rotation
-// S_ij / (S_jj - S_ii) of S = V0^T G V0 where at most kRefineMaxAngle, the whole scaled to a Frobenius
-// norm of at most kRefineMaxNorm), which takes X's largest cosine from ~1e-2 to ~2e-6 (this machine's CPU
+// V0 refined by one first-order step before X is formed (refine_eigenvectors: Ogita and Aishima's, each
+// pair's rotation S_ij / (S_jj - S_ii) of S = V0^T G V0 where at most kRefineMaxAngle, the whole scaled to
+// a Frobenius norm of at most kRefineMaxNorm), which takes X's largest cosine from ~1e-2 to ~2e-6 (this machine's CPU
 // engine, Gaussian 200² and 256²). H100, stop 54, `ab_knob.sh JSVD_START_REFINE` before the norm's cap
 // (two rounds, ms, on / off, ||U^T U - I||_F): float32 200x256² 14.8-15.2 / 15.3-15.6 (2.4e-6 / 1.1e-5;
 // recon 6.4e-8 / 1.3e-7), 64x200² 5.2-5.8 / 5.5-5.8 (1.8e-6 / 8.8e-6), 100x160² 4.7-5.2 / 4.8-5.1 (1.5e-6
