@@ -169,3 +169,24 @@ def test_few_matrices_from_64_columns(dtype, shape):
     ref = torch.linalg.svdvals(A.double())
     assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(*shape[-2:], dtype)
     assert not torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("full", [False, True])
+def test_list_members_take_the_start(dtype, full):
+    """svd_varlen on the CPU groups a list's members by shape, and each group the start takes as a uniform
+    batch is solved so (S bit for bit torch_jsvd.svd's of the group stacked), the rest by the Jacobi on M;
+    every member's outputs valid, S against LAPACK."""
+    g = torch.Generator().manual_seed(5)
+    shapes = [(128, 128)] * 6 + [(300, 70)] * 2 + [(64, 200)] + [(8, 5), (1, 7), (40, 30), (0, 4)] * 3 + [(96, 96)] * 6
+    As = [torch.randn(m, n, generator=g, dtype=torch.float64).to(dtype) for m, n in shapes]
+    U, S, Vh = torch_jsvd.svd_varlen(As, full_matrices=full)
+    for A, u, s, vh in zip(As, U, S, Vh):
+        assert_valid_svd(A, u, s, vh, full)
+        if A.numel():
+            ref = torch.linalg.svdvals(A.double())
+            assert ((s.double() - ref).abs().max() / ref[0]).item() <= bound(*A.shape, dtype)
+    for first, count in ((0, 6), (6, 2), (8, 1)):  # (the groups the start takes)
+        want = torch_jsvd.svd(torch.stack(As[first:first + count]), full_matrices=full)[1]
+        assert torch.equal(torch.stack(S[first:first + count]), want)
+        assert not torch.equal(want, torch_jsvd.svd_ex(torch.stack(As[first:first + count]), compute_uv=False).S)

@@ -19,10 +19,12 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <unistd.h>
@@ -218,9 +220,11 @@ bool by_qr(const PackedBatch& b, int64_t k, bool uv) {
 }
 
 // serial: every matrix on the calling thread (jacobi_svd_cpu); else over the pool's threads, a batch
-// smaller than the pool each matrix's pairs.
+// smaller than the pool each matrix's pairs. done: members solved already (a list's members that took the
+// start, jacobi_svd_cpu), left as they are.
 template <typename T>
-void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt, bool serial, CoreResult& r) {
+void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt, bool serial,
+               const std::vector<char>* done, CoreResult& r) {
   T* a = A.data_ptr<T>();
   T* u = opt.compute_uv ? r.U.data_ptr<T>() : nullptr;
   T* v = opt.compute_uv ? r.V.data_ptr<T>() : nullptr;
@@ -228,8 +232,10 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
   int32_t* info = r.info.data_ptr<int32_t>();
   const int64_t max_sweeps = resolve_max_sweeps(opt);
   const int64_t nb = batch.size();
-  const bool parallel_pairs = !serial && nb < at::get_num_threads();
+  const int64_t left = done ? nb - std::count(done->begin(), done->end(), 1) : nb;
+  const bool parallel_pairs = !serial && left < at::get_num_threads();
   auto one = [&](int64_t k) {
+    if (done && (*done)[k]) return;
     const double tol = resolve_tol(opt, batch.p(k), A.scalar_type());
     info[k] = svd_one<T>(a + batch.a_at(k), u ? u + batch.u_at(k) : nullptr, s + batch.s_at(k),
                          v ? v + batch.v_at(k) : nullptr, batch.p(k), batch.q(k),
@@ -247,7 +253,7 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
     });
   }
   for (int64_t k = 0; k < nb; ++k) {
-    if (!by_qr(batch, k, u != nullptr)) continue;
+    if (!by_qr(batch, k, u != nullptr) || (done && (*done)[k])) continue;
     const int64_t p = batch.p(k), uc = batch.uc(k);
     complete_columns_by_qr(r.U.narrow(0, batch.u_at(k), uc * p).view({1, uc, p}), batch.q(k));
   }
@@ -257,7 +263,8 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
 
 namespace {
 
-CoreResult jacobi_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt, bool serial = false) {
+CoreResult jacobi_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt, bool serial = false,
+                      const std::vector<char>* done = nullptr) {
   CoreResult r;
   r.S = at::empty({batch.s_numel}, A.options());
   r.info = at::empty({batch.size()}, A.options().dtype(at::kInt));
@@ -265,7 +272,7 @@ CoreResult jacobi_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOp
     r.U = at::zeros({batch.u_numel}, A.options());
     r.V = at::empty({batch.v_numel}, A.options());
   }
-  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "jacobi_svd_cpu", [&] { run_batch<scalar_t>(A, batch, opt, serial, r); });
+  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "jacobi_svd_cpu", [&] { run_batch<scalar_t>(A, batch, opt, serial, done, r); });
   return r;
 }
 
@@ -275,20 +282,67 @@ const pid_t g_load_pid = getpid();
 
 }  // namespace
 
+// The start on a uniform batch (cpu_start_on). A few matrices of at most kCpuStartSerialMaxCols columns run
+// the Jacobi on X on the calling thread (gram_start_cpu.h: LAPACK's OpenMP threads, still spinning after
+// its eigh, slowed the pool's).
+CoreResult start_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt) {
+  const bool serial = batch.size() <= kCpuStartFewBatch && batch.q(0) <= kCpuStartSerialMaxCols;
+  const auto on = [](bool one_thread) {
+    return [one_thread](const at::Tensor& M, const PackedBatch& b, const SvdOptions& o) {
+      return jacobi_cpu(M, b, o, one_thread);
+    };
+  };
+  return svd_gram_start_cpu(A, batch, opt, on(false), on(serial));
+}
+
+// A list: its members grouped by shape, each group the start takes as a uniform batch (cpu_start_on) is
+// solved so, and the rest by one Jacobi call that leaves those be. Without it a list's large members ran
+// the Jacobi on M: this machine, svd_varlen of 768x3072 and 512² float32 1072 ms, against 110 for two
+// torch_jsvd.svd calls.
+CoreResult list_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt) {
+  const int64_t nb = batch.size();
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>> groups;  // (p, q, ucols): members
+  for (int64_t k = 0; k < nb; ++k) groups[{batch.p(k), batch.q(k), batch.uc(k)}].push_back(k);
+  std::vector<char> started(static_cast<size_t>(nb), 0);
+  std::vector<std::pair<PackedBatch, const std::vector<int64_t>*>> taken;
+  for (const auto& [shape, members] : groups) {
+    const auto [p, q, uc] = shape;
+    PackedBatch g = PackedBatch::uniform_of(static_cast<int64_t>(members.size()), p, q, uc > q);
+    if (!cpu_start_on(g, A.scalar_type(), opt)) continue;
+    for (int64_t k : members) started[k] = 1;
+    taken.emplace_back(std::move(g), &members);
+  }
+  if (taken.empty()) return jacobi_cpu(A, batch, opt);
+  CoreResult r = jacobi_cpu(A, batch, opt, false, &started);
+  for (const auto& [g, members] : taken) {
+    const int64_t p = g.p(0), q = g.q(0), uc = g.uc(0), n = g.size();
+    at::Tensor Ag;  // the group's matrices, packed together
+    if (n == 1) {
+      Ag = A.narrow(0, batch.a_at(members->front()), p * q);
+    } else {
+      Ag = at::empty({n * p * q}, A.options());
+      for (int64_t i = 0; i < n; ++i) Ag.narrow(0, i * p * q, p * q).copy_(A.narrow(0, batch.a_at((*members)[i]), p * q));
+    }
+    const CoreResult rg = start_cpu(Ag, g, opt);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t k = (*members)[i];
+      r.S.narrow(0, batch.s_at(k), q).copy_(rg.S.narrow(0, i * q, q));
+      r.info.narrow(0, k, 1).copy_(rg.info.narrow(0, i, 1));
+      if (!opt.compute_uv) continue;
+      r.U.narrow(0, batch.u_at(k), p * uc).copy_(rg.U.narrow(0, i * p * uc, p * uc));
+      r.V.narrow(0, batch.v_at(k), q * q).copy_(rg.V.narrow(0, i * q * q, q * q));
+    }
+  }
+  return r;
+}
+
 CoreResult jacobi_svd_cpu(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {
   const at::Tensor A = packed_input(input);  // the sweeps work in place
   TORCH_CHECK(A.device().is_cpu() && A.dim() == 1 && A.is_contiguous() && A.numel() == batch.a_numel,
               "jsvd internal: jacobi_svd_cpu expects the packed 1-D CPU buffer");
-  if (getpid() == g_load_pid && cpu_start_on(batch, A.scalar_type(), opt)) {
-    // A few matrices of at most kCpuStartSerialMaxCols columns: the Jacobi on X on the calling thread
-    // (gram_start_cpu.h: LAPACK's OpenMP threads, still spinning after its eigh, slowed the pool's).
-    const bool serial = batch.size() <= kCpuStartFewBatch && batch.q(0) <= kCpuStartSerialMaxCols;
-    const auto on = [](bool one_thread) {
-      return [one_thread](const at::Tensor& M, const PackedBatch& b, const SvdOptions& o) {
-        return jacobi_cpu(M, b, o, one_thread);
-      };
-    };
-    return svd_gram_start_cpu(A, batch, opt, on(false), on(serial));
+  if (getpid() == g_load_pid) {
+    if (cpu_start_on(batch, A.scalar_type(), opt)) return start_cpu(A, batch, opt);
+    if (!batch.uniform && opt.may_sync && knobs().eigh != 0) return list_cpu(A, batch, opt);
   }
   return jacobi_cpu(A, batch, opt);
 }
