@@ -98,12 +98,12 @@ def test_float64_batches_from_64_columns():
 
 
 def test_below_the_threshold_and_switched_off():
-    """float32 batches of 127 columns, single matrices of 63, a batch of 5 tall float64 matrices of 64 columns, or
-    float32 ones of fewer than 200 rows, run the Jacobi on M (svd's bits are svd_ex's); JSVD_EIGH=0 switches
+    """float32 batches of 127 columns, single matrices of 63, a batch of 5 float64 matrices of 64 columns and
+    fewer than 200 rows, or float32 ones, run the Jacobi on M (svd's bits are svd_ex's); JSVD_EIGH=0 switches
     the start off."""
     g = torch.Generator().manual_seed(1)
     for A in (torch.randn(5, 300, 127, generator=g), torch.randn(90, 63, generator=g, dtype=torch.float64),
-              torch.randn(5, 256, 64, generator=g, dtype=torch.float64),
+              torch.randn(5, 190, 64, generator=g, dtype=torch.float64),
               torch.randn(50, 199, 48, generator=g), torch.randn(50, 400, 15, generator=g)):
         assert torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)
     run_child("""
@@ -190,3 +190,20 @@ def test_list_members_take_the_start(dtype, full):
         want = torch_jsvd.svd(torch.stack(As[first:first + count]), full_matrices=full)[1]
         assert torch.equal(torch.stack(S[first:first + count]), want)
         assert not torch.equal(want, torch_jsvd.svd_ex(torch.stack(As[first:first + count]), compute_uv=False).S)
+
+
+@pytest.mark.parametrize("shape", [(1, 4000, 16), (4, 1000, 40), (8, 300, 24), (30, 200, 50)], ids=str)
+def test_float64_tall_batches(shape):
+    """float64 tall batches (rows >= max(4 cols, 200), from 16 columns) take the start as float32's do:
+    every output property, S against LAPACK, not svd_ex's bits; a member graded beyond the ratio sends its
+    batch to the Jacobi on M (svd_ex's bits)."""
+    g = torch.Generator().manual_seed(sum(shape))
+    A = torch.randn(*shape, generator=g, dtype=torch.float64)
+    for full in (False, True):
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
+        assert_valid_svd(A, U, S, Vh, full)
+    ref = torch.linalg.svdvals(A)
+    assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(*shape[-2:], torch.float64)
+    assert not torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)
+    A[0] *= torch.logspace(0, -12, shape[-1], dtype=torch.float64)
+    assert torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)

@@ -17,7 +17,7 @@ bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptio
   if (8.0 * B * q * (2.0 * p + 2.0 * q) > kCpuStartMaxBytes) return false;
   if (dtype == at::kDouble && (q >= kCpuStartMinColsF64 || (B >= kCpuStartBatchF64 && q >= kCpuStartBatchMinColsF64)))
     return true;
-  if (dtype == at::kFloat && q >= kCpuStartTallMinColsF32 && p >= std::max(4 * q, kCpuStartTallRowsF32)) return true;
+  if (q >= kCpuStartTallMinCols && p >= std::max(4 * q, kCpuStartTallRows)) return true;
   return q >= kCpuStartMinCols || (B <= kCpuStartFewBatch && q >= kCpuStartFewMinCols);
 }
 

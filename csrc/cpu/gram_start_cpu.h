@@ -22,8 +22,8 @@ namespace jsvd {
 // 3.9, 100x500x32 40.5 / 36.7, 1000x128x16 58 / 32; float32 batches tie below 160: 100x128² 231 / 227,
 // 100x96² 93 / 95). float64 (at ebbbd10, JSVD_EIGH=1 / 0): 1x128² 5.8 / 7.0, 100x128² 247 / 418, 20x96²
 // 35 / 56, 100x96² 104 / 199, 100x64² 69 / 88, but 1x96² 4.2 / 3.5.
-// Since stop 49 float32 also takes it for tall batches of any size (rows >= max(4 cols, kCpuStartTallRowsF32),
-// from kCpuStartTallMinColsF32 columns): where M V0 is already converged (ConvergedStart, core.h) no Jacobi
+// Since stop 49 float32 also takes it for tall batches of any size (rows >= max(4 cols, kCpuStartTallRows),
+// from kCpuStartTallMinCols columns), float64 since stop 55: where M V0 is already converged (ConvergedStart, core.h) no Jacobi
 // runs at all. This machine (2-thread Intel Xeon, best of 5, JSVD_EIGH=1 / 0, ms): 100x500x32 8.9 / 19.8,
 // 20x1000x64 7.1 / 29.2, 500x512x16 14.4 / 25.4, 200x256x16 4.3 / 6.8, 100x200x48 15.0 / 20.0, but
 // 100x128x32 6.5 / 6.8, 1000x128x16 20.3 / 18.2, 1000x64x16 18.9 / 12.3; with every member rank-deficient
@@ -50,8 +50,13 @@ constexpr int64_t kCpuStartBatchMinColsF64 = 64;
 constexpr int64_t kCpuStartBatchF64 = 16;
 constexpr int64_t kCpuStartFewMinCols = 64;
 constexpr int64_t kCpuStartFewBatch = 4;
-constexpr int64_t kCpuStartTallRowsF32 = 200;
-constexpr int64_t kCpuStartTallMinColsF32 = 16;
+// float64's tall batches since stop 55 (this machine, median, ms, the start / the Jacobi on M / LAPACK):
+// 1x4000x16 0.23 / 2.96 / 0.36, 1x1000x40 0.27 / 4.53 / 0.48, 4x4000x16 0.84 / 5.24 / 1.40, 8x300x24 0.44 /
+// 2.39 / 1.35, 20x1000x40 3.96 / 20.6 / 10.0, 100x500x32 10.3 / 43.6 / 23.7, 1000x256x16 29.9 / 52.1 / 48.2,
+// 100x200x16 2.40 / 5.33 / 4.31 (recon 1.5e-15 against 1.0e-15); not with fewer rows (1000x64x16 22.0 /
+// 17.3).
+constexpr int64_t kCpuStartTallRows = 200;
+constexpr int64_t kCpuStartTallMinCols = 16;
 constexpr double kCpuStartMaxBytes = 4.0 * 1024 * 1024 * 1024;
 // Up to kCpuStartFewBatch matrices of at most this many columns run their Jacobi on X on the calling
 // thread, not on the engine's pool: LAPACK's eigh just before it leaves its OpenMP threads spinning on the

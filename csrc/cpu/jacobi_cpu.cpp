@@ -219,9 +219,18 @@ bool by_qr(const PackedBatch& b, int64_t k, bool uv) {
          static_cast<double>(b.uc(k) - b.q(k)) * static_cast<double>(b.q(k)) * static_cast<double>(b.p(k)) >= 16777216.0;
 }
 
-// serial: every matrix on the calling thread (jacobi_svd_cpu); else over the pool's threads, a batch
-// smaller than the pool each matrix's pairs. done: members solved already (a list's members that took the
-// start, jacobi_svd_cpu), left as they are.
+// A batch smaller than the pool spreads a matrix's pairs over it (the column-block tiles,
+// jacobi_cpu_schedule.h) from kTileMinCols columns; narrower ones run whole on a thread, where the tiles'
+// waits cost more than they share. This machine (2-thread Intel Xeon, one matrix, the Jacobi on M, median,
+// ms, tiles / one thread): float64 4000x16 3.17 / 1.32, 8000x16 4.75 / 3.16, 1000x40 4.07 / 1.87, 64² 0.62 /
+// 0.54; float32 1000x100 7.46 / 6.18, 3000x64 7.35 / 6.95, 96² 0.88 / 0.88; but float32 128² 1.59 / 1.75,
+// 260² 14.4 / 19.8, 500x200 11.6 / 15.5, 512² 68 / 114, float64 400x160 12.7 / 15.6 (200² 9.0 / 7.4 and 256²
+// 12.6 / 10.2 the exceptions).
+constexpr int64_t kTileMinCols = 128;
+
+// serial: every matrix on the calling thread (jacobi_svd_cpu); else over the pool's threads, by matrices
+// or, where the batch is smaller than the pool and a matrix has kTileMinCols columns, by its tiles. done:
+// members solved already (a list's members that took the start, jacobi_svd_cpu), left as they are.
 template <typename T>
 void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& opt, bool serial,
                const std::vector<char>* done, CoreResult& r) {
@@ -232,16 +241,28 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
   int32_t* info = r.info.data_ptr<int32_t>();
   const int64_t max_sweeps = resolve_max_sweeps(opt);
   const int64_t nb = batch.size();
-  const int64_t left = done ? nb - std::count(done->begin(), done->end(), 1) : nb;
-  const bool parallel_pairs = !serial && left < at::get_num_threads();
+  const auto todo = [&](int64_t k) { return !(done && (*done)[k]); };
+  int64_t left = nb;
+  bool wide = nb > 0 && batch.q(0) >= kTileMinCols;  // (a matrix the tiles would take; a uniform batch: no loop)
+  if (done || !batch.uniform) {
+    left = 0;
+    wide = false;
+    for (int64_t k = 0; k < nb; ++k) {
+      if (!todo(k)) continue;
+      ++left;
+      wide |= batch.q(k) >= kTileMinCols;
+    }
+  }
+  const bool tiles = !serial && left < at::get_num_threads() && wide;
   auto one = [&](int64_t k) {
-    if (done && (*done)[k]) return;
+    if (!todo(k)) return;
     const double tol = resolve_tol(opt, batch.p(k), A.scalar_type());
     info[k] = svd_one<T>(a + batch.a_at(k), u ? u + batch.u_at(k) : nullptr, s + batch.s_at(k),
                          v ? v + batch.v_at(k) : nullptr, batch.p(k), batch.q(k),
-                         by_qr(batch, k, u != nullptr) ? batch.q(k) : batch.uc(k), tol, max_sweeps, parallel_pairs);
+                         by_qr(batch, k, u != nullptr) ? batch.q(k) : batch.uc(k), tol, max_sweeps,
+                         tiles && batch.q(k) >= kTileMinCols);
   };
-  if (serial || parallel_pairs) {
+  if (serial || tiles) {
     for (int64_t k = 0; k < nb; ++k) one(k);
   } else {
     // Matrices are handed out one at a time from a shared counter rather than
@@ -253,7 +274,7 @@ void run_batch(const at::Tensor& A, const PackedBatch& batch, const SvdOptions& 
     });
   }
   for (int64_t k = 0; k < nb; ++k) {
-    if (!by_qr(batch, k, u != nullptr) || (done && (*done)[k])) continue;
+    if (!by_qr(batch, k, u != nullptr) || !todo(k)) continue;
     const int64_t p = batch.p(k), uc = batch.uc(k);
     complete_columns_by_qr(r.U.narrow(0, batch.u_at(k), uc * p).view({1, uc, p}), batch.q(k));
   }
