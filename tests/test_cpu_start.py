@@ -1,6 +1,7 @@
 """The CPU engine's Gram eigenvectors' start (csrc/cpu/gram_start_cpu.h): svd and svdvals of uniform batches
-of >= 128 columns (float64 also batches of >= 16 from 64, and up to 4 matrices of any shape from 64, whose
-Jacobi on X runs on the calling thread) run the Jacobi on M V0, V0 the eigenvectors of M^T M;
+of >= 128 columns (float64 also batches of >= 16 from 64; tall ones from 16; up to 4 matrices of any shape
+from 64 and one from 40, whose Jacobi on X runs on the calling thread) run the Jacobi on M V0, V0 the
+eigenvectors of M^T M;
 svd_ex never does, and float64 matrices whose columns are graded beyond sqrt(n eps), or with a zero column,
 and non-finite inputs go without it. Checked: every output property on structured inputs, S against
 LAPACK, the relative accuracy of float64 graded matrices' small singular values (against svd_ex, the
@@ -98,11 +99,11 @@ def test_float64_batches_from_64_columns():
 
 
 def test_below_the_threshold_and_switched_off():
-    """float32 batches of 127 columns, single matrices of 63, a batch of 5 float64 matrices of 64 columns and
+    """float32 batches of 127 columns, single matrices of 39, a batch of 5 float64 matrices of 64 columns and
     fewer than 200 rows, or float32 ones, run the Jacobi on M (svd's bits are svd_ex's); JSVD_EIGH=0 switches
     the start off."""
     g = torch.Generator().manual_seed(1)
-    for A in (torch.randn(5, 300, 127, generator=g), torch.randn(90, 63, generator=g, dtype=torch.float64),
+    for A in (torch.randn(5, 300, 127, generator=g), torch.randn(90, 39, generator=g, dtype=torch.float64),
               torch.randn(5, 190, 64, generator=g, dtype=torch.float64),
               torch.randn(50, 199, 48, generator=g), torch.randn(50, 400, 15, generator=g)):
         assert torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)
@@ -154,11 +155,12 @@ def test_already_converged(tmp_path, dtype, shape):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("shape", [(1, 64, 64), (1, 96, 96), (4, 128, 128), (2, 100, 256), (3, 256, 256), (1, 300, 257)],
-                         ids=str)
+@pytest.mark.parametrize("shape", [(1, 48, 48), (1, 100, 40), (1, 64, 64), (1, 96, 96), (4, 128, 128), (2, 100, 256),
+                                   (3, 256, 256), (1, 300, 257)], ids=str)
 def test_few_matrices_from_64_columns(dtype, shape):
-    """Up to 4 matrices of any shape from 64 columns take the start (their Jacobi on X on the calling thread to
-    256 columns, beyond it on the pool's): every output property, S against LAPACK, not svd_ex's bits."""
+    """Up to 4 matrices of any shape from 64 columns, and one from 40, take the start (their Jacobi on X on the
+    calling thread to 256 columns, beyond it on the pool's): every output property, S against LAPACK, not
+    svd_ex's bits."""
     g = torch.Generator().manual_seed(sum(shape))
     A = torch.randn(*shape, generator=g, dtype=torch.float64)
     A[0] *= torch.logspace(0, -2, shape[-1], dtype=torch.float64)  # (graded within float64's ratio)

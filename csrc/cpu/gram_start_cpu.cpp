@@ -18,7 +18,8 @@ bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptio
   if (dtype == at::kDouble && (q >= kCpuStartMinColsF64 || (B >= kCpuStartBatchF64 && q >= kCpuStartBatchMinColsF64)))
     return true;
   if (q >= kCpuStartTallMinCols && p >= std::max(4 * q, kCpuStartTallRows)) return true;
-  return q >= kCpuStartMinCols || (B <= kCpuStartFewBatch && q >= kCpuStartFewMinCols);
+  return q >= kCpuStartMinCols || (B <= kCpuStartFewBatch && q >= kCpuStartFewMinCols) ||
+         (B == 1 && q >= kCpuStartSingleMinCols);
 }
 
 namespace {

@@ -13,8 +13,8 @@ namespace jsvd {
 
 // Whether svd / svdvals (opt.may_sync: svd_ex plans without it, as on CUDA) of a uniform batch of
 // rows x cols matrices take it: from kCpuStartMinCols columns (float64 kCpuStartMinColsF64, and batches of
-// at least kCpuStartBatchF64 from kCpuStartBatchMinColsF64), and up to kCpuStartFewBatch matrices from
-// kCpuStartFewMinCols (below); JSVD_EIGH=0 never, =1 every uniform batch. Measured (stop
+// at least kCpuStartBatchF64 from kCpuStartBatchMinColsF64), up to kCpuStartFewBatch matrices from
+// kCpuStartFewMinCols and one from kCpuStartSingleMinCols (below); JSVD_EIGH=0 never, =1 every uniform batch. Measured (stop
 // 40, 2-thread AMD EPYC, best of 3, start / Jacobi on M / LAPACK's torch.linalg.svd, ms): float32 1x160²
 // 5.7 / 6.9 / 3.9, 1x256² 15.8 / 27.4 / 9.5, 1x512² 88 / 155 / 61, 1x1024² 386 / 1523 / 308, 4x160² 14.0 /
 // 20.2 / 12.2, 1x2000x64 5.7 / 12.4 / 3.7; float64 1x160² 5.6 / 14.6 / 5.4, 1x512² 100 / 376 / 115, 4x256²
@@ -50,6 +50,11 @@ constexpr int64_t kCpuStartBatchMinColsF64 = 64;
 constexpr int64_t kCpuStartBatchF64 = 16;
 constexpr int64_t kCpuStartFewMinCols = 64;
 constexpr int64_t kCpuStartFewBatch = 4;
+// One matrix from 40 columns (this machine, median, ms, the start / the Jacobi on M / LAPACK): float64 1x40²
+// 0.14 / 0.17 / 0.14, 1x48² 0.19 / 0.32-0.34 / 0.21-0.22, 1x56² 0.26 / 0.43 / 0.29, float32 1x56² 0.23 /
+// 0.32 / 0.23, 1x100x40 0.14 / 0.18 / 0.30; not 1x32² (float32 0.10 / 0.09), nor two matrices (2x56² float64
+// 0.46 / 0.42, float32 0.38 / 0.36).
+constexpr int64_t kCpuStartSingleMinCols = 40;
 // float64's tall batches since stop 55 (this machine, median, ms, the start / the Jacobi on M / LAPACK):
 // 1x4000x16 0.23 / 2.96 / 0.36, 1x1000x40 0.27 / 4.53 / 0.48, 4x4000x16 0.84 / 5.24 / 1.40, 8x300x24 0.44 /
 // 2.39 / 1.35, 20x1000x40 3.96 / 20.6 / 10.0, 100x500x32 10.3 / 43.6 / 23.7, 1000x256x16 29.9 / 52.1 / 48.2,
