@@ -301,8 +301,6 @@ CoreResult jacobi_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOp
 // whose threads do not survive fork(), and a child's first one hung (tests/test_cpu_threads.py).
 const pid_t g_load_pid = getpid();
 
-}  // namespace
-
 // The start on a uniform batch (cpu_start_on). A few matrices of at most kCpuStartSerialMaxCols columns run
 // the Jacobi on X on the calling thread (gram_start_cpu.h: LAPACK's OpenMP threads, still spinning after
 // its eigh, slowed the pool's).
@@ -356,6 +354,8 @@ CoreResult list_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOpti
   }
   return r;
 }
+
+}  // namespace
 
 CoreResult jacobi_svd_cpu(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {
   const at::Tensor A = packed_input(input);  // the sweeps work in place
