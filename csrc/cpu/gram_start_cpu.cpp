@@ -10,7 +10,7 @@
 
 namespace jsvd {
 
-bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptions& opt) {
+bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptions& opt, int64_t call_size) {
   if (!batch.uniform || batch.size() == 0 || !opt.may_sync || knobs().eigh == 0) return false;
   const int64_t B = batch.size(), p = batch.p(0), q = batch.q(0);
   if (knobs().eigh == 1) return true;
@@ -18,8 +18,9 @@ bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptio
   if (dtype == at::kDouble && (q >= kCpuStartMinColsF64 || (B >= kCpuStartBatchF64 && q >= kCpuStartBatchMinColsF64)))
     return true;
   if (q >= kCpuStartTallMinCols && p >= std::max(4 * q, kCpuStartTallRows)) return true;
-  return q >= kCpuStartMinCols || (B <= kCpuStartFewBatch && q >= kCpuStartFewMinCols) ||
-         (B == 1 && q >= kCpuStartSingleMinCols);
+  const int64_t call = call_size < 0 ? B : call_size;
+  return q >= kCpuStartMinCols || (call <= kCpuStartFewBatch && q >= kCpuStartFewMinCols) ||
+         (call == 1 && q >= kCpuStartSingleMinCols);
 }
 
 namespace {

@@ -70,7 +70,9 @@ constexpr double kCpuStartMaxBytes = 4.0 * 1024 * 1024 * 1024;
 // 0.57), 128² 1.43 / 0.93 (0.98), 160² 1.89 / 1.44 (1.50), 200² 2.86 / 2.28 (2.56), 256² 3.96 / 3.76
 // (4.58), but 384² 8.38 / 8.95, 512² 16.9 / 18.8.
 constexpr int64_t kCpuStartSerialMaxCols = 256;
-bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptions& opt);
+// call_size: the matrices of the whole call where `batch` is a group of a list's members (jacobi_cpu.cpp):
+// the few matrices' and single matrix's rules hold only where nothing else could share the threads.
+bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptions& opt, int64_t call_size = -1);
 
 // The SVD of the packed uniform batch A by `jacobi_x` on A V0, outputs packed as jacobi's for A; a batch
 // whose Gram diagonals fail start_limits (core.h: non-finite data, entries out of range, float64
