@@ -164,6 +164,8 @@ def test_few_matrices_from_64_columns(dtype, shape):
     g = torch.Generator().manual_seed(sum(shape))
     A = torch.randn(*shape, generator=g, dtype=torch.float64)
     A[0] *= torch.logspace(0, -2, shape[-1], dtype=torch.float64)  # (graded within float64's ratio)
+    if shape[0] > 1:
+        A[-1] = random_rank(shape[1:], min(shape[1:]) // 3)
     A = A.to(dtype)
     for full in (False, True):
         U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
@@ -183,7 +185,9 @@ def test_list_members_take_the_start(dtype, full):
     the start."""
     g = torch.Generator().manual_seed(5)
     shapes = [(128, 128)] * 6 + [(300, 70)] * 2 + [(64, 300)] + [(8, 5), (1, 7), (40, 30), (0, 4)] * 3 + [(96, 96)] * 2
-    As = [torch.randn(m, n, generator=g, dtype=torch.float64).to(dtype) for m, n in shapes]
+    As = [torch.randn(m, n, generator=g, dtype=torch.float64) for m, n in shapes]
+    As[5], As[7] = random_rank((128, 128), 20), random_rank((300, 70), 9)  # (rank-deficient members)
+    As = [A.to(dtype) for A in As]
     U, S, Vh = torch_jsvd.svd_varlen(As, full_matrices=full)
     for A, u, s, vh in zip(As, U, S, Vh):
         assert_valid_svd(A, u, s, vh, full)
@@ -203,10 +207,12 @@ def test_list_members_take_the_start(dtype, full):
 @pytest.mark.parametrize("shape", [(1, 4000, 16), (4, 1000, 40), (8, 300, 24), (30, 200, 50)], ids=str)
 def test_float64_tall_batches(shape):
     """float64 tall batches (rows >= max(4 cols, 200), from 16 columns) take the start as float32's do:
-    every output property, S against LAPACK, not svd_ex's bits; a member graded beyond the ratio sends its
-    batch to the Jacobi on M (svd_ex's bits)."""
+    every output property, S against LAPACK, not svd_ex's bits (a rank-deficient last member where there
+    are several); a member graded beyond the ratio sends its batch to the Jacobi on M (svd_ex's bits)."""
     g = torch.Generator().manual_seed(sum(shape))
     A = torch.randn(*shape, generator=g, dtype=torch.float64)
+    if shape[0] > 1:
+        A[-1] = random_rank(shape[1:], shape[-1] // 2)
     for full in (False, True):
         U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
         assert_valid_svd(A, U, S, Vh, full)

@@ -11,28 +11,28 @@
 
 namespace jsvd {
 
-// Whether svd / svdvals (opt.may_sync: svd_ex plans without it, as on CUDA) of a uniform batch of
-// rows x cols matrices take it: from kCpuStartMinCols columns (float64 kCpuStartMinColsF64, and batches of
-// at least kCpuStartBatchF64 from kCpuStartBatchMinColsF64), up to kCpuStartFewBatch matrices from
-// kCpuStartFewMinCols and one from kCpuStartSingleMinCols (below); JSVD_EIGH=0 never, =1 every uniform batch. Measured (stop
-// 40, 2-thread AMD EPYC, best of 3, start / Jacobi on M / LAPACK's torch.linalg.svd, ms): float32 1x160²
-// 5.7 / 6.9 / 3.9, 1x256² 15.8 / 27.4 / 9.5, 1x512² 88 / 155 / 61, 1x1024² 386 / 1523 / 308, 4x160² 14.0 /
-// 20.2 / 12.2, 1x2000x64 5.7 / 12.4 / 3.7; float64 1x160² 5.6 / 14.6 / 5.4, 1x512² 100 / 376 / 115, 4x256²
-// 61 / 227 / 63, 1x2000x64 5.4 / 18.1 / 4.0, 1x500x100 5.1 / 14.4 / 5.2; not below (float32 1x128² 5.3 /
-// 3.9, 100x500x32 40.5 / 36.7, 1000x128x16 58 / 32; float32 batches tie below 160: 100x128² 231 / 227,
-// 100x96² 93 / 95). float64 (at ebbbd10, JSVD_EIGH=1 / 0): 1x128² 5.8 / 7.0, 100x128² 247 / 418, 20x96²
-// 35 / 56, 100x96² 104 / 199, 100x64² 69 / 88, but 1x96² 4.2 / 3.5.
+// Whether svd / svdvals (opt.may_sync: svd_ex plans without it, as on CUDA) of a uniform batch of rows x cols
+// matrices take it: from kCpuStartMinCols columns (float64 kCpuStartMinColsF64, and batches of at least
+// kCpuStartBatchF64 from kCpuStartBatchMinColsF64), up to kCpuStartFewBatch matrices from kCpuStartFewMinCols
+// and one from kCpuStartSingleMinCols (below); JSVD_EIGH=0 never, =1 every uniform batch. Measured (stop 40,
+// 2-thread AMD EPYC, best of 3, start / Jacobi on M / LAPACK's torch.linalg.svd, ms): float32 1x160² 5.7 /
+// 6.9 / 3.9, 1x256² 15.8 / 27.4 / 9.5, 1x512² 88 / 155 / 61, 1x1024² 386 / 1523 / 308, 4x160² 14.0 / 20.2 /
+// 12.2, 1x2000x64 5.7 / 12.4 / 3.7; float64 1x160² 5.6 / 14.6 / 5.4, 1x512² 100 / 376 / 115, 4x256² 61 / 227
+// / 63, 1x2000x64 5.4 / 18.1 / 4.0, 1x500x100 5.1 / 14.4 / 5.2; not below (float32 1x128² 5.3 / 3.9,
+// 100x500x32 40.5 / 36.7, 1000x128x16 58 / 32; float32 batches tie below 160: 100x128² 231 / 227, 100x96² 93
+// / 95). float64 (at ebbbd10, JSVD_EIGH=1 / 0): 1x128² 5.8 / 7.0, 100x128² 247 / 418, 20x96² 35 / 56, 100x96²
+// 104 / 199, 100x64² 69 / 88, but 1x96² 4.2 / 3.5.
 // Since stop 49 float32 also takes it for tall batches of any size (rows >= max(4 cols, kCpuStartTallRows),
-// from kCpuStartTallMinCols columns), float64 since stop 55: where M V0 is already converged (ConvergedStart, core.h) no Jacobi
-// runs at all. This machine (2-thread Intel Xeon, best of 5, JSVD_EIGH=1 / 0, ms): 100x500x32 8.9 / 19.8,
-// 20x1000x64 7.1 / 29.2, 500x512x16 14.4 / 25.4, 200x256x16 4.3 / 6.8, 100x200x48 15.0 / 20.0, but
-// 100x128x32 6.5 / 6.8, 1000x128x16 20.3 / 18.2, 1000x64x16 18.9 / 12.3; with every member rank-deficient
-// (the Jacobi on M V0 then runs) 500x512x16 46.8 / 43.4, 100x500x32 28.4 / 34.8, 20x1000x64 33.7 / 49.6.
-// Since stop 52 float64 tall matrices (rows >= 2 cols) whose formed X passes the Jacobi's own test
-// (converged_start_f64 on X^T X) skip the Jacobi on X too. This machine, two rounds, ms,
+// from kCpuStartTallMinCols columns), float64 since stop 55: where M V0 is already converged (ConvergedStart,
+// core.h) no Jacobi runs at all. This machine (2-thread Intel Xeon, best of 5, JSVD_EIGH=1 / 0, ms):
+// 100x500x32 8.9 / 19.8, 20x1000x64 7.1 / 29.2, 500x512x16 14.4 / 25.4, 200x256x16 4.3 / 6.8, 100x200x48 15.0
+// / 20.0, but 100x128x32 6.5 / 6.8, 1000x128x16 20.3 / 18.2, 1000x64x16 18.9 / 12.3; with every member
+// rank-deficient (the Jacobi on M V0 then runs) 500x512x16 46.8 / 43.4, 100x500x32 28.4 / 34.8, 20x1000x64
+// 33.7 / 49.6. Since stop 52 float64 tall matrices (rows >= 2 cols) whose formed X passes the Jacobi's own
+// test (converged_start_f64 on X^T X) skip the Jacobi on X too. This machine, two rounds, ms,
 // JSVD_START_CONVERGED_F64=1 / 0: 1x4000x300 19.9-21.4 / 39.4-40.5, 1x3000x128 3.95-4.09 / 6.80-6.87,
-// 16x512x64 5.33 / 7.37-7.39, 4x1000x128 6.31-6.36 / 8.59-8.76, 1x2000x200 6.1-7.5 / 8.8-9.2; ties where
-// it fails (singular values over 3 or 6 decades: 16x512x64 10.1-11.5 / 10.7-11.9, 1x2000x200 19.5-19.6 /
+// 16x512x64 5.33 / 7.37-7.39, 4x1000x128 6.31-6.36 / 8.59-8.76, 1x2000x200 6.1-7.5 / 8.8-9.2; ties where it
+// fails (singular values over 3 or 6 decades: 16x512x64 10.1-11.5 / 10.7-11.9, 1x2000x200 19.5-19.6 /
 // 19.1-19.7), and U, V and the residual identical to two digits.
 // Its float64 work buffers (M, M V0 and two Gram-sized matrices a matrix) are capped at kCpuStartMaxBytes:
 // a larger batch runs the Jacobi on M rather than hold several times its own size in memory.

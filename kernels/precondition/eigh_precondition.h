@@ -203,8 +203,8 @@ constexpr double kEvd32Shift = 1e-10;
 constexpr int64_t kEvd32ColsPerSmallPivot = 32;
 // V0 refined by one first-order step before X is formed (refine_eigenvectors: Ogita and Aishima's, each
 // pair's rotation S_ij / (S_jj - S_ii) of S = V0^T G V0 where at most kRefineMaxAngle, the whole scaled to
-// a Frobenius norm of at most kRefineMaxNorm), which takes X's largest cosine from ~1e-2 to ~2e-6 (this machine's CPU
-// engine, Gaussian 200² and 256²). H100, stop 54, `ab_knob.sh JSVD_START_REFINE` before the norm's cap
+// a Frobenius norm of at most kRefineMaxNorm), which takes X's largest cosine from ~1e-2 to ~2e-6 (this
+// machine's CPU engine, Gaussian 200² and 256²). H100, stop 54, `ab_knob.sh JSVD_START_REFINE` before the norm's cap
 // (two rounds, ms, on / off, ||U^T U - I||_F): float32 200x256² 14.8-15.2 / 15.3-15.6 (2.4e-6 / 1.1e-5;
 // recon 6.4e-8 / 1.3e-7), 64x200² 5.2-5.8 / 5.5-5.8 (1.8e-6 / 8.8e-6), 100x160² 4.7-5.2 / 4.8-5.1 (1.5e-6
 // / 7.1e-6); float64 64x200² 7.1-7.6 / 7.8-8.0, 16x200² 5.5-6.1 / 5.8-6.2, 100x160² 6.0-6.6 / 6.6-6.9
@@ -213,7 +213,7 @@ constexpr int64_t kEvd32ColsPerSmallPivot = 32;
 // 75de322, on / off, two rounds): float32 200x256² 15.3-15.9 / 15.4-15.8 (U 2.4e-6 / 1.1e-5), float64
 // 64x200² 7.0-7.9 / 7.5-8.2; every singular value 1 (one sweep on X either way) float32 64x200² 4.4-5.1 /
 // 4.1-4.7, float64 16x200² 3.9-4.0 / 3.7-4.2; tests/test_start_evd32.py passed both ways. On by default
-// since (JSVD_START_REFINE=0 off).
+// since stop 55 (JSVD_START_REFINE=0 off).
 constexpr double kRefineMaxAngle = 0.1, kRefineMaxNorm = 0.25;
 // The largest ||V0^T V0 - I||_F the route keeps (a solver's eigenvectors to ~3.6e-4 from orthogonal pass,
 // in float64 to ~1.2e-3 after its two steps; float64's rounding leaves ~1e-14 at 200 columns).
