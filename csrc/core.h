@@ -257,6 +257,10 @@ JSVD_HOST_DEVICE inline bool converged_by_bound(double c, double s, int64_t q, d
 // info: int32, one per matrix (codes above), never requiring a host sync to produce.
 struct CoreResult {
   at::Tensor U, S, V, info;
+  // float32 U and V as a long Jacobi leaves them, about n eps from orthogonal: the CUDA engine polishes
+  // them last (kernels/engine/orth_polish.h). False where they come from float64 products or a short
+  // Jacobi after a start that measured as orthogonal as gesvda's without it.
+  bool polish = true;
 };
 
 // Engines. A: either the 1-D contiguous float or double buffer holding the

@@ -28,6 +28,7 @@
 #include "engine/complete_u.h"
 #include "engine/engine_types.h"
 #include "engine/launch_groups.h"
+#include "engine/orth_polish.h"
 #include "engine/finite_check.h"
 #include "engine/stream_fork.h"
 #include "levels/gemm/gemm_level.h"
@@ -312,7 +313,15 @@ CoreResult solve(const at::Tensor& input, const PackedBatch& batch, const SvdOpt
 }  // namespace
 
 CoreResult jacobi_svd_cuda(const at::Tensor& input, const PackedBatch& batch, const SvdOptions& opt) {
-  return solve(input, batch, opt, /*may_start=*/true);
+  CoreResult r = solve(input, batch, opt, /*may_start=*/true);
+  // float32's U and V to float32's rounding where the route leaves them about n eps from it
+  // (orth_polish.h; CoreResult::polish). JSVD_POLISH=0 never, =1 on every route.
+  const int polish = knobs().polish;
+  if (opt.compute_uv && (polish == 1 || (polish == -1 && r.polish))) {
+    const c10::cuda::CUDAGuard guard(input.device());
+    orth_polish(r.U, r.V, batch, at::cuda::getCurrentCUDAStream());
+  }
+  return r;
 }
 
 }  // namespace jsvd

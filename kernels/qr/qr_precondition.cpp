@@ -304,6 +304,10 @@ CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, cons
   CoreResult rx = engine(X.view({-1}), PackedBatch::uniform_of(B, q, q, false), xo);
   if (v_solve) rx.V = solve_v(X0, rx, xo, engine);
   CoreResult r;
+  // Tall matrices' U = Q U_x and V measured as orthogonal as gesvda's (H100, stop 56: 37x300x77 float32
+  // ||U^T U - I||_F 1.7e-7, the same), square ones' (the Jacobi on all of R^T) n eps (10x1024²: 6.1e-5
+  // against 1.1e-5): only those are polished.
+  r.polish = rx.polish && p < 2 * q;
   r.S = rx.S.view({B, q}).mul_(scale.view({B, 1})).view({-1});
   r.info = rx.info;
   const int64_t uc = uv ? b.ucols[0] : 0;

@@ -1,0 +1,118 @@
+"""float32 U and V polished to float32's rounding on CUDA (kernels/engine/orth_polish.h): one
+Newton-Schulz step in float64 after the Jacobi, so that ||Q^T Q - I||_F is about sqrt(n) eps (cuSOLVER's
+gesvda's level) rather than the Jacobi's n eps, S untouched. Skipped without a CUDA device.
+"""
+
+import math
+
+import pytest
+import torch
+
+import torch_jsvd
+from jsvd_testutils import assert_valid_svd, bound, eps_of, orthogonality_error, rel_reconstruction_error, run_child
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+F32 = torch.float32
+
+
+def polished_bound(k):
+    """What the polish leaves: float32's rounding of orthonormal columns, about sqrt(k) eps (H100,
+    stop 56: 0.3-0.4 sqrt(k) eps from 16 to 128 columns)."""
+    return 1.5 * math.sqrt(k) * eps_of(F32)
+
+
+def _orth(U, Vh):
+    return orthogonality_error(U).max().item(), orthogonality_error(Vh, rows=True).max().item()
+
+
+# One shape for each way a float32 batch is solved: warp level (16², 32x8 wide), whole matrices in
+# shared memory (64², 128²), the QR path (300x77), block pairs or the GEMM path of the polish itself
+# (8x256², whose factors exceed one block: batched GEMMs), wide ones (200x300).
+@pytest.mark.parametrize("b,m,n", [(200, 16, 16), (64, 32, 8), (40, 64, 64), (40, 128, 128), (8, 300, 77),
+                                   (8, 256, 256), (4, 200, 300)], ids=str)
+def test_factors_polished(b, m, n):
+    g = torch.Generator().manual_seed(m * n)
+    A = torch.randn(b, m, n, generator=g)
+    A[1] *= torch.logspace(0, -3, n)  # graded columns
+    A[2, :, 1] = A[2, :, 0]  # rank deficient
+    A = A.cuda()
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    k = min(m, n)
+    ou, ov = _orth(U, Vh)
+    assert ou <= polished_bound(k) and ov <= polished_bound(k), (ou, ov, polished_bound(k))
+
+
+def test_without_polish_less_orthogonal_same_s(tmp_path):
+    """JSVD_POLISH=0 (a child process): the Jacobi's own factors exceed the polished bound at 128
+    columns (so the test above can fail), S is the same to the bit, and the residual no smaller by more
+    than rounding."""
+    A = torch.randn(40, 128, 128, generator=torch.Generator().manual_seed(1)).cuda()
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    rec = rel_reconstruction_error(A, U, S, Vh).max().item()
+    out = run_child(f"""
+        import torch, torch_jsvd
+        from jsvd_testutils import orthogonality_error, rel_reconstruction_error
+        A = torch.randn(40, 128, 128, generator=torch.Generator().manual_seed(1)).cuda()
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+        torch.save(S.cpu(), r"{tmp_path / 'S0.pt'}")
+        print(orthogonality_error(U).max().item(), orthogonality_error(Vh, rows=True).max().item(),
+              rel_reconstruction_error(A, U, S, Vh).max().item())
+    """, JSVD_POLISH="0")
+    ou0, ov0, rec0 = map(float, out.split())
+    assert max(ou0, ov0) > polished_bound(128)
+    assert max(_orth(U, Vh)) < max(ou0, ov0) / 3
+    assert rec <= rec0 + 1e-7
+    assert torch.equal(S.cpu(), torch.load(tmp_path / "S0.pt"))
+
+
+def test_full_matrices():
+    """U's completed columns stay orthogonal to the polished ones."""
+    A = torch.randn(20, 100, 40, generator=torch.Generator().manual_seed(2)).cuda()
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=True)
+    assert_valid_svd(A, U, S, Vh, True)
+    assert orthogonality_error(U).max().item() <= polished_bound(100)
+    assert orthogonality_error(U[..., :40]).max().item() <= polished_bound(40)
+
+
+def test_lists():
+    """svd_varlen: members one block holds are polished; a member too large for it (300²) keeps the
+    Jacobi's orthogonality; members of fewer than 8 columns are not touched (and are fine)."""
+    g = torch.Generator().manual_seed(3)
+    shapes = [(16, 16), (40, 12), (12, 40), (128, 100), (300, 300), (5, 3), (64, 64)]
+    As = [torch.randn(m, n, generator=g).cuda() for m, n in shapes]
+    Us, Ss, Vhs = torch_jsvd.svd_varlen(As)
+    for (m, n), A, U, S, Vh in zip(shapes, As, Us, Ss, Vhs):
+        assert_valid_svd(A, U, S, Vh, False)
+        k = min(m, n)
+        if k >= 8 and k < 300:
+            assert max(_orth(U, Vh)) <= polished_bound(k), (m, n, _orth(U, Vh))
+
+
+def test_not_finite_or_not_converged_left_alone():
+    """A member with NaN keeps its NaN factors and info -2; max_sweeps=1 leaves members unconverged
+    (info -1), whose factors the polish must not spoil: finite, and no less orthogonal than the
+    Jacobi left them (a child with JSVD_POLISH=0)."""
+    A = torch.randn(6, 64, 64, generator=torch.Generator().manual_seed(4)).cuda()
+    A[3, 5, 7] = float("nan")
+    U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False, max_sweeps=1)
+    assert info[3].item() == -2 and torch.isnan(U[3]).all()
+    ok = [i for i in range(6) if i != 3]
+    assert (info[ok] == -1).all()
+    assert torch.isfinite(U[ok]).all() and torch.isfinite(Vh[ok]).all()
+    out = run_child("""
+        import torch, torch_jsvd
+        from jsvd_testutils import orthogonality_error
+        A = torch.randn(6, 64, 64, generator=torch.Generator().manual_seed(4)).cuda()
+        A[3, 5, 7] = float("nan")
+        U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False, max_sweeps=1)
+        ok = [i for i in range(6) if i != 3]
+        print(orthogonality_error(U[ok]).max().item(), orthogonality_error(Vh[ok], rows=True).max().item())
+    """, JSVD_POLISH="0")
+    ou0, ov0 = map(float, out.split())
+    ou, ov = (orthogonality_error(U[ok]).max().item(), orthogonality_error(Vh[ok], rows=True).max().item())
+    assert ou <= ou0 * 1.01 + 1e-7 and ov <= ov0 * 1.01 + 1e-7
