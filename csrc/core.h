@@ -235,6 +235,15 @@ JSVD_HOST_DEVICE inline ConvergedStart converged_start(double fro, int64_t rows,
 JSVD_HOST_DEVICE inline ConvergedStart converged_start_f64(double fro, int64_t rows, int64_t cols, double tol) {
   return {0.0, tol, DBL_EPSILON, 16.0 * static_cast<double>(rows + cols) * DBL_EPSILON * fro};
 }
+// float32 on the CPU engine (stop 56): float64's test on C = X^T X of the float64 X, at float32's tol less
+// float32's rounding of U. C's rounding is relative to its columns' norms (rows eps64, far below tol),
+// where C = V0^T G V0 carries G's, relative to ||M||_F^2 (eg above), which turned away every matrix with a
+// singular value below about 0.005 ||M||_F: every Gaussian square one.
+JSVD_HOST_DEVICE inline ConvergedStart converged_start_x32(double fro, int64_t rows, int64_t cols, double tol) {
+  ConvergedStart t = converged_start_f64(fro, rows, cols, tol);
+  t.eps = FLT_EPSILON;
+  return t;
+}
 // The test for the outputs' dtype: float64's on the formed X, float32's otherwise.
 JSVD_HOST_DEVICE inline ConvergedStart converged_start(bool f64, double fro, int64_t rows, int64_t cols, double tol) {
   return f64 ? converged_start_f64(fro, rows, cols, tol) : converged_start(fro, rows, cols, tol);

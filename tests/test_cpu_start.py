@@ -6,7 +6,7 @@ svd_ex never does, and float64 matrices whose columns are graded beyond sqrt(n e
 and non-finite inputs go without it. Checked: every output property on structured inputs, S against
 LAPACK, the relative accuracy of float64 graded matrices' small singular values (against svd_ex, the
 Jacobi on M), declined matrices solved bit for bit as svd_ex solves them, accepted ones not, and the switch
-(JSVD_EIGH=0, a child process); the converged shortcut (float32 from V0^T G V0, float64 tall ones from
+(JSVD_EIGH=0, a child process); the converged shortcut (float32 from X^T X, float64 tall ones from
 X^T X) against the Jacobi on X."""
 
 import pytest
@@ -116,12 +116,14 @@ def test_below_the_threshold_and_switched_off():
 
 @pytest.mark.parametrize("dtype,shape", [(torch.float32, (6, 600, 40)), (torch.float32, (20, 256, 16)),
                                          (torch.float32, (1, 2000, 64)), (torch.float32, (2, 800, 160)),
+                                         (torch.float32, (1, 256, 256)), (torch.float32, (4, 128, 128)),
                                          (torch.float64, (1, 600, 128)), (torch.float64, (16, 200, 64)),
                                          (torch.float64, (2, 700, 160))], ids=str)
 def test_already_converged(tmp_path, dtype, shape):
     """svd (reduced U) and svdvals whose M V0 is already orthogonal to the tolerance in every matrix
-    (ConvergedStart, core.h: the CUDA engine's test; float32 on C = V0^T G V0, float64's tall matrices on
-    C = X^T X of the formed X, converged_start_f64) take S, U and V without the Jacobi on X: valid factors,
+    (ConvergedStart, core.h: the Jacobi's own test on C = X^T X of the formed float64 X; float32 at its
+    tol less U's rounding, converged_start_x32, which Gaussian squares pass; float64's tall matrices,
+    converged_start_f64) take S, U and V without the Jacobi on X: valid factors,
     S against LAPACK and against the Jacobi on X's (JSVD_START_CONVERGED=0, float64 _F64=0, a child
     process, whose bits differ), U and V as orthogonal. A batch with a rank-deficient member, and
     full_matrices=True, take the Jacobi on X: the child's bits exactly."""

@@ -25,8 +25,13 @@ bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptio
 
 namespace {
 
-// Whether every matrix's least eigenvalue passes ConvergedStart::column_ok (float64: half of it, as the
-// CUDA engine's eigen-solvers' routes): L (B, q), increasing.
+// The test on C = X^T X of the formed float64 X: float64's, or float32's tol on it (converged_start_x32).
+ConvergedStart x_test(bool f64, double fro, int64_t p, int64_t q, double tol) {
+  return f64 ? converged_start_f64(fro, p, q, tol) : converged_start_x32(fro, p, q, tol);
+}
+
+// Whether every matrix's least eigenvalue passes half of ConvergedStart::column_ok (as the CUDA engine's
+// eigen-solvers' routes): L (B, q), increasing.
 bool might_converge(const at::Tensor& L, int64_t p, double tol, bool f64) {
   const int64_t B = L.size(0), q = L.size(1);
   const at::Tensor Lc = L.contiguous();
@@ -34,7 +39,7 @@ bool might_converge(const at::Tensor& L, int64_t p, double tol, bool f64) {
   for (int64_t k = 0; k < B; ++k) {
     double fro = 0;
     for (int64_t j = 0; j < q; ++j) fro += l[k * q + j];
-    if (!converged_start(f64, fro, p, q, tol).column_ok((f64 ? 2.0 : 1.0) * l[k * q])) return false;
+    if (!x_test(f64, fro, p, q, tol).column_ok(2.0 * l[k * q])) return false;
   }
   return true;
 }
@@ -50,7 +55,7 @@ bool converged_order(const at::Tensor& C, int64_t p, double tol, bool f64, at::T
     const double* ck = c + k * q * q;
     double fro = 0;  // ||M||_F^2 = trace(C)
     for (int64_t j = 0; j < q; ++j) fro += ck[j * q + j];
-    const ConvergedStart test = converged_start(f64, fro, p, q, tol);
+    const ConvergedStart test = x_test(f64, fro, p, q, tol);
     if (!ConvergedStart::fro_ok(fro)) return false;
     for (int64_t i = 0; i < q; ++i)
       for (int64_t j = i; j < q; ++j)
@@ -93,21 +98,21 @@ CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, con
   } catch (const c10::Error&) {
     return jacobi(A, batch, opt);  // (syevd did not converge)
   }
-  // svd (reduced U) and svdvals: where M V0 is already converged in every matrix (the CUDA engine's
-  // test, kernels/precondition/start_converged.h; ConvergedStart, core.h), S, U and V without the Jacobi
-  // on X: float32 from C = V0^T G V0 and one product; float64 (tall matrices, where it has a chance) from
-  // C = X^T X of the formed X, by the Jacobi's own test.
-  // (C costs products of the Gram matrix's size, so the eigenvalues rule out first the matrices whose
-  // smallest column would fail: near-square ones, whose small singular values sit far below ||M||_F)
+  // svd (reduced U) and svdvals: where M V0 is already converged in every matrix (ConvergedStart, core.h),
+  // S, U and V without the Jacobi on X, by the Jacobi's own test on C = X^T X of the formed float64 X
+  // (float32: its tol less U's rounding, converged_start_x32; float64: tall matrices, where it has a
+  // chance). This machine (2-thread Xeon, stop 56, ms, now / the float32 test on C = V0^T G V0 before,
+  // which no Gaussian square passed): float32 1x1024² 97 / 120 (LAPACK 118), 1x128² 0.86 / 1.08 (1.01).
+  // (C costs a product of X's size, so the eigenvalues rule out first the matrices whose smallest
+  // column would fail)
   const double tol = resolve_tol(opt, p, A.scalar_type());
   const bool test = (!opt.compute_uv || !opt.full_matrices) &&
                     (f64 ? knobs().start_converged_f64 && p >= 2 * q : knobs().start_converged) &&
                     might_converge(L, p, tol, f64);
-  at::Tensor Xd;  // (f64: X = M V0, packed as V0^T W)
-  if (f64) Xd = at::bmm(V0.mT(), Wd);
+  const at::Tensor Xd = at::bmm(V0.mT(), Wd);  // X = M V0, packed as V0^T W
   at::Tensor order;
   if (test) {
-    const at::Tensor C = (f64 ? at::bmm(Xd, Xd.mT()) : at::bmm(V0.mT(), at::bmm(G, V0))).contiguous();
+    const at::Tensor C = at::bmm(Xd, Xd.mT()).contiguous();
     if (converged_order(C, p, tol, f64, &order)) {
       const at::Tensor Vp = V0.gather(2, order.unsqueeze(1).expand({B, q, q}));  // V0's columns in that order
       const at::Tensor d = C.diagonal(0, 1, 2).gather(1, order).sqrt();
@@ -115,14 +120,13 @@ CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, con
       r.S = d.to(A.scalar_type()).contiguous().view({-1});
       r.info = at::ones({B}, A.options().dtype(at::kInt));  // (the Jacobi's one sweep on X)
       if (!opt.compute_uv) return r;
-      const at::Tensor U = f64 ? Xd.gather(1, order.unsqueeze(2).expand({B, q, p})) / d.unsqueeze(2)
-                               : at::bmm((Vp / d.unsqueeze(1)).mT(), Wd);
+      const at::Tensor U = Xd.gather(1, order.unsqueeze(2).expand({B, q, p})) / d.unsqueeze(2);
       r.U = U.to(A.scalar_type()).contiguous().view({-1});
       r.V = Vp.mT().to(A.scalar_type()).contiguous().view({-1});  // packed V^T
       return r;
     }
   }
-  const at::Tensor X = (f64 ? Xd : at::bmm(V0.mT(), Wd).to(A.scalar_type())).contiguous();  // packed, M V0 is V0^T W
+  const at::Tensor X = (f64 ? Xd : Xd.to(A.scalar_type())).contiguous();  // packed, M V0 is V0^T W
   CoreResult r = jacobi_x(X.view({-1}), batch, opt);
   if (opt.compute_uv)  // packed, V^T = Vx^T V0^T, in float64
     r.V = at::bmm(r.V.view({B, q, q}).to(at::kDouble), V0.mT()).to(A.scalar_type()).contiguous().view({-1});

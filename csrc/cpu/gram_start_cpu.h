@@ -24,7 +24,8 @@ namespace jsvd {
 // 104 / 199, 100x64² 69 / 88, but 1x96² 4.2 / 3.5.
 // Since stop 49 float32 also takes it for tall batches of any size (rows >= max(4 cols, kCpuStartTallRows),
 // from kCpuStartTallMinCols columns), float64 since stop 55: where M V0 is already converged (ConvergedStart,
-// core.h) no Jacobi runs at all. This machine (2-thread Intel Xeon, best of 5, JSVD_EIGH=1 / 0, ms):
+// core.h; float32 since stop 56 by float64's test at float32's tol, converged_start_x32) no Jacobi runs at
+// all. This machine (2-thread Intel Xeon, best of 5, JSVD_EIGH=1 / 0, ms):
 // 100x500x32 8.9 / 19.8, 20x1000x64 7.1 / 29.2, 500x512x16 14.4 / 25.4, 200x256x16 4.3 / 6.8, 100x200x48 15.0
 // / 20.0, but 100x128x32 6.5 / 6.8, 1000x128x16 20.3 / 18.2, 1000x64x16 18.9 / 12.3; with every member
 // rank-deficient (the Jacobi on M V0 then runs) 500x512x16 46.8 / 43.4, 100x500x32 28.4 / 34.8, 20x1000x64
