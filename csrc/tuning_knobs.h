@@ -38,6 +38,7 @@ struct Knobs {
   bool gram_products = true;  // JSVD_GRAM_PRODUCTS=0: float32's batched start takes G and X from cuBLAS on a float64 copy (gram_products.h)
   bool start_converged = true;  // JSVD_START_CONVERGED=0: float32's batched start always runs the Jacobi on X (start_converged.h)
   bool start_converged_f64 = true;  // JSVD_START_CONVERGED_F64=0: float64's start (both engines) runs the Jacobi on X without testing X first
+  bool start_converged_x32 = false;  // JSVD_START_CONVERGED_X32=1: float32's eigen-solvers' routes test X^T X by float64's test at float32's tol (converged_fails; not yet run on a GPU)
   int polish = -1;  // JSVD_POLISH=0|1: float32 U and V never | always polished (-1: where the route leaves them a long Jacobi's, CoreResult::polish; kernels/engine/orth_polish.h)
   bool list_qr = false;  // JSVD_LIST_QR=1: a list's members take the one-launch QR (qr_list.cpp; off: it was slower)
   // --- CUDA launchers and sweep loop ---
@@ -100,6 +101,7 @@ inline Knobs read() {
   k.gram_products = on("JSVD_GRAM_PRODUCTS", k.gram_products);
   k.start_converged = on("JSVD_START_CONVERGED", k.start_converged);
   k.start_converged_f64 = on("JSVD_START_CONVERGED_F64", k.start_converged_f64);
+  k.start_converged_x32 = on("JSVD_START_CONVERGED_X32", k.start_converged_x32);
   k.polish = integer("JSVD_POLISH", k.polish);
   k.list_qr = on("JSVD_LIST_QR", k.list_qr);
   k.cross_only = on("JSVD_CROSS_ONLY", k.cross_only);

@@ -161,3 +161,41 @@ def test_float64_start_already_converged(tmp_path, shape):
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     assert S[-1, -1] <= 1e-12 * S[-1, 0]
+
+
+@pytest.mark.parametrize("shape", [(1, 600, 600), (1, 1200, 300), (1, 300, 1200), (100, 300, 272)], ids=str)
+def test_eigen_solver_x32_gaussian(shape):
+    """JSVD_START_CONVERGED_X32=1 (a child process; off by default until measured on a GPU): float32 on the
+    eigen-solvers' routes tests X^T X by float64's test at float32's tol (converged_start_x32, as the CPU
+    engine's near-square matrices), which Gaussian matrices pass where the bound on G's rounding turned
+    them away: no Jacobi launch, every output property, S to float32's rounding of float64's, U and V
+    orthogonal to a few sqrt(k) eps. Without the switch the same matrices take the Jacobi on X; a
+    rank-deficient member and full_matrices=True take it with the switch too."""
+    b, m, n = shape
+    code = f"""
+        import torch, torch_jsvd
+        from jsvd_testutils import assert_valid_svd, orthogonality_error
+        from test_start_converged import _jacobi_launches, _ANY_LEVEL
+        g = torch.Generator().manual_seed({m + n + b})
+        A = torch.randn({b}, {m}, {n}, generator=g).cuda()
+        launches = _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL)
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+        assert_valid_svd(A, U, S, Vh, False)
+        k, eps = min({m}, {n}), torch.finfo(torch.float32).eps
+        ref = torch.linalg.svdvals(A.double())
+        assert ((S.double() - ref).abs() <= 4 * eps * ref[..., :1]).all()
+        orth = max(orthogonality_error(U).max().item(), orthogonality_error(Vh.mT).max().item())
+        full = _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True), _ANY_LEVEL)
+        D = A.clone()
+        if {m} >= {n}:
+            D[-1, :, 1] = D[-1, :, 0]
+        else:
+            D[-1, 1] = D[-1, 0]
+        deficient = _jacobi_launches(lambda: torch_jsvd.svd(D, full_matrices=False), _ANY_LEVEL)
+        print(launches, full, deficient, orth / (k ** 0.5 * eps))
+    """
+    on = run_child(code, JSVD_START_CONVERGED_X32="1").split()
+    off = run_child(code, JSVD_START_CONVERGED_X32="0").split()
+    assert int(on[0]) == 0 and int(off[0]) > 0
+    assert int(on[1]) > 0 and int(on[2]) > 0
+    assert float(on[3]) <= 3.0
