@@ -15,7 +15,8 @@ namespace {
 // rows and columns are strided by a quarter of the range, so that consecutive threads take consecutive
 // columns (E) or rows (the update): distinct banks, and coalesced writes. A tile's 16 independent sums
 // take 8 shared loads; a sum an element took 1.5 loads a multiply-add and ran at the shared memory's
-// rate (H100, stop 56: 0.51 ms for 200 matrices of 128², 0.30 for 10000 of 32²). kThreads: small factors
+// rate (H100, stop 56: 0.51 ms for 200 matrices of 128², 0.30 for 10000 of 32²; with the tiles 0.28 and
+// 0.24, but 8-column factors 0.048 -> 0.12 ms at 10000 matrices: latency-bound). kThreads: small factors
 // take small blocks, many an SM (a block's time is mostly its loads' and barriers' latency there).
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
