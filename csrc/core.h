@@ -245,9 +245,15 @@ JSVD_HOST_DEVICE inline ConvergedStart converged_start_x32(double fro, int64_t r
   t.eps = FLT_EPSILON;
   return t;
 }
-// The test for the outputs' dtype: float64's on the formed X, float32's otherwise.
-JSVD_HOST_DEVICE inline ConvergedStart converged_start(bool f64, double fro, int64_t rows, int64_t cols, double tol) {
-  return f64 ? converged_start_f64(fro, rows, cols, tol) : converged_start(fro, rows, cols, tol);
+// Which of the three tests (both engines): float32's on C = V0^T G V0 or on the X^T X of an eigen-solver's
+// route (kG32, converged_start), float32's tol on the X^T X of the float64 X (kX32, converged_start_x32), or
+// float64's on its X^T X (kX64, converged_start_f64).
+enum class StartTest { kG32, kX32, kX64 };
+JSVD_HOST_DEVICE inline ConvergedStart converged_start(StartTest t, double fro, int64_t rows, int64_t cols,
+                                                       double tol) {
+  return t == StartTest::kX64   ? converged_start_f64(fro, rows, cols, tol)
+         : t == StartTest::kX32 ? converged_start_x32(fro, rows, cols, tol)
+                                : converged_start(fro, rows, cols, tol);
 }
 
 // LAPACK's xGESVJ stops after a sweep whose largest cosine c (|x^T y| / (|x| |y|) over the pairs it

@@ -25,32 +25,23 @@ bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptio
 
 namespace {
 
-// Which C the converged test reads: X^T X of the formed float64 X (float64's test, or float32's tol on it:
-// converged_start_x32), or float32's V0^T G V0 (converged_start, the bound on G's rounding).
-enum class CTest { kX64, kX32, kG32 };
-ConvergedStart c_test(CTest t, double fro, int64_t p, int64_t q, double tol) {
-  return t == CTest::kX64   ? converged_start_f64(fro, p, q, tol)
-         : t == CTest::kX32 ? converged_start_x32(fro, p, q, tol)
-                            : converged_start(fro, p, q, tol);
-}
-
 // Whether every matrix's least eigenvalue passes ConvergedStart::column_ok (on X^T X half of it, as the
 // CUDA engine's eigen-solvers' routes): L (B, q), increasing.
-bool might_converge(const at::Tensor& L, int64_t p, double tol, CTest t) {
+bool might_converge(const at::Tensor& L, int64_t p, double tol, StartTest t) {
   const int64_t B = L.size(0), q = L.size(1);
   const at::Tensor Lc = L.contiguous();
   const double* l = Lc.const_data_ptr<double>();
   for (int64_t k = 0; k < B; ++k) {
     double fro = 0;
     for (int64_t j = 0; j < q; ++j) fro += l[k * q + j];
-    if (!c_test(t, fro, p, q, tol).column_ok((t == CTest::kG32 ? 1.0 : 2.0) * l[k * q])) return false;
+    if (!converged_start(t, fro, p, q, tol).column_ok((t == StartTest::kG32 ? 1.0 : 2.0) * l[k * q])) return false;
   }
   return true;
 }
 
 // Whether every matrix's C (B, q, q) contiguous passes the test; *order: its columns by decreasing C_jj,
 // ties in order (the CUDA kernels' rank_part gives the same).
-bool converged_order(const at::Tensor& C, int64_t p, double tol, CTest t, at::Tensor* order) {
+bool converged_order(const at::Tensor& C, int64_t p, double tol, StartTest t, at::Tensor* order) {
   const int64_t B = C.size(0), q = C.size(1);
   const double* c = C.const_data_ptr<double>();
   *order = at::empty({B, q}, at::kLong);
@@ -59,7 +50,7 @@ bool converged_order(const at::Tensor& C, int64_t p, double tol, CTest t, at::Te
     const double* ck = c + k * q * q;
     double fro = 0;  // ||M||_F^2 = trace(C)
     for (int64_t j = 0; j < q; ++j) fro += ck[j * q + j];
-    const ConvergedStart test = c_test(t, fro, p, q, tol);
+    const ConvergedStart test = converged_start(t, fro, p, q, tol);
     if (!ConvergedStart::fro_ok(fro)) return false;
     for (int64_t i = 0; i < q; ++i)
       for (int64_t j = i; j < q; ++j)
@@ -111,15 +102,15 @@ CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, con
   // Gaussian ones pass (1x4000x300: 13.2 ms, 17.5 by X^T X); float64's tall ones on X^T X
   // (converged_start_f64). (The eigenvalues rule out first the matrices whose smallest column would fail.)
   const double tol = resolve_tol(opt, p, A.scalar_type());
-  const CTest kind = f64 ? CTest::kX64 : p < 2 * q ? CTest::kX32 : CTest::kG32;
+  const StartTest kind = f64 ? StartTest::kX64 : p < 2 * q ? StartTest::kX32 : StartTest::kG32;
   const bool test = (!opt.compute_uv || !opt.full_matrices) &&
                     (f64 ? knobs().start_converged_f64 && p >= 2 * q : knobs().start_converged) &&
                     might_converge(L, p, tol, kind);
   at::Tensor Xd;  // X = M V0 in float64, packed as V0^T W
-  if (kind != CTest::kG32) Xd = at::bmm(V0.mT(), Wd);
+  if (kind != StartTest::kG32) Xd = at::bmm(V0.mT(), Wd);
   at::Tensor order;
   if (test) {
-    const at::Tensor C = (kind == CTest::kG32 ? at::bmm(V0.mT(), at::bmm(G, V0)) : at::bmm(Xd, Xd.mT())).contiguous();
+    const at::Tensor C = (kind == StartTest::kG32 ? at::bmm(V0.mT(), at::bmm(G, V0)) : at::bmm(Xd, Xd.mT())).contiguous();
     if (converged_order(C, p, tol, kind, &order)) {
       const at::Tensor Vp = V0.gather(2, order.unsqueeze(1).expand({B, q, q}));  // V0's columns in that order
       const at::Tensor d = C.diagonal(0, 1, 2).gather(1, order).sqrt();
@@ -127,7 +118,7 @@ CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, con
       r.S = d.to(A.scalar_type()).contiguous().view({-1});
       r.info = at::ones({B}, A.options().dtype(at::kInt));  // (the Jacobi's one sweep on X)
       if (!opt.compute_uv) return r;
-      const at::Tensor U = kind == CTest::kG32 ? at::bmm((Vp / d.unsqueeze(1)).mT(), Wd)
+      const at::Tensor U = kind == StartTest::kG32 ? at::bmm((Vp / d.unsqueeze(1)).mT(), Wd)
                                                : Xd.gather(1, order.unsqueeze(2).expand({B, q, p})) / d.unsqueeze(2);
       r.U = U.to(A.scalar_type()).contiguous().view({-1});
       r.V = Vp.mT().to(A.scalar_type()).contiguous().view({-1});  // packed V^T

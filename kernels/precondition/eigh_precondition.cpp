@@ -168,9 +168,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
                                     knobs().start_converged;
   const bool converged_route = !f64 && converged_outputs_ok;
   const bool test_x_f64 = f64 && converged_outputs_ok && knobs().start_converged_f64;  // (float64: X itself)
-  // float32 on the eigen-solvers' routes: float64's test on X^T X at float32's tol (converged_fails' x32;
+  // float32 on the eigen-solvers' routes: float64's test on X^T X at float32's tol (converged_fails' kX32;
   // JSVD_START_CONVERGED_X32=1, off until it has run on a GPU)
-  const bool x32 = !f64 && knobs().start_converged_x32;
+  const StartTest x_test = f64 ? StartTest::kX64 : knobs().start_converged_x32 ? StartTest::kX32 : StartTest::kG32;
   const double tol = resolve_tol(opt, p, A.scalar_type());
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
   bool may_pass = false;  // (whether X is tested; the eigen-solvers' routes: where the eigenvalues leave it a chance)
@@ -254,7 +254,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // C_jj is an eigenvalue to within the solver's backward error, far below eg: a matrix whose least
     // eigenvalue is below half of column_ok's bound cannot pass, and the test is not formed.
     if (test_x) {
-      const ConvergedStart unit = x32 ? converged_start_x32(1.0, p, q, tol) : converged_start(f64, 1.0, p, q, tol);
+      const ConvergedStart unit = converged_start(x_test, 1.0, p, q, tol);
       may_pass = w.select(-1, 0).ge(fro * (0.5 * unit.col_min)).all().item<bool>();
     }
   }
@@ -293,7 +293,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       // U = X D^-1 from X itself.
       const at::Tensor C = at::empty({B, q, q}, G.options());
       bmm_into<double>(C, Xd, Xd.mT(), 1.0, 0.0);
-      if (read_int(converged_fails(C, p, tol, f64, x32)) == 0) {
+      if (read_int(converged_fails(C, p, tol, x_test)) == 0) {
         if (batched && !ok()) return e.without_start(A, b, opt);
         CoreResult r = converged_outputs(C, Xd, V0, opt.compute_uv, A.scalar_type());
         r.polish = false;

@@ -90,14 +90,14 @@ __global__ void __launch_bounds__(kThreads)
 // The same test on matrices beyond one block: blockIdx.y the matrix, the blocks along x a share each of
 // C's upper triangle; bad[k] set where a pair or column of matrix k fails.
 __global__ void __launch_bounds__(kThreads) converged_test_kernel(const double* Cg, int64_t first, int q, int64_t rows,
-                                                                  double tol, bool f64, bool x32, int32_t* bad) {
+                                                                  double tol, StartTest kind, int32_t* bad) {
   __shared__ double red[32];
   const int64_t k = first + blockIdx.y, qq = static_cast<int64_t>(q) * q;
   const double* c = Cg + k * qq;
   double f = 0;  // ||M||_F^2 = trace(C)
   for (int j = threadIdx.x; j < q; j += kThreads) f += c[static_cast<int64_t>(j) * (q + 1)];
   const double fro = block_sum(f, red);
-  const ConvergedStart test = x32 ? converged_start_x32(fro, rows, q, tol) : converged_start(f64, fro, rows, q, tol);
+  const ConvergedStart test = converged_start(kind, fro, rows, q, tol);
   bool fail = !ConvergedStart::fro_ok(fro);
   for (int64_t e = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; e < qq;
        e += static_cast<int64_t>(gridDim.x) * kThreads) {
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol, bool f64, bool x32) {
+at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol, StartTest kind) {
   TORCH_CHECK(C.dim() == 3 && C.is_contiguous() && C.scalar_type() == at::kDouble && C.size(1) == C.size(2),
               "jsvd internal: converged_fails' arguments");
   const int64_t B = C.size(0), q = C.size(1);
@@ -143,7 +143,7 @@ at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol, bool f
       const int64_t n = std::min<int64_t>(B - first, 65535);
       converged_test_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(n)), kThreads, 0,
                               at::cuda::getCurrentCUDAStream()>>>(C.const_data_ptr<double>(), first,
-                                                                  static_cast<int>(q), rows, tol, f64, x32 && !f64,
+                                                                  static_cast<int>(q), rows, tol, kind,
                                                                   bad.mutable_data_ptr<int32_t>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }

@@ -39,14 +39,15 @@ StartConverged start_converged(const at::Tensor& G, const at::Tensor& V0, int64_
 // C = X^T X of X = M V0 formed in float64 (C: (B, q, q) contiguous float64): how many matrices fail, an
 // int32 on the device. C's float64 errors stay within eg to first order: |dX| <= q eps64 |M| |V0|
 // elementwise and || |M| |v| || <= ||M||_F, so |dC_ij| <= (2 q + rows) eps64 ||M||_F^2.
-// f64: float64 outputs, the Jacobi's own test on C (converged_start_f64, core.h). x32 (float32; stop 56,
-// JSVD_START_CONVERGED_X32=1, not yet run on a GPU): the same test at float32's tol less U's rounding
-// (converged_start_x32, as the CPU engine's near-square matrices since stop 56). The bound above is on X's
+// kind (StartTest, core.h): float32's (kG32, the bound above); float64 outputs, the Jacobi's own test on C
+// (kX64, converged_start_f64); or float32 (kX32; stop 56, JSVD_START_CONVERGED_X32=1, not yet run on a
+// GPU) the same test at float32's tol less U's rounding (converged_start_x32, as the CPU engine's
+// near-square matrices since stop 56). The bound above is on X's
 // forward error, which the outputs do not need: U D V0^T = X V0^T = M + dX V0^T + M (V0 V0^T - I) is
 // backward stable whatever X's error, and C's own rounding is relative to its columns' norms. Where it
 // passes, a Gaussian square's smallest singular values (far below 0.005 ||M||_F) no longer send it to the
 // Jacobi on X.
-at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol, bool f64 = false, bool x32 = false);
+at::Tensor converged_fails(const at::Tensor& C, int64_t rows, double tol, StartTest kind);
 
 // Where converged_fails found none: S = sqrt(C_jj) descending, U = X D^-1 and V = V0 in that order, in
 // one launch, packed as the Jacobi's outputs (S alone without compute_uv), info 1. X: (B, q, rows)
