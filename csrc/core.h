@@ -236,7 +236,7 @@ JSVD_HOST_DEVICE inline ConvergedStart converged_start_f64(double fro, int64_t r
   return {0.0, tol, DBL_EPSILON, 16.0 * static_cast<double>(rows + cols) * DBL_EPSILON * fro};
 }
 // float32 on the CPU engine's near-square matrices since stop 56 (and on the CUDA engine's eigen-solvers'
-// routes behind JSVD_START_CONVERGED_X32=1): float64's test on C = X^T X of the float64 X, at float32's tol less
+// routes since stop 57): float64's test on C = X^T X of the float64 X, at float32's tol less
 // float32's rounding of U. C's rounding is relative to its columns' norms (rows eps64, far below tol),
 // where C = V0^T G V0 carries G's, relative to ||M||_F^2 (eg above), which turned away every matrix with a
 // singular value below about 0.005 ||M||_F: every Gaussian square one.

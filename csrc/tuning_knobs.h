@@ -38,7 +38,7 @@ struct Knobs {
   bool gram_products = true;  // JSVD_GRAM_PRODUCTS=0: float32's batched start takes G and X from cuBLAS on a float64 copy (gram_products.h)
   bool start_converged = true;  // JSVD_START_CONVERGED=0: float32's batched start always runs the Jacobi on X (start_converged.h)
   bool start_converged_f64 = true;  // JSVD_START_CONVERGED_F64=0: float64's start (both engines) runs the Jacobi on X without testing X first
-  bool start_converged_x32 = false;  // JSVD_START_CONVERGED_X32=1: float32's eigen-solvers' routes test X^T X by float64's test at float32's tol (converged_fails; not yet run on a GPU)
+  bool start_converged_x32 = true;  // JSVD_START_CONVERGED_X32=0: float32's eigen-solvers' routes test G's bound (kG32) instead of X^T X by float64's test at float32's tol (kX32)
   int polish = -1;  // JSVD_POLISH=0|1: float32 U and V never | always polished (-1: where the route leaves them a long Jacobi's, CoreResult::polish; kernels/engine/orth_polish.h)
   bool list_qr = false;  // JSVD_LIST_QR=1: a list's members take the one-launch QR (qr_list.cpp; off: it was slower)
   // --- CUDA launchers and sweep loop ---

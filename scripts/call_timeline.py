@@ -1,12 +1,15 @@
 """Where one CUDA torch_jsvd.svd call's time goes: host time, GPU busy time and gaps, per-call overhead.
 
-Usage: python scripts/call_timeline.py 200x256x256 [100x512x512:float64 1x4x4 ...]
+Usage: python scripts/call_timeline.py 200x256x256 [100x512x512:float64 1x4x4 list:40x100-600 ...]
 Per case (BxMxN[:dtype], float32 by default, seeded):
 1. torch.profiler: op start -> first GPU work, the GPU's span, busy time and gaps, the top kernels, the host table;
 2. without the profiler (which inflates host time): the host time before the first kernel (hidden behind a long
    GPU sleep queued first) and svd's per-sweep host round trips (svd against svd_ex with max_sweeps = its sweeps);
 3. back-to-back calls: wall and CUDA-event time per call of the svd_ex op (no sync; also below autograd),
    torch_jsvd.svd and torch.linalg.svd. A tiny case (1x4x4) measures the host overhead alone.
+A list case (float32, seeded; 1. only): list:COUNTxLO-HI (sides drawn from [LO, HI], as bench_varlen.py) or
+list:CxMxN+CxMxN+... (levels of one shape, shuffled), through svd_varlen; nested:... the same as a strided
+torch.nested tensor.
 """
 import sys
 import time
@@ -24,20 +27,40 @@ def make(case, seed=0):
     return torch.randn(b, m, n, device="cuda", dtype=getattr(torch, dt[0] if dt else "float32"), generator=g)
 
 
+def make_list(case, seed=0):
+    """A list case's matrices (see the usage): a list, or a nested tensor for nested:..."""
+    kind, spec = case.split(":", 1)
+    g = torch.Generator().manual_seed(seed)
+    if "-" in spec:
+        count, rng = spec.split("x")
+        lo, hi = (int(v) for v in rng.split("-"))
+        shapes = torch.randint(lo, hi + 1, (int(count), 2), generator=g).tolist()
+    else:
+        shapes = [(int(m), int(n)) for lvl in spec.split("+") for c, m, n in [lvl.split("x")] for _ in range(int(c))]
+        shapes = [shapes[i] for i in torch.randperm(len(shapes), generator=g).tolist()]
+    gd = torch.Generator(device="cuda").manual_seed(seed)
+    mats = [torch.randn(m, n, device="cuda", generator=gd) for m, n in shapes]
+    return torch.nested.nested_tensor(mats, layout=torch.strided) if kind == "nested" else mats
+
+
 def timeline(case, A):
-    torch_jsvd.svd(A, full_matrices=False)
+    fn = (lambda: torch_jsvd.svd_varlen(A)) if isinstance(A, list) or A.is_nested else \
+        (lambda: torch_jsvd.svd(A, full_matrices=False))
+    fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        torch_jsvd.svd(A, full_matrices=False)
+        fn()
         torch.cuda.synchronize()
     ev = [e for e in prof.events() if e.device_type.name == "CUDA"]
     cpu = [e for e in prof.events() if e.device_type.name == "CPU" and e.name.startswith("jsvd::svd")]
+    wall = max(e.time_range.end for e in prof.events()) - min(e.time_range.start for e in prof.events())
     t0 = min(e.time_range.start for e in cpu) if cpu else min(e.time_range.start for e in ev)
     ev.sort(key=lambda e: e.time_range.start)
     busy = sum(e.time_range.end - e.time_range.start for e in ev)
     span = ev[-1].time_range.end - ev[0].time_range.start
     print(f"== {case}: op start -> first GPU work {(ev[0].time_range.start - t0) / 1e3:.3f} ms, GPU span {span / 1e3:.3f} ms, "
-          f"GPU busy {busy / 1e3:.3f} ms, gaps {(span - busy) / 1e3:.3f} ms over {len(ev)} GPU events")
+          f"GPU busy {busy / 1e3:.3f} ms, gaps {(span - busy) / 1e3:.3f} ms over {len(ev)} GPU events, "
+          f"profiled wall {wall / 1e3:.3f} ms")
     by = {}
     for e in ev:
         k = e.name[:60]
@@ -107,6 +130,9 @@ def back_to_back(case, A):
 
 if __name__ == "__main__":
     for case in sys.argv[1:]:
+        if case.startswith(("list:", "nested:")):
+            timeline(case, make_list(case))
+            continue
         A = make(case)
         timeline(case, A)
         round_trips(case, A)

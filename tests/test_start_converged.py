@@ -163,25 +163,38 @@ def test_float64_start_already_converged(tmp_path, shape):
     assert S[-1, -1] <= 1e-12 * S[-1, 0]
 
 
-@pytest.mark.parametrize("shape", [(1, 600, 600), (1, 1200, 300), (1, 300, 1200), (100, 300, 272)], ids=str)
-def test_eigen_solver_x32_gaussian(shape):
-    """JSVD_START_CONVERGED_X32=1 (a child process; off by default until measured on a GPU): float32 on the
-    eigen-solvers' routes tests X^T X by float64's test at float32's tol (converged_start_x32, as the CPU
-    engine's near-square matrices), which Gaussian matrices pass where the bound on G's rounding turned
-    them away: no Jacobi launch, every output property, S to float32's rounding of float64's, U and V
-    orthogonal to a few sqrt(k) eps. Without the switch the same matrices take the Jacobi on X; a
-    rank-deficient member and full_matrices=True take it with the switch too."""
+# (shape, spectrum, whether G's bound turns it away): "gaussian", or "graded": random orthogonal factors
+# and singular values geometric from 1 to 1e-2, far apart (a Gaussian square's smallest may sit so close
+# that float64's eigenvectors leave X short of float32's tol: the Jacobi on X then runs, as it should).
+_X32_CASES = [((1, 600, 600), "graded", True), ((100, 300, 272), "gaussian", True),
+              ((1, 1200, 300), "gaussian", False), ((1, 300, 1200), "gaussian", False)]
+
+
+@pytest.mark.parametrize("shape,spectrum,g32_declines", _X32_CASES, ids=str)
+def test_eigen_solver_x32(shape, spectrum, g32_declines):
+    """float32 on the eigen-solvers' routes tests X^T X by float64's test at float32's tol (converged_start_x32,
+    as the CPU engine's near-square matrices; a child process each way): matrices whose singular values
+    stand apart pass it where the bound on G's rounding (JSVD_START_CONVERGED_X32=0) turned the squares away:
+    no Jacobi launch, every output property, S to float32's rounding of float64's, U and V orthogonal to a
+    few sqrt(k) eps. A rank-deficient member and full_matrices=True take the Jacobi either way."""
     b, m, n = shape
     code = f"""
         import torch, torch_jsvd
         from jsvd_testutils import assert_valid_svd, orthogonality_error
         from test_start_converged import _jacobi_launches, _ANY_LEVEL
         g = torch.Generator().manual_seed({m + n + b})
-        A = torch.randn({b}, {m}, {n}, generator=g).cuda()
+        k = min({m}, {n})
+        if "{spectrum}" == "graded":
+            P = torch.linalg.qr(torch.randn({b}, {m}, k, generator=g, dtype=torch.float64))[0]
+            Q = torch.linalg.qr(torch.randn({b}, {n}, k, generator=g, dtype=torch.float64))[0]
+            s = torch.logspace(0, -2, k, dtype=torch.float64)
+            A = ((P * s) @ Q.mT).float().cuda()
+        else:
+            A = torch.randn({b}, {m}, {n}, generator=g).cuda()
         launches = _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL)
         U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
         assert_valid_svd(A, U, S, Vh, False)
-        k, eps = min({m}, {n}), torch.finfo(torch.float32).eps
+        eps = torch.finfo(torch.float32).eps
         ref = torch.linalg.svdvals(A.double())
         assert ((S.double() - ref).abs() <= 4 * eps * ref[..., :1]).all()
         orth = max(orthogonality_error(U).max().item(), orthogonality_error(Vh.mT).max().item())
@@ -194,8 +207,9 @@ def test_eigen_solver_x32_gaussian(shape):
         deficient = _jacobi_launches(lambda: torch_jsvd.svd(D, full_matrices=False), _ANY_LEVEL)
         print(launches, full, deficient, orth / (k ** 0.5 * eps))
     """
-    on = run_child(code, JSVD_START_CONVERGED_X32="1").split()
+    on = run_child(code).split()
     off = run_child(code, JSVD_START_CONVERGED_X32="0").split()
-    assert int(on[0]) == 0 and int(off[0]) > 0
+    assert int(on[0]) == 0
+    assert (int(off[0]) > 0) == g32_declines
     assert int(on[1]) > 0 and int(on[2]) > 0
     assert float(on[3]) <= 3.0

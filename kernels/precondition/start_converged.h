@@ -40,9 +40,9 @@ StartConverged start_converged(const at::Tensor& G, const at::Tensor& V0, int64_
 // int32 on the device. C's float64 errors stay within eg to first order: |dX| <= q eps64 |M| |V0|
 // elementwise and || |M| |v| || <= ||M||_F, so |dC_ij| <= (2 q + rows) eps64 ||M||_F^2.
 // kind (StartTest, core.h): float32's (kG32, the bound above); float64 outputs, the Jacobi's own test on C
-// (kX64, converged_start_f64); or float32 (kX32; stop 56, JSVD_START_CONVERGED_X32=1, not yet run on a
-// GPU) the same test at float32's tol less U's rounding (converged_start_x32, as the CPU engine's
-// near-square matrices since stop 56). The bound above is on X's
+// (kX64, converged_start_f64); or float32 (kX32, since stop 57; JSVD_START_CONVERGED_X32=0 restores kG32)
+// the same test at float32's tol less U's rounding (converged_start_x32, as the CPU engine's near-square
+// matrices since stop 56). The bound above is on X's
 // forward error, which the outputs do not need: U D V0^T = X V0^T = M + dX V0^T + M (V0 V0^T - I) is
 // backward stable whatever X's error, and C's own rounding is relative to its columns' norms. Where it
 // passes, a Gaussian square's smallest singular values (far below 0.005 ||M||_F) no longer send it to the
