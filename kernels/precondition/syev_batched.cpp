@@ -2,15 +2,22 @@
 #include "precondition/syev_batched.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/util/Exception.h>
 #include <cusolverDn.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
+
+#include "tuning_knobs.h"
 
 namespace jsvd {
 namespace cuda {
@@ -32,6 +39,118 @@ cusolverDnHandle_t solver_handle() {
   return it->second;
 }
 
+#if CUSOLVER_VERSION >= 12000
+// One call's buffers and cuSOLVER's call on them: G (in: the Gram matrices; out: the eigenvectors), W, info,
+// and the work buffers, all allocated before the call (a capture allows no allocation).
+struct SyevCall {
+  at::Tensor G, W, info, work;
+  std::vector<char> host;
+  size_t device_bytes = 0, host_bytes = 0;
+  cusolverDnParams_t params = nullptr;
+  cusolverStatus_t status = CUSOLVER_STATUS_SUCCESS;  // cuSOLVER's, of the size query or the call
+
+  SyevCall(const at::Tensor& g, cusolverDnHandle_t handle) : G(g) {
+    const int64_t B = G.size(0), q = G.size(1);
+    W = at::empty({B, q}, G.options());
+    info = at::zeros({B}, G.options().dtype(at::kInt));
+    TORCH_CHECK(cusolverDnCreateParams(&params) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnCreateParams failed");
+    status = cusolverDnXsyevBatched_bufferSize(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q,
+                                               type(), G.data_ptr(), q, type(), W.data_ptr(), type(), &device_bytes,
+                                               &host_bytes, B);
+    work = at::empty({static_cast<int64_t>(std::max<size_t>(device_bytes, 1))}, G.options().dtype(at::kByte));
+    host.resize(std::max<size_t>(host_bytes, 1));
+  }
+  SyevCall(const SyevCall&) = delete;
+  SyevCall& operator=(const SyevCall&) = delete;
+  ~SyevCall() { cusolverDnDestroyParams(params); }
+
+  cudaDataType type() const { return G.scalar_type() == at::kDouble ? CUDA_R_64F : CUDA_R_32F; }
+  void run(cusolverDnHandle_t handle, cudaStream_t stream) {
+    if (status != CUSOLVER_STATUS_SUCCESS) return;
+    TORCH_CHECK(cusolverDnSetStream(handle, stream) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnSetStream failed");
+    const int64_t B = G.size(0), q = G.size(1);
+    status = cusolverDnXsyevBatched(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q, type(),
+                                    G.data_ptr(), q, type(), W.data_ptr(), type(), work.data_ptr(), device_bytes,
+                                    host.data(), host_bytes, info.data_ptr<int>(), B);
+  }
+};
+
+// syevBatched replayed as a CUDA graph. Its host side is the bottleneck: a sequence of small kernels a
+// column of the tridiagonal reduction, several per matrix (H100, stop 57: 10 x 1024² float64 launched
+// 10678 kernels, 49 ms of cudaLaunchKernel, and the device idled 40 of the call's 113 ms). The first call
+// of a (device, batch, order, dtype) captures the call on buffers of its own into a graph; every call
+// copies its G in, replays the graph on the current stream and copies the results out. Graphs are kept
+// up to kGraphCacheBytes of buffers (then all are dropped); a call the capture refused (cuSOLVER
+// synchronised or allocated inside it) runs directly, as does everything under JSVD_SYEV_GRAPH=0 or
+// inside a caller's own capture.
+constexpr size_t kGraphCacheBytes = size_t(1) << 30;
+
+struct SyevGraph {
+  std::unique_ptr<SyevCall> call;
+  cudaGraphExec_t exec = nullptr;
+  at::cuda::CUDAEvent done;  // the last replay's copies out: the next one's copies in wait for it
+  size_t bytes = 0;
+};
+
+using GraphKey = std::tuple<int, int64_t, int64_t, int>;
+
+std::mutex graph_mutex;
+std::map<GraphKey, std::shared_ptr<SyevGraph>>& graph_cache() {
+  static auto* cache = new std::map<GraphKey, std::shared_ptr<SyevGraph>>();  // (never destroyed: CUDA may be gone at exit)
+  return *cache;
+}
+
+// A graph of syevBatched on buffers shaped like G, or nullptr where capturing failed.
+std::shared_ptr<SyevGraph> capture(const at::Tensor& G, cusolverDnHandle_t handle) {
+  auto g = std::make_shared<SyevGraph>();
+  g->call = std::make_unique<SyevCall>(at::empty_like(G), handle);
+  const at::cuda::CUDAStream side = at::cuda::getStreamFromPool(false, G.device().index());
+  cudaGraph_t graph = nullptr;
+  C10_CUDA_CHECK(cudaStreamBeginCapture(side, cudaStreamCaptureModeThreadLocal));
+  try {
+    g->call->run(handle, side);
+  } catch (...) {
+    (void)cudaStreamEndCapture(side, &graph);
+    if (graph) (void)cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    throw;
+  }
+  const cudaError_t ended = cudaStreamEndCapture(side, &graph);
+  bool ok = ended == cudaSuccess && graph && g->call->status == CUSOLVER_STATUS_SUCCESS &&
+            cudaGraphInstantiate(&g->exec, graph, 0) == cudaSuccess;
+  if (graph) (void)cudaGraphDestroy(graph);
+  (void)cudaGetLastError();  // (a refused capture's error is not sticky)
+  if (!ok) return nullptr;
+  const SyevCall& c = *g->call;
+  g->bytes = c.G.nbytes() + c.W.nbytes() + c.info.nbytes() + c.work.nbytes();
+  return g;
+}
+
+// The graph for G's shape (captured on first use), or nullptr: run syevBatched directly.
+std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G, cusolverDnHandle_t handle) {
+  if (knobs().syev_graph == 0 ||
+      c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None)
+    return nullptr;
+  const GraphKey key{G.device().index(), G.size(0), G.size(1), G.scalar_type() == at::kDouble};
+  auto& cache = graph_cache();
+  const auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  size_t held = 0;
+  for (const auto& kv : cache) held += kv.second ? kv.second->bytes : 0;
+  if (held + 2 * G.nbytes() > kGraphCacheBytes) {
+    for (auto& kv : cache) {
+      if (!kv.second) continue;
+      kv.second->done.synchronize();  // (no replay of it still running)
+      C10_CUDA_CHECK(cudaGraphExecDestroy(kv.second->exec));
+    }
+    cache.clear();
+  }
+  std::shared_ptr<SyevGraph> g = 2 * G.nbytes() <= kGraphCacheBytes ? capture(G, handle) : nullptr;
+  cache.emplace(key, g);
+  return g;
+}
+#endif
+
 }  // namespace
 
 at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues) {
@@ -41,30 +160,31 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalu
   TORCH_CHECK(G.dim() == 3 && G.size(1) == G.size(2) && G.is_contiguous() && G.is_cuda() &&
                   (G.scalar_type() == at::kDouble || G.scalar_type() == at::kFloat),
               "jsvd internal: syev_batched takes a contiguous (B, q, q) float32/float64 CUDA tensor");
-  const int64_t B = G.size(0), q = G.size(1);
-  const cudaDataType dt = G.scalar_type() == at::kDouble ? CUDA_R_64F : CUDA_R_32F;
-  at::Tensor W = at::empty({B, q}, G.options());
-  at::Tensor info = at::zeros({B}, G.options().dtype(at::kInt));
   cusolverDnHandle_t handle = solver_handle();
-  TORCH_CHECK(cusolverDnSetStream(handle, at::cuda::getCurrentCUDAStream()) == CUSOLVER_STATUS_SUCCESS,
-              "jsvd: cusolverDnSetStream failed");
-  cusolverDnParams_t params = nullptr;
-  TORCH_CHECK(cusolverDnCreateParams(&params) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnCreateParams failed");
-  // (destroyed however this returns: the work buffer's allocation below may throw)
-  const std::unique_ptr<std::remove_pointer_t<cusolverDnParams_t>, decltype(&cusolverDnDestroyParams)> params_guard(
-      params, &cusolverDnDestroyParams);
-  size_t device_bytes = 0, host_bytes = 0;
-  cusolverStatus_t st = cusolverDnXsyevBatched_bufferSize(handle, params, CUSOLVER_EIG_MODE_VECTOR,
-                                                          CUBLAS_FILL_MODE_LOWER, q, dt, G.data_ptr(), q, dt,
-                                                          W.data_ptr(), dt, &device_bytes, &host_bytes, B);
-  if (st == CUSOLVER_STATUS_SUCCESS) {
-    at::Tensor work = at::empty({static_cast<int64_t>(std::max<size_t>(device_bytes, 1))}, G.options().dtype(at::kByte));
-    std::vector<char> host(std::max<size_t>(host_bytes, 1));
-    st = cusolverDnXsyevBatched(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q, dt,
-                                G.data_ptr(), q, dt, W.data_ptr(), dt, work.data_ptr(), device_bytes,
-                                host.data(), host_bytes, info.data_ptr<int>(), B);
+  const at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
+  at::Tensor W, info;
+  std::unique_lock<std::mutex> lock(graph_mutex);
+  if (const std::shared_ptr<SyevGraph> g = graph_for(G, handle)) {
+    // (the lock held to the end of the copies out: one replay at a time fills the buffers)
+    const SyevCall& c = *g->call;
+    g->done.block(stream);
+    c.G.copy_(G);
+    c.info.zero_();
+    C10_CUDA_CHECK(cudaGraphLaunch(g->exec, stream));
+    G.copy_(c.G);
+    W = c.W.clone();
+    info = c.info.clone();
+    g->done.record(stream);
+    lock.unlock();
+  } else {
+    lock.unlock();
+    SyevCall c(G, handle);
+    c.run(handle, stream);
+    TORCH_CHECK(c.status == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnXsyevBatched failed with status ",
+                static_cast<int>(c.status));
+    W = c.W;
+    info = c.info;
   }
-  TORCH_CHECK(st == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnXsyevBatched failed with status ", static_cast<int>(st));
   *failed = info.ne(0).any().item<bool>();
   if (eigenvalues) *eigenvalues = W;
   // Column-major eigenvectors, by increasing eigenvalue: as a row-major (B, q, q) tensor that is V^T.
