@@ -41,22 +41,27 @@ cusolverDnHandle_t solver_handle() {
 
 #if CUSOLVER_VERSION >= 12000
 // One call's buffers and cuSOLVER's call on them: G (in: the Gram matrices; out: the eigenvectors), W, info,
-// and the work buffers, all allocated before the call (a capture allows no allocation).
+// and the work buffers, all allocated before the call (a capture allows no allocation). `loop`: syevd on
+// each matrix in turn (one work buffer), else syevBatched on all.
 struct SyevCall {
   at::Tensor G, W, info, work;
   std::vector<char> host;
   size_t device_bytes = 0, host_bytes = 0;
   cusolverDnParams_t params = nullptr;
   cusolverStatus_t status = CUSOLVER_STATUS_SUCCESS;  // cuSOLVER's, of the size query or the call
+  bool loop;
 
-  SyevCall(const at::Tensor& g, cusolverDnHandle_t handle) : G(g) {
+  SyevCall(const at::Tensor& g, cusolverDnHandle_t handle, bool by_syevd) : G(g), loop(by_syevd) {
     const int64_t B = G.size(0), q = G.size(1);
     W = at::empty({B, q}, G.options());
     info = at::zeros({B}, G.options().dtype(at::kInt));
     TORCH_CHECK(cusolverDnCreateParams(&params) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnCreateParams failed");
-    status = cusolverDnXsyevBatched_bufferSize(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q,
-                                               type(), G.data_ptr(), q, type(), W.data_ptr(), type(), &device_bytes,
-                                               &host_bytes, B);
+    status = loop ? cusolverDnXsyevd_bufferSize(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q,
+                                                type(), G.data_ptr(), q, type(), W.data_ptr(), type(),
+                                                &device_bytes, &host_bytes)
+                  : cusolverDnXsyevBatched_bufferSize(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
+                                                      q, type(), G.data_ptr(), q, type(), W.data_ptr(), type(),
+                                                      &device_bytes, &host_bytes, B);
     work = at::empty({static_cast<int64_t>(std::max<size_t>(device_bytes, 1))}, G.options().dtype(at::kByte));
     host.resize(std::max<size_t>(host_bytes, 1));
   }
@@ -69,9 +74,19 @@ struct SyevCall {
     if (status != CUSOLVER_STATUS_SUCCESS) return;
     TORCH_CHECK(cusolverDnSetStream(handle, stream) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnSetStream failed");
     const int64_t B = G.size(0), q = G.size(1);
-    status = cusolverDnXsyevBatched(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q, type(),
-                                    G.data_ptr(), q, type(), W.data_ptr(), type(), work.data_ptr(), device_bytes,
-                                    host.data(), host_bytes, info.data_ptr<int>(), B);
+    if (!loop) {
+      status = cusolverDnXsyevBatched(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q, type(),
+                                      G.data_ptr(), q, type(), W.data_ptr(), type(), work.data_ptr(), device_bytes,
+                                      host.data(), host_bytes, info.data_ptr<int>(), B);
+      return;
+    }
+    const int64_t es = static_cast<int64_t>(G.element_size());
+    char* g = static_cast<char*>(G.data_ptr());
+    char* w = static_cast<char*>(W.data_ptr());
+    for (int64_t k = 0; k < B && status == CUSOLVER_STATUS_SUCCESS; ++k)
+      status = cusolverDnXsyevd(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q, type(),
+                                g + k * q * q * es, q, type(), w + k * q * es, type(), work.data_ptr(), device_bytes,
+                                host.data(), host_bytes, info.data_ptr<int>() + k);
   }
 };
 
@@ -92,7 +107,7 @@ struct SyevGraph {
   size_t bytes = 0;
 };
 
-using GraphKey = std::tuple<int, int64_t, int64_t, int>;
+using GraphKey = std::tuple<int, int64_t, int64_t, int, bool>;  // (device, batch, order, float64, loop)
 
 std::mutex graph_mutex;
 std::map<GraphKey, std::shared_ptr<SyevGraph>>& graph_cache() {
@@ -101,9 +116,9 @@ std::map<GraphKey, std::shared_ptr<SyevGraph>>& graph_cache() {
 }
 
 // A graph of syevBatched on buffers shaped like G, or nullptr where capturing failed.
-std::shared_ptr<SyevGraph> capture(const at::Tensor& G, cusolverDnHandle_t handle) {
+std::shared_ptr<SyevGraph> capture(const at::Tensor& G, cusolverDnHandle_t handle, bool loop) {
   auto g = std::make_shared<SyevGraph>();
-  g->call = std::make_unique<SyevCall>(at::empty_like(G), handle);
+  g->call = std::make_unique<SyevCall>(at::empty_like(G), handle, loop);
   const at::cuda::CUDAStream side = at::cuda::getStreamFromPool(false, G.device().index());
   cudaGraph_t graph = nullptr;
   C10_CUDA_CHECK(cudaStreamBeginCapture(side, cudaStreamCaptureModeThreadLocal));
@@ -127,11 +142,11 @@ std::shared_ptr<SyevGraph> capture(const at::Tensor& G, cusolverDnHandle_t handl
 }
 
 // The graph for G's shape (captured on first use), or nullptr: run syevBatched directly.
-std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G, cusolverDnHandle_t handle) {
+std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G, cusolverDnHandle_t handle, bool loop) {
   if (knobs().syev_graph == 0 ||
       c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None)
     return nullptr;
-  const GraphKey key{G.device().index(), G.size(0), G.size(1), G.scalar_type() == at::kDouble};
+  const GraphKey key{G.device().index(), G.size(0), G.size(1), G.scalar_type() == at::kDouble, loop};
   auto& cache = graph_cache();
   const auto it = cache.find(key);
   if (it != cache.end()) return it->second;
@@ -145,7 +160,7 @@ std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G, cusolverDnHandle_t han
     }
     cache.clear();
   }
-  std::shared_ptr<SyevGraph> g = 2 * G.nbytes() <= kGraphCacheBytes ? capture(G, handle) : nullptr;
+  std::shared_ptr<SyevGraph> g = 2 * G.nbytes() <= kGraphCacheBytes ? capture(G, handle, loop) : nullptr;
   cache.emplace(key, g);
   return g;
 }
@@ -153,7 +168,7 @@ std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G, cusolverDnHandle_t han
 
 }  // namespace
 
-at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues) {
+at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues, bool loop) {
 #if CUSOLVER_VERSION < 12000
   TORCH_CHECK(false, "jsvd internal: syev_batched needs cuSOLVER 12.0 (CUDA 13) or later");
 #else
@@ -164,7 +179,7 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalu
   const at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
   at::Tensor W, info;
   std::unique_lock<std::mutex> lock(graph_mutex);
-  if (const std::shared_ptr<SyevGraph> g = graph_for(G, handle)) {
+  if (const std::shared_ptr<SyevGraph> g = graph_for(G, handle, loop)) {
     // (the lock held to the end of the copies out: one replay at a time fills the buffers)
     const SyevCall& c = *g->call;
     g->done.block(stream);
@@ -178,9 +193,9 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalu
     lock.unlock();
   } else {
     lock.unlock();
-    SyevCall c(G, handle);
+    SyevCall c(G, handle, loop);
     c.run(handle, stream);
-    TORCH_CHECK(c.status == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnXsyevBatched failed with status ",
+    TORCH_CHECK(c.status == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnXsyev", loop ? "d" : "Batched", " failed with status ",
                 static_cast<int>(c.status));
     W = c.W;
     info = c.info;
