@@ -95,73 +95,84 @@ struct SyevCall {
 // 10678 kernels, 49 ms of cudaLaunchKernel, and the device idled 40 of the call's 113 ms). The first call
 // of a (device, batch, order, dtype) captures the call on buffers of its own into a graph; every call
 // copies its G in, replays the graph on the current stream and copies the results out. Graphs are kept
-// up to kGraphCacheBytes of buffers (then all are dropped); a call the capture refused (cuSOLVER
-// synchronised or allocated inside it) runs directly, as does everything under JSVD_SYEV_GRAPH=0 or
-// inside a caller's own capture.
+// up to kGraphCacheBytes of buffers (then all are dropped). Captures use a handle of their own, whose
+// internal buffers the graphs may hold (so replays run one at a time: `done`); a capture cuSOLVER
+// refuses (it synchronised or allocated inside it) may leave that handle unusable, so it is abandoned, and
+// that call (syevBatched, or syevd's loop) runs directly from then on, as does everything under
+// JSVD_SYEV_GRAPH=0 or inside a caller's own capture.
 constexpr size_t kGraphCacheBytes = size_t(1) << 30;
 
 struct SyevGraph {
   std::unique_ptr<SyevCall> call;
   cudaGraphExec_t exec = nullptr;
-  at::cuda::CUDAEvent done;  // the last replay's copies out: the next one's copies in wait for it
   size_t bytes = 0;
 };
 
 using GraphKey = std::tuple<int, int64_t, int64_t, int, bool>;  // (device, batch, order, float64, loop)
 
+// Everything below is used under graph_mutex. (Never destroyed: CUDA may be gone at exit.)
 std::mutex graph_mutex;
-std::map<GraphKey, std::shared_ptr<SyevGraph>>& graph_cache() {
-  static auto* cache = new std::map<GraphKey, std::shared_ptr<SyevGraph>>();  // (never destroyed: CUDA may be gone at exit)
-  return *cache;
+struct GraphState {
+  std::map<GraphKey, std::shared_ptr<SyevGraph>> cache;  // nullptr: the capture was refused
+  std::map<int, cusolverDnHandle_t> handles;              // the capturing handle of each device
+  std::map<int, at::cuda::CUDAEvent> done;                // each device's last replay's copies out
+  bool refused[2] = {false, false};  // a capture of syevBatched [0] or of syevd's loop [1] refused: never again
+};
+GraphState& graph_state() {
+  static auto* state = new GraphState();
+  return *state;
 }
 
-// A graph of syevBatched on buffers shaped like G, or nullptr where capturing failed.
-std::shared_ptr<SyevGraph> capture(const at::Tensor& G, cusolverDnHandle_t handle, bool loop) {
+// A graph of the call on buffers shaped like G, or nullptr where the capture was refused.
+std::shared_ptr<SyevGraph> capture(const at::Tensor& G, bool loop) {
+  const int device = G.device().index();
+  cusolverDnHandle_t& handle = graph_state().handles[device];
+  if (!handle) TORCH_CHECK(cusolverDnCreate(&handle) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnCreate failed");
   auto g = std::make_shared<SyevGraph>();
   g->call = std::make_unique<SyevCall>(at::empty_like(G), handle, loop);
-  const at::cuda::CUDAStream side = at::cuda::getStreamFromPool(false, G.device().index());
+  const at::cuda::CUDAStream side = at::cuda::getStreamFromPool(false, device);
   cudaGraph_t graph = nullptr;
   C10_CUDA_CHECK(cudaStreamBeginCapture(side, cudaStreamCaptureModeThreadLocal));
+  bool threw = false;
   try {
     g->call->run(handle, side);
   } catch (...) {
-    (void)cudaStreamEndCapture(side, &graph);
-    if (graph) (void)cudaGraphDestroy(graph);
-    (void)cudaGetLastError();
-    throw;
+    threw = true;
   }
   const cudaError_t ended = cudaStreamEndCapture(side, &graph);
-  bool ok = ended == cudaSuccess && graph && g->call->status == CUSOLVER_STATUS_SUCCESS &&
-            cudaGraphInstantiate(&g->exec, graph, 0) == cudaSuccess;
+  const bool ok = !threw && ended == cudaSuccess && graph && g->call->status == CUSOLVER_STATUS_SUCCESS &&
+                  cudaGraphInstantiate(&g->exec, graph, 0) == cudaSuccess;
   if (graph) (void)cudaGraphDestroy(graph);
   (void)cudaGetLastError();  // (a refused capture's error is not sticky)
-  if (!ok) return nullptr;
+  if (!ok) {
+    handle = nullptr;  // (abandoned, not destroyed: it may hold the refused capture's state)
+    graph_state().refused[loop] = true;
+    return nullptr;
+  }
   const SyevCall& c = *g->call;
   g->bytes = c.G.nbytes() + c.W.nbytes() + c.info.nbytes() + c.work.nbytes();
   return g;
 }
 
-// The graph for G's shape (captured on first use), or nullptr: run syevBatched directly.
-std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G, cusolverDnHandle_t handle, bool loop) {
+// The graph for G's shape (captured on first use), or nullptr: run the call directly.
+std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G, bool loop) {
   if (knobs().syev_graph == 0 ||
       c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None)
     return nullptr;
   const GraphKey key{G.device().index(), G.size(0), G.size(1), G.scalar_type() == at::kDouble, loop};
-  auto& cache = graph_cache();
-  const auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
+  GraphState& st = graph_state();
+  const auto it = st.cache.find(key);
+  if (it != st.cache.end()) return it->second;
   size_t held = 0;
-  for (const auto& kv : cache) held += kv.second ? kv.second->bytes : 0;
+  for (const auto& kv : st.cache) held += kv.second ? kv.second->bytes : 0;
   if (held + 2 * G.nbytes() > kGraphCacheBytes) {
-    for (auto& kv : cache) {
-      if (!kv.second) continue;
-      kv.second->done.synchronize();  // (no replay of it still running)
-      C10_CUDA_CHECK(cudaGraphExecDestroy(kv.second->exec));
-    }
-    cache.clear();
+    for (auto& kv : st.done) kv.second.synchronize();  // (no replay still running)
+    for (auto& kv : st.cache)
+      if (kv.second) C10_CUDA_CHECK(cudaGraphExecDestroy(kv.second->exec));
+    st.cache.clear();
   }
-  std::shared_ptr<SyevGraph> g = 2 * G.nbytes() <= kGraphCacheBytes ? capture(G, handle, loop) : nullptr;
-  cache.emplace(key, g);
+  std::shared_ptr<SyevGraph> g = 2 * G.nbytes() <= kGraphCacheBytes && !st.refused[loop] ? capture(G, loop) : nullptr;
+  st.cache.emplace(key, g);
   return g;
 }
 #endif
@@ -175,27 +186,40 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalu
   TORCH_CHECK(G.dim() == 3 && G.size(1) == G.size(2) && G.is_contiguous() && G.is_cuda() &&
                   (G.scalar_type() == at::kDouble || G.scalar_type() == at::kFloat),
               "jsvd internal: syev_batched takes a contiguous (B, q, q) float32/float64 CUDA tensor");
-  cusolverDnHandle_t handle = solver_handle();
   const at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
   at::Tensor W, info;
   std::unique_lock<std::mutex> lock(graph_mutex);
-  if (const std::shared_ptr<SyevGraph> g = graph_for(G, handle, loop)) {
+  if (const std::shared_ptr<SyevGraph> g = graph_for(G, loop)) {
     // (the lock held to the end of the copies out: one replay at a time fills the buffers)
     const SyevCall& c = *g->call;
-    g->done.block(stream);
+    at::cuda::CUDAEvent& done = graph_state().done[stream.device_index()];
+    done.block(stream);
     c.G.copy_(G);
     c.info.zero_();
     C10_CUDA_CHECK(cudaGraphLaunch(g->exec, stream));
     G.copy_(c.G);
     W = c.W.clone();
     info = c.info.clone();
-    g->done.record(stream);
+    done.record(stream);
     lock.unlock();
+  } else if (loop) {
+    // (without a graph, torch.linalg.eigh: its syevd on each matrix, as before the graphs)
+    lock.unlock();
+    try {
+      at::Tensor V;
+      std::tie(W, V) = at::linalg_eigh(G);
+      G.copy_(V.mT());  // (V's columns as G's column-major ones)
+      info = at::zeros({G.size(0)}, G.options().dtype(at::kInt));
+    } catch (const c10::Error&) {
+      *failed = true;  // (syevd did not converge)
+      return at::Tensor();
+    }
   } else {
     lock.unlock();
+    cusolverDnHandle_t handle = solver_handle();
     SyevCall c(G, handle, loop);
     c.run(handle, stream);
-    TORCH_CHECK(c.status == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnXsyev", loop ? "d" : "Batched", " failed with status ",
+    TORCH_CHECK(c.status == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnXsyevBatched failed with status ",
                 static_cast<int>(c.status));
     W = c.W;
     info = c.info;
