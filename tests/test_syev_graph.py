@@ -1,5 +1,5 @@
-"""syevBatched and syevd's loop replayed as CUDA graphs (kernels/precondition/syev_batched.cpp): the first
-call of a shape captures cuSOLVER's call, later ones copy their Gram matrices in and replay it. Checked in child processes
+"""syevBatched replayed as a CUDA graph (kernels/precondition/syev_batched.cpp): the first call of a shape
+captures cuSOLVER's call, later ones copy their Gram matrices in and replay it. Checked in child processes
 (the engine reads JSVD_SYEV_GRAPH once): the replay ran (cudaGraphLaunch in torch.profiler's trace), and
 every call of a sequence of shapes and data, on the current and on a side stream, gives what the direct
 call gives (JSVD_SYEV_GRAPH=0) to rounding, with every output property. Skipped without a CUDA device.
@@ -16,8 +16,8 @@ pytestmark = [
 ]
 
 # Batches on syevBatched's route (eigh_precondition.h: near-square float64 batches from 40 matrices of 256
-# columns, float32 from 100) and on syevd's (one or two matrices of 256 columns or more), well-conditioned
-# so that float64's Cholesky test keeps them there; shapes twice, with other data, others between.
+# columns, float32 from 100), well-conditioned so that float64's Cholesky test keeps them there; one shape
+# twice, with other data, and a second shape between.
 _CODE = """
     import torch, torch_jsvd
     from torch.profiler import ProfilerActivity, profile
@@ -30,13 +30,13 @@ _CODE = """
         s = torch.linspace(3, 1, n, dtype=torch.float64)
         return ((P * s) @ Q.mT).to(dtype).cuda()
 
-    cases = [(40, 256, torch.float64, 0), (100, 256, torch.float32, 1), (1, 384, torch.float32, 4),
-             (40, 256, torch.float64, 2), (2, 300, torch.float64, 5), (100, 256, torch.float32, 3)]
+    cases = [(40, 256, torch.float64, 0), (100, 256, torch.float32, 1), (40, 256, torch.float64, 2),
+             (100, 256, torch.float32, 3)]
     out, graph_launches = [], 0
     side = torch.cuda.Stream()
     for i, (b, n, dtype, seed) in enumerate(cases):
         A = batch(b, n, dtype, seed)
-        stream = side if i == 5 else torch.cuda.current_stream()
+        stream = side if i == 3 else torch.cuda.current_stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
@@ -55,7 +55,7 @@ def test_graph_replay_matches_the_direct_call(tmp_path):
     graph = run_child(_CODE.replace("OUT", repr(str(tmp_path / "graph.pt"))))
     direct = run_child(_CODE.replace("OUT", repr(str(tmp_path / "direct.pt"))), JSVD_SYEV_GRAPH="0")
     # every call replays (the first of a shape after capturing it); none without the switch
-    assert int(graph.split()[-1]) >= 6, graph
+    assert int(graph.split()[-1]) >= 4, graph
     assert int(direct.split()[-1]) == 0, direct
     for g, d in zip(torch.load(tmp_path / "graph.pt"), torch.load(tmp_path / "direct.pt")):
         eps = torch.finfo(g[1].dtype).eps

@@ -246,9 +246,12 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
         return e.without_start(A, b, opt);
     } else {
       by_syevd = true;
-      bool failed = false;  // (syevd on each matrix, replayed as a graph where it can be: syev_batched.h)
-      V0 = syev_batched(G, &failed, &w, /*loop=*/true);
-      if (failed) return e.without_start(A, b, opt);
+      try {
+        std::tie(w, V0) = at::linalg_eigh(G);
+        V0 = V0.flip(-1);
+      } catch (const c10::Error&) {
+        return e.without_start(A, b, opt);  // (syevd did not converge)
+      }
     }
     // C_jj is an eigenvalue to within the solver's backward error, far below eg: a matrix whose least
     // eigenvalue is below half of column_ok's bound cannot pass, and the test is not formed.

@@ -41,27 +41,22 @@ cusolverDnHandle_t solver_handle() {
 
 #if CUSOLVER_VERSION >= 12000
 // One call's buffers and cuSOLVER's call on them: G (in: the Gram matrices; out: the eigenvectors), W, info,
-// and the work buffers, all allocated before the call (a capture allows no allocation). `loop`: syevd on
-// each matrix in turn (one work buffer), else syevBatched on all.
+// and the work buffers, all allocated before the call (a capture allows no allocation).
 struct SyevCall {
   at::Tensor G, W, info, work;
   std::vector<char> host;
   size_t device_bytes = 0, host_bytes = 0;
   cusolverDnParams_t params = nullptr;
   cusolverStatus_t status = CUSOLVER_STATUS_SUCCESS;  // cuSOLVER's, of the size query or the call
-  bool loop;
 
-  SyevCall(const at::Tensor& g, cusolverDnHandle_t handle, bool by_syevd) : G(g), loop(by_syevd) {
+  SyevCall(const at::Tensor& g, cusolverDnHandle_t handle) : G(g) {
     const int64_t B = G.size(0), q = G.size(1);
     W = at::empty({B, q}, G.options());
     info = at::zeros({B}, G.options().dtype(at::kInt));
     TORCH_CHECK(cusolverDnCreateParams(&params) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnCreateParams failed");
-    status = loop ? cusolverDnXsyevd_bufferSize(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q,
-                                                type(), G.data_ptr(), q, type(), W.data_ptr(), type(),
-                                                &device_bytes, &host_bytes)
-                  : cusolverDnXsyevBatched_bufferSize(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
-                                                      q, type(), G.data_ptr(), q, type(), W.data_ptr(), type(),
-                                                      &device_bytes, &host_bytes, B);
+    status = cusolverDnXsyevBatched_bufferSize(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q,
+                                               type(), G.data_ptr(), q, type(), W.data_ptr(), type(), &device_bytes,
+                                               &host_bytes, B);
     work = at::empty({static_cast<int64_t>(std::max<size_t>(device_bytes, 1))}, G.options().dtype(at::kByte));
     host.resize(std::max<size_t>(host_bytes, 1));
   }
@@ -74,19 +69,9 @@ struct SyevCall {
     if (status != CUSOLVER_STATUS_SUCCESS) return;
     TORCH_CHECK(cusolverDnSetStream(handle, stream) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnSetStream failed");
     const int64_t B = G.size(0), q = G.size(1);
-    if (!loop) {
-      status = cusolverDnXsyevBatched(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q, type(),
-                                      G.data_ptr(), q, type(), W.data_ptr(), type(), work.data_ptr(), device_bytes,
-                                      host.data(), host_bytes, info.data_ptr<int>(), B);
-      return;
-    }
-    const int64_t es = static_cast<int64_t>(G.element_size());
-    char* g = static_cast<char*>(G.data_ptr());
-    char* w = static_cast<char*>(W.data_ptr());
-    for (int64_t k = 0; k < B && status == CUSOLVER_STATUS_SUCCESS; ++k)
-      status = cusolverDnXsyevd(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q, type(),
-                                g + k * q * q * es, q, type(), w + k * q * es, type(), work.data_ptr(), device_bytes,
-                                host.data(), host_bytes, info.data_ptr<int>() + k);
+    status = cusolverDnXsyevBatched(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q, type(),
+                                    G.data_ptr(), q, type(), W.data_ptr(), type(), work.data_ptr(), device_bytes,
+                                    host.data(), host_bytes, info.data_ptr<int>(), B);
   }
 };
 
@@ -98,8 +83,8 @@ struct SyevCall {
 // up to kGraphCacheBytes of buffers (then all are dropped). Captures use a handle of their own, whose
 // internal buffers the graphs may hold (so replays run one at a time: `done`); a capture cuSOLVER
 // refuses (it synchronised or allocated inside it) may leave that handle unusable, so it is abandoned, and
-// that call (syevBatched, or syevd's loop) runs directly from then on, as does everything under
-// JSVD_SYEV_GRAPH=0 or inside a caller's own capture.
+// syevBatched runs directly from then on, as it does under JSVD_SYEV_GRAPH=0 or inside a caller's own
+// capture. (syevd, the few large matrices' solver, refused its capture: H100, stop 57, cuSOLVER of CUDA 13.)
 constexpr size_t kGraphCacheBytes = size_t(1) << 30;
 
 struct SyevGraph {
@@ -108,7 +93,7 @@ struct SyevGraph {
   size_t bytes = 0;
 };
 
-using GraphKey = std::tuple<int, int64_t, int64_t, int, bool>;  // (device, batch, order, float64, loop)
+using GraphKey = std::tuple<int, int64_t, int64_t, int>;  // (device, batch, order, float64)
 
 // Everything below is used under graph_mutex. (Never destroyed: CUDA may be gone at exit.)
 std::mutex graph_mutex;
@@ -116,7 +101,7 @@ struct GraphState {
   std::map<GraphKey, std::shared_ptr<SyevGraph>> cache;  // nullptr: the capture was refused
   std::map<int, cusolverDnHandle_t> handles;              // the capturing handle of each device
   std::map<int, at::cuda::CUDAEvent> done;                // each device's last replay's copies out
-  bool refused[2] = {false, false};  // a capture of syevBatched [0] or of syevd's loop [1] refused: never again
+  bool refused = false;  // a capture refused: never tried again
 };
 GraphState& graph_state() {
   static auto* state = new GraphState();
@@ -124,12 +109,12 @@ GraphState& graph_state() {
 }
 
 // A graph of the call on buffers shaped like G, or nullptr where the capture was refused.
-std::shared_ptr<SyevGraph> capture(const at::Tensor& G, bool loop) {
+std::shared_ptr<SyevGraph> capture(const at::Tensor& G) {
   const int device = G.device().index();
   cusolverDnHandle_t& handle = graph_state().handles[device];
   if (!handle) TORCH_CHECK(cusolverDnCreate(&handle) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnCreate failed");
   auto g = std::make_shared<SyevGraph>();
-  g->call = std::make_unique<SyevCall>(at::empty_like(G), handle, loop);
+  g->call = std::make_unique<SyevCall>(at::empty_like(G), handle);
   const at::cuda::CUDAStream side = at::cuda::getStreamFromPool(false, device);
   cudaGraph_t graph = nullptr;
   C10_CUDA_CHECK(cudaStreamBeginCapture(side, cudaStreamCaptureModeThreadLocal));
@@ -146,7 +131,7 @@ std::shared_ptr<SyevGraph> capture(const at::Tensor& G, bool loop) {
   (void)cudaGetLastError();  // (a refused capture's error is not sticky)
   if (!ok) {
     handle = nullptr;  // (abandoned, not destroyed: it may hold the refused capture's state)
-    graph_state().refused[loop] = true;
+    graph_state().refused = true;
     return nullptr;
   }
   const SyevCall& c = *g->call;
@@ -155,11 +140,11 @@ std::shared_ptr<SyevGraph> capture(const at::Tensor& G, bool loop) {
 }
 
 // The graph for G's shape (captured on first use), or nullptr: run the call directly.
-std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G, bool loop) {
+std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G) {
   if (knobs().syev_graph == 0 ||
       c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None)
     return nullptr;
-  const GraphKey key{G.device().index(), G.size(0), G.size(1), G.scalar_type() == at::kDouble, loop};
+  const GraphKey key{G.device().index(), G.size(0), G.size(1), G.scalar_type() == at::kDouble};
   GraphState& st = graph_state();
   const auto it = st.cache.find(key);
   if (it != st.cache.end()) return it->second;
@@ -171,7 +156,7 @@ std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G, bool loop) {
       if (kv.second) C10_CUDA_CHECK(cudaGraphExecDestroy(kv.second->exec));
     st.cache.clear();
   }
-  std::shared_ptr<SyevGraph> g = 2 * G.nbytes() <= kGraphCacheBytes && !st.refused[loop] ? capture(G, loop) : nullptr;
+  std::shared_ptr<SyevGraph> g = 2 * G.nbytes() <= kGraphCacheBytes && !st.refused ? capture(G) : nullptr;
   st.cache.emplace(key, g);
   return g;
 }
@@ -179,7 +164,7 @@ std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G, bool loop) {
 
 }  // namespace
 
-at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues, bool loop) {
+at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues) {
 #if CUSOLVER_VERSION < 12000
   TORCH_CHECK(false, "jsvd internal: syev_batched needs cuSOLVER 12.0 (CUDA 13) or later");
 #else
@@ -189,7 +174,7 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalu
   const at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
   at::Tensor W, info;
   std::unique_lock<std::mutex> lock(graph_mutex);
-  if (const std::shared_ptr<SyevGraph> g = graph_for(G, loop)) {
+  if (const std::shared_ptr<SyevGraph> g = graph_for(G)) {
     // (the lock held to the end of the copies out: one replay at a time fills the buffers)
     const SyevCall& c = *g->call;
     at::cuda::CUDAEvent& done = graph_state().done[stream.device_index()];
@@ -202,22 +187,10 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalu
     info = c.info.clone();
     done.record(stream);
     lock.unlock();
-  } else if (loop) {
-    // (without a graph, torch.linalg.eigh: its syevd on each matrix, as before the graphs)
-    lock.unlock();
-    try {
-      at::Tensor V;
-      std::tie(W, V) = at::linalg_eigh(G);
-      G.copy_(V.mT());  // (V's columns as G's column-major ones)
-      info = at::zeros({G.size(0)}, G.options().dtype(at::kInt));
-    } catch (const c10::Error&) {
-      *failed = true;  // (syevd did not converge)
-      return at::Tensor();
-    }
   } else {
     lock.unlock();
     cusolverDnHandle_t handle = solver_handle();
-    SyevCall c(G, handle, loop);
+    SyevCall c(G, handle);
     c.run(handle, stream);
     TORCH_CHECK(c.status == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnXsyevBatched failed with status ",
                 static_cast<int>(c.status));
