@@ -46,30 +46,31 @@ struct SyevCall {
   at::Tensor G, W, info, work;
   std::vector<char> host;
   size_t device_bytes = 0, host_bytes = 0;
-  cusolverDnParams_t params = nullptr;
+  // (destroyed however the constructor ends: the allocations below may throw)
+  std::unique_ptr<std::remove_pointer_t<cusolverDnParams_t>, decltype(&cusolverDnDestroyParams)> params{
+      nullptr, &cusolverDnDestroyParams};
   cusolverStatus_t status = CUSOLVER_STATUS_SUCCESS;  // cuSOLVER's, of the size query or the call
 
   SyevCall(const at::Tensor& g, cusolverDnHandle_t handle) : G(g) {
     const int64_t B = G.size(0), q = G.size(1);
+    cusolverDnParams_t p = nullptr;
+    TORCH_CHECK(cusolverDnCreateParams(&p) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnCreateParams failed");
+    params.reset(p);
     W = at::empty({B, q}, G.options());
     info = at::zeros({B}, G.options().dtype(at::kInt));
-    TORCH_CHECK(cusolverDnCreateParams(&params) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnCreateParams failed");
-    status = cusolverDnXsyevBatched_bufferSize(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q,
-                                               type(), G.data_ptr(), q, type(), W.data_ptr(), type(), &device_bytes,
+    status = cusolverDnXsyevBatched_bufferSize(handle, p, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q, type(),
+                                               G.data_ptr(), q, type(), W.data_ptr(), type(), &device_bytes,
                                                &host_bytes, B);
     work = at::empty({static_cast<int64_t>(std::max<size_t>(device_bytes, 1))}, G.options().dtype(at::kByte));
     host.resize(std::max<size_t>(host_bytes, 1));
   }
-  SyevCall(const SyevCall&) = delete;
-  SyevCall& operator=(const SyevCall&) = delete;
-  ~SyevCall() { cusolverDnDestroyParams(params); }
 
   cudaDataType type() const { return G.scalar_type() == at::kDouble ? CUDA_R_64F : CUDA_R_32F; }
   void run(cusolverDnHandle_t handle, cudaStream_t stream) {
     if (status != CUSOLVER_STATUS_SUCCESS) return;
     TORCH_CHECK(cusolverDnSetStream(handle, stream) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnSetStream failed");
     const int64_t B = G.size(0), q = G.size(1);
-    status = cusolverDnXsyevBatched(handle, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q, type(),
+    status = cusolverDnXsyevBatched(handle, params.get(), CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, q, type(),
                                     G.data_ptr(), q, type(), W.data_ptr(), type(), work.data_ptr(), device_bytes,
                                     host.data(), host_bytes, info.data_ptr<int>(), B);
   }
