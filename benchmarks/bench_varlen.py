@@ -21,7 +21,8 @@ Methods, float32, full_matrices=False, each the median wall time of one Python c
   issue's "uniform batch of similar work").
 recon and orth (max over the list, units of max(m, n) eps): ‖A − U diag(S) Vh‖_F/‖A‖_F and max of ‖UᵀU − I‖_F,
 ‖VhVhᵀ − I‖_F, in float64 on the device. host_us_per_matrix: the CPU time of the svd_varlen op, less its
-waits for the device (CUDA synchronisations and device-to-host copies, torch.profiler), over the count;
+waits for the device (CUDA synchronisations and device-to-host copies, torch.profiler) and the profiler's own
+"Activity Buffer Request", over the count;
 nested_host_us_per_matrix: the same for the nested call (its op, jsvd::svd_varlen_packed, and the Python
 around it: the whole call's CPU time less the waits).
 Output: table, bench_varlen.json + varlen.png in $OUT or benchmarks/results/, and RESULTS.md's bench_varlen section.
@@ -86,8 +87,9 @@ def host_us_per_matrix(torch_jsvd, As, count, op_name="jsvd::svd_varlen"):
     if not op:
         return None
     t0, t1 = op[0].time_range.start, op[0].time_range.end
+    # (and the profiler's own buffer allocation at its first CUDA activity, ~2 ms inside the op: stop 57)
     waits = sum(e.time_range.end - e.time_range.start for e in ev
-                if ("Synchronize" in e.name or e.name in ("cudaMemcpyAsync", "cudaMemcpy"))
+                if ("Synchronize" in e.name or e.name in ("cudaMemcpyAsync", "cudaMemcpy", "Activity Buffer Request"))
                 and t0 <= e.time_range.start and e.time_range.end <= t1)
     return (t1 - t0 - waits) / count
 
