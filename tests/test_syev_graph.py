@@ -25,10 +25,11 @@ _CODE = """
 
     def batch(b, n, dtype, seed):
         g = torch.Generator().manual_seed(seed)
-        P = torch.linalg.qr(torch.randn(b, n, n, generator=g, dtype=torch.float64))[0]
-        Q = torch.linalg.qr(torch.randn(b, n, n, generator=g, dtype=torch.float64))[0]
-        s = torch.linspace(3, 1, n, dtype=torch.float64)
-        return ((P * s) @ Q.mT).to(dtype).cuda()
+        # (the QRs on the device: 100 of 256² in float64 took most of the test's time on the host)
+        P = torch.linalg.qr(torch.randn(b, n, n, generator=g, dtype=torch.float64).cuda())[0]
+        Q = torch.linalg.qr(torch.randn(b, n, n, generator=g, dtype=torch.float64).cuda())[0]
+        s = torch.linspace(3, 1, n, dtype=torch.float64, device="cuda")
+        return ((P * s) @ Q.mT).to(dtype)
 
     cases = [(40, 256, torch.float64, 0), (100, 256, torch.float32, 1), (40, 256, torch.float64, 2),
              (100, 256, torch.float32, 3)]
