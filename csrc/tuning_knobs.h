@@ -42,6 +42,8 @@ struct Knobs {
   int polish = -1;  // JSVD_POLISH=0|1: float32 U and V never | always polished (-1: where the route leaves them a long Jacobi's, CoreResult::polish; kernels/engine/orth_polish.h)
   int syev_graph = 1;  // JSVD_SYEV_GRAPH=0: syevBatched called directly, not replayed as a CUDA graph (syev_batched.cpp)
   bool list_qr = false;  // JSVD_LIST_QR=1: a list's members take the one-launch QR (qr_list.cpp; off: it was slower)
+  int list_start = -1;  // JSVD_LIST_START=0|1: a list's large near-square members never | always take the Gram start (-1: list_start_members' rule; list_start.h)
+  int list_start_class = 64;  // JSVD_LIST_START_CLASS: the list start pads each member's Gram matrix to a multiple of this many columns
   // --- CUDA launchers and sweep loop ---
   bool cross_only = true;      // JSVD_CROSS_ONLY=0: every block-pair task redoes its blocks' inner pairs
   bool sweep_pipeline = true;  // JSVD_SWEEP_PIPELINE=0: read the convergence count without running ahead
@@ -106,6 +108,9 @@ inline Knobs read() {
   k.polish = integer("JSVD_POLISH", k.polish);
   k.syev_graph = integer("JSVD_SYEV_GRAPH", k.syev_graph);
   k.list_qr = on("JSVD_LIST_QR", k.list_qr);
+  k.list_start = integer("JSVD_LIST_START", k.list_start);
+  k.list_start_class = integer("JSVD_LIST_START_CLASS", k.list_start_class);
+  if (k.list_start_class < 1) k.list_start_class = 64;
   k.cross_only = on("JSVD_CROSS_ONLY", k.cross_only);
   k.sweep_pipeline = on("JSVD_SWEEP_PIPELINE", k.sweep_pipeline);
   k.pair_queue = on("JSVD_PAIR_QUEUE", k.pair_queue);

@@ -35,6 +35,7 @@
 #include "levels/gram/gram_evd_smem.h"
 #include "planner/planner.h"
 #include "precondition/eigh_precondition.h"
+#include "precondition/list_start.h"
 #include "qr/qr_precondition.h"
 #include "tuning_knobs.h"
 #include "levels/smem/svd_smem.h"
@@ -298,10 +299,16 @@ CoreResult solve(const at::Tensor& input, const PackedBatch& batch, const SvdOpt
     const std::vector<int64_t> qr_members =
         may_qr && !batch.uniform ? qr_list_members(batch, sizeof(scalar_t), device_limits(A.get_device()))
                                  : std::vector<int64_t>();
+    // (a list's large members that take the Gram start: list_start.cpp)
+    const std::vector<int64_t> start_members = may_start && opt.may_sync && !batch.uniform
+                                                   ? list_start_members(batch.rows, batch.cols, sizeof(scalar_t))
+                                                   : std::vector<int64_t>();
     if (cp.eigh)
       r = svd_eigh_preconditioned(A, batch, opt, {jacobi, without_start, alone});
     else if (cp.qr.on())
       r = svd_qr_preconditioned(A, batch, opt, cp.qr, cp.v_solve, jacobi);
+    else if (!start_members.empty())
+      r = svd_list_start(A, batch, opt, start_members, jacobi);
     else if (!qr_members.empty())
       r = svd_qr_list(A, batch, opt, qr_members, jacobi);
     else

@@ -12,6 +12,7 @@
 #include "levels/gemm/gemm_level.h"
 #include "levels/gram/gram_evd_smem.h"
 #include "precondition/eigh_precondition.h"
+#include "precondition/list_start.h"
 #include "qr/qr_precondition.h"
 #include "levels/smem/svd_smem.h"
 #include "levels/warp/svd_warp.h"
@@ -322,8 +323,12 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
     }
   }
   const int64_t rest = static_cast<int64_t>(rest_q.size()), width_cap = list_width_cap(rest_p, rest_q, elem, compute_uv);
+  // (the rest's members that take the Gram start, by their place in it: list_start.h)
+  std::vector<uint8_t> rest_start(rest, 0);
+  if (may_sync)
+    for (const int64_t i : list_start_members(rest_p, rest_q, elem)) rest_start[i] = 1;
   PairMerge pairs;  // (a list's block pairs, as the engine merges them)
-  for (size_t k = 0; k < rows.size(); ++k) {
+  for (size_t k = 0, r = 0; k < rows.size(); ++k) {
     // The engine works on the tall orientation.
     int64_t p = std::max(rows[k], cols[k]);
     const int64_t q = std::min(rows[k], cols[k]);
@@ -352,6 +357,11 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
       if (compute_uv) os << ", \"v\": \"" << (cp.v_solve ? "triangular_solve" : "rotations") << "\"";
       os << "}";
       p = q;
+    }
+    if (!as_uniform && rest_start[r++]) {
+      os << ", \"start_v\": {\"kernel\": \"gram_eigh\", \"solver\": \"cusolverDnXsyevBatched\", \"gram_dtype\": "
+            "\"float64\", \"padded_to\": "
+         << list_start_order(q) << ", \"calls\": \"svd_varlen (a list's members of its size class in one call)\"}";
     }
     if (cp.eigh) {
       os << ", \"start_v\": {\"kernel\": \"gram_eigh\", \"solver\": \""

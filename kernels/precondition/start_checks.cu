@@ -12,9 +12,9 @@ namespace {
 
 constexpr int kWarps = 8;
 
-// A warp a matrix: the least and largest diagonal entry, and whether one is NaN.
+// A warp a matrix: the least and largest diagonal entry, and whether one is NaN. `each`: bad[b], not *bad.
 __global__ void __launch_bounds__(kWarps * 32)
-    start_checks_kernel(const double* g, int64_t B, int64_t q, StartLimits limits, int32_t* bad) {
+    start_checks_kernel(const double* g, int64_t B, int64_t q, StartLimits limits, int32_t* bad, bool each) {
   const int64_t b = blockIdx.x * static_cast<int64_t>(kWarps) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (b >= B) return;
@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     hi = fmax(hi, __shfl_xor_sync(0xffffffffu, hi, o));
   }
   nan = __any_sync(0xffffffffu, nan);
-  if (lane == 0 && !limits.passes(lo, hi, nan, q)) *bad = 1;
+  if (lane == 0 && !limits.passes(lo, hi, nan, q)) bad[each ? b : 0] = 1;
 }
 
 // A warp a matrix: its Cholesky factorisation's info, and how many pivots fall below `ratio` times its
@@ -72,12 +72,12 @@ void cholesky_checks(const at::Tensor& G, const at::Tensor& L, const at::Tensor&
 
 void start_checks(const at::Tensor& G, const StartLimits& limits, const at::Tensor& bad) {
   TORCH_CHECK(G.dim() == 3 && G.is_contiguous() && G.scalar_type() == at::kDouble && G.size(1) == G.size(2) &&
-                  bad.scalar_type() == at::kInt,
+                  bad.scalar_type() == at::kInt && (bad.numel() == 1 || bad.numel() == G.size(0)),
               "jsvd internal: start_checks' arguments");
   const int64_t B = G.size(0), q = G.size(1);
   if (B == 0 || q == 0) return;
   start_checks_kernel<<<(B + kWarps - 1) / kWarps, kWarps * 32, 0, at::cuda::getCurrentCUDAStream()>>>(
-      G.const_data_ptr<double>(), B, q, limits, bad.mutable_data_ptr<int32_t>());
+      G.const_data_ptr<double>(), B, q, limits, bad.mutable_data_ptr<int32_t>(), bad.numel() == B && B > 1);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

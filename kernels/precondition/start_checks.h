@@ -14,7 +14,8 @@ namespace jsvd {
 namespace cuda {
 
 // G: (B, q, q) contiguous float64 Gram matrices of M (p x q). Sets *bad (int32 on the device, zeroed by
-// the caller) for a matrix whose diagonal fails the rule of `limits` (start_limits, core.h).
+// the caller) for a matrix whose diagonal fails the rule of `limits` (start_limits, core.h); with B entries
+// in `bad`, bad[b] for matrix b.
 void start_checks(const at::Tensor& G, const StartLimits& limits, const at::Tensor& bad);
 
 // Tests on the Gram matrices' Cholesky factorisations (L, info: potrf_batched, syev_batched.h) before

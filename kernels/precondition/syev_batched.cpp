@@ -165,7 +165,7 @@ std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G) {
 
 }  // namespace
 
-at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues) {
+at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues, bool may_graph) {
 #if CUSOLVER_VERSION < 12000
   TORCH_CHECK(false, "jsvd internal: syev_batched needs cuSOLVER 12.0 (CUDA 13) or later");
 #else
@@ -175,7 +175,7 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalu
   const at::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream();
   at::Tensor W, info;
   std::unique_lock<std::mutex> lock(graph_mutex);
-  if (const std::shared_ptr<SyevGraph> g = graph_for(G)) {
+  if (const std::shared_ptr<SyevGraph> g = may_graph ? graph_for(G) : nullptr) {
     // (the lock held to the end of the copies out: one replay at a time fills the buffers)
     const SyevCall& c = *g->call;
     at::cuda::CUDAEvent& done = graph_state().done[stream.device_index()];

@@ -18,8 +18,9 @@ constexpr bool kHaveSyevBatched = CUSOLVER_VERSION >= 12000;
 // G: (B, q, q) contiguous float32/float64, symmetric; overwritten. Returns V (B, q, q), whose columns are
 // G's eigenvectors by decreasing eigenvalue, and sets *failed to whether syevBatched reported a matrix
 // it did not converge on (read on the host: a synchronisation); *eigenvalues, where given, to the (B, q)
-// eigenvalues, increasing.
-at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues = nullptr);
+// eigenvalues, increasing. `may_graph` false: never as a graph (a list's shapes change from call to call,
+// and each new shape would pay a capture).
+at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues = nullptr, bool may_graph = true);
 
 // G: (B, q, q) contiguous float64, symmetric; not overwritten. Returns its Cholesky factors (a copy of G
 // whose lower triangle, column-major, holds L: the diagonal is L's) and sets *info to cuSOLVER's (B) int32
