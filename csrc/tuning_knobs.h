@@ -43,7 +43,7 @@ struct Knobs {
   int syev_graph = 1;  // JSVD_SYEV_GRAPH=0: syevBatched called directly, not replayed as a CUDA graph (syev_batched.cpp)
   bool list_qr = false;  // JSVD_LIST_QR=1: a list's members take the one-launch QR (qr_list.cpp; off: it was slower)
   int list_start = -1;  // JSVD_LIST_START=0|1: a list's large near-square members never | always take the Gram start (-1: list_start_members' rule; list_start.h)
-  int list_start_class = 64;  // JSVD_LIST_START_CLASS: the list start pads each member's Gram matrix to a multiple of this many columns
+  int list_start_class = 128;  // JSVD_LIST_START_CLASS: the list start pads each member's Gram matrix to a multiple of this many columns (list_start.h)
   // --- CUDA launchers and sweep loop ---
   bool cross_only = true;      // JSVD_CROSS_ONLY=0: every block-pair task redoes its blocks' inner pairs
   bool sweep_pipeline = true;  // JSVD_SWEEP_PIPELINE=0: read the convergence count without running ahead
@@ -110,7 +110,7 @@ inline Knobs read() {
   k.list_qr = on("JSVD_LIST_QR", k.list_qr);
   k.list_start = integer("JSVD_LIST_START", k.list_start);
   k.list_start_class = integer("JSVD_LIST_START_CLASS", k.list_start_class);
-  if (k.list_start_class < 1) k.list_start_class = 64;
+  if (k.list_start_class < 1) k.list_start_class = 128;
   k.cross_only = on("JSVD_CROSS_ONLY", k.cross_only);
   k.sweep_pipeline = on("JSVD_SWEEP_PIPELINE", k.sweep_pipeline);
   k.pair_queue = on("JSVD_PAIR_QUEUE", k.pair_queue);

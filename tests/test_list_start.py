@@ -40,14 +40,14 @@ def _start(shapes, dtype):
 @pytest.mark.parametrize("dtype, count", [(torch.float32, 100), (torch.float64, 40)], ids=["float32", "float64"])
 def test_plan(dtype, count):
     """From the minimum count on, every near-square member of 256 columns or more has start_v, padded to a
-    multiple of 64 columns at least its own; below it, or with svd_ex (sync=False), none; small and long
+    multiple of 128 columns at least its own; below it, or with svd_ex (sync=False), none; small and long
     members never."""
     shapes = _large_shapes(count, 256, 400, seed=1) + SMALL
     plan = _start(shapes, dtype)
     for (m, n), s in zip(shapes, plan):
         if min(m, n) >= 256:
             assert s is not None and s["solver"] == "cusolverDnXsyevBatched"
-            assert s["padded_to"] % 64 == 0 and min(m, n) <= s["padded_to"] < min(m, n) + 64
+            assert s["padded_to"] % 128 == 0 and min(m, n) <= s["padded_to"] < min(m, n) + 128
         else:
             assert s is None
     assert all(s is None for s in _start(shapes[: count - 1] + SMALL, dtype))

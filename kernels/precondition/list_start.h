@@ -4,11 +4,17 @@
 // against 128 ms for a uniform batch of its mean shape).
 //
 // The members' shapes differ, and syevBatched takes one order per call. Each member's Gram matrix is
-// padded to its size class (a multiple of JSVD_LIST_START_CLASS columns) as diag(G, -t I), t = trace G (1
+// padded to its size class (a multiple of JSVD_LIST_START_CLASS columns, 128) as diag(G, -t I), t = trace G (1
 // for a zero G): the padding's eigenvalues lie below every one of G's (G is semi-definite, -t <= -lambda_max),
 // so its eigenvectors come last and apart from G's, whose first q components are G's own. One
 // syevBatched per class (direct, not a graph: a list's classes change from call to call), X = M V0
 // written over the member's W, the Jacobi on the whole list at once, and V = V0 V_x after it.
+// syevBatched's host side sets its time (a launch sequence per column, whatever the batch:
+// syev_batched.cpp), so fewer, larger classes win until the padding's work shows. H100, b8f7d30, ms,
+// class width 64 / 128 / 512 (JSVD_LIST_START=0): float32 458 x [257,512] 200 / 186 / 228 (370), float64
+// 120 x [257,512] 121 / 82 / 83 (219); S, U and V as accurate as without. The uniform rule's minimum
+// count holds for lists too: 40 x [100,600] forced on (JSVD_LIST_START=1, its ~28 members of 256 columns
+// and more) 82 ms against 28.
 #pragma once
 
 #include <vector>
