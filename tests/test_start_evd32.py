@@ -1,5 +1,5 @@
 """The Gram eigenvectors' start with the Gram matrices solved in float32 (kernels/precondition/
-eigh_precondition.h, evd32_route_on): near-square batches of 129 to 256 columns on cuSOLVER's syevBatched,
+eigh_precondition.h, evd32_route_on): near-square batches of 120 (float64 97) to 256 columns on cuSOLVER's syevBatched,
 V0 made orthogonal in float64 (Newton-Schulz), the batch's Cholesky pivots' pre-test, and the optional
 first-order refinement of V0 (on by default; JSVD_START_REFINE=0 off). Skipped without a CUDA device.
 """
@@ -20,12 +20,13 @@ F32, F64 = torch.float32, torch.float64
 
 @pytest.mark.parametrize("dtype,m,n,member", [(F32, 256, 256, "none"), (F32, 300, 256, "none"), (F32, 256, 300, "none"),
                                               (F32, 160, 160, "none"), (F64, 200, 200, "none"), (F64, 256, 256, "none"),
+                                              (F32, 128, 128, "none"), (F64, 100, 100, "none"), (F64, 128, 128, "ill_conditioned"),
                                               (F32, 256, 256, "ill_conditioned"), (F32, 300, 256, "rank_deficient"),
                                               (F32, 256, 256, "graded_columns"), (F32, 200, 200, "ill_conditioned"),
                                               (F64, 160, 160, "ill_conditioned"), (F64, 200, 200, "graded_columns")],
                          ids=str)
 def test_gram_eigenvectors_in_float32(tmp_path, dtype, m, n, member):
-    """Batches on syevBatched's route of 129 to 256 columns solve their Gram matrices in float32
+    """Batches on syevBatched's route of 120 (float64 97) to 256 columns solve their Gram matrices in float32
     (evd32_route_on), V0 then made orthogonal in float64 by Newton-Schulz steps (one for float32, two for
     float64). A batch of Gaussian members with a zero one, two equal columns and members at 1e-30 and 1e30
     (whose float32 Gram matrix would overflow unscaled) takes it: every output property, S against
@@ -50,7 +51,7 @@ def test_gram_eigenvectors_in_float32(tmp_path, dtype, m, n, member):
     A = A.to(dtype).cuda()
     sv = start_v([(m, n)] * 100, dtype)[0]
     assert sv["solver"] == "cusolverDnXsyevBatched" and sv["gram_dtype"] == "float32"
-    assert start_v([(m + 128, n + 128)] * 100, dtype)[0]["gram_dtype"] == "float64"
+    assert start_v([(m + 160, n + 160)] * 100, dtype)[0]["gram_dtype"] == "float64"
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     ref = torch.linalg.svdvals(A.double())

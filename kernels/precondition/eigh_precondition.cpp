@@ -49,8 +49,10 @@ bool start_f64_gram_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
   if (knobs().start_evd32 == 0 || cols <= kEighJacobiMaxCols || !syev_batched_on(batch)) return false;
   if (knobs().start_evd32 == 1) return true;
-  const int64_t min_batch = elem == sizeof(double) ? kEvd32MinBatchF64 : kEvd32MinBatchF32;
-  return cols >= kEvd32MinCols && cols <= kEvd32MaxCols && rows < 2 * cols && batch >= min_batch;
+  const bool f64 = elem == sizeof(double);
+  const int64_t min_batch = f64 ? kEvd32MinBatchF64 : kEvd32MinBatchF32;
+  return cols >= (f64 ? kEvd32MinColsF64 : kEvd32MinColsF32) && cols <= kEvd32MaxCols && rows < 2 * cols &&
+         batch >= min_batch;
 }
 
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform) {

@@ -35,7 +35,7 @@ namespace cuda {
 // it: one matrix of at least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols,
 // or large enough batches of near-square ones up to kSyevBatchedMaxCols (below), or batches of 65 to
 // kEighMidMaxCols columns (below; tall ones, float64 near-square ones too), or batches of near-square ones
-// of 129 to 256 columns (evd32_route_on, below: their Gram matrices solved in float32), or tall ones
+// of 120 (float64 97) to 256 columns (evd32_route_on, below: their Gram matrices solved in float32), or tall ones
 // (rows >= kEighTallRatio cols; float64 kEighTallRatioF64) of kEighTallMinCols to
 // kEighJacobiMaxCols columns whose work batch x rows x cols² pays the route's fixed cost (two engine
 // calls, three GEMMs and the checks' launch). H200, `scripts/ab_knob.sh JSVD_EIGH` (VALUES="1 0", two
@@ -163,7 +163,7 @@ constexpr double kEighMinEigRatioF64 = 32 * DBL_EPSILON;
 constexpr double kGramTolF32 = FLT_EPSILON / 8.0;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
-// Batches of near-square matrices (rows < 2 cols) of kEvd32MinCols to kEvd32MaxCols columns, float32
+// Batches of near-square matrices (rows < 2 cols) of kEvd32MinColsF32 (below) to kEvd32MaxCols columns, float32
 // from kEvd32MinBatchF32 matrices and float64 from kEvd32MinBatchF64, solve their Gram matrices in float32
 // on syevBatched (evd32_route_on): each G (formed in float64) scaled by its trace, rounded and solved, V0
 // then made orthogonal to float64's rounding by Newton-Schulz steps (newton_schulz_step: ||V0^T V0 - I||_F
@@ -185,7 +185,14 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
 // 200x256² 14.9-15.4 / 22.8-23.4, 300x256² 22.1-22.2 / 32.5-32.6, 100x300x256 9.7 / 15.1-15.7 (there
 // float64's X passed the converged test: U to 5.4e-7, here 1.2e-5). JSVD_START_EVD32=0 never, =1 on
 // every batch syevBatched solves, without the pre-test below.
-constexpr int64_t kEvd32MinCols = 129, kEvd32MaxCols = 256;
+// From kEvd32MinColsF32 (float64 kEvd32MinColsF64) columns, where a whole matrix and its V no longer fit
+// two blocks an SM (one block an SM: 200 matrices take two waves, the second half full; stop 48): H100,
+// stop 58, `ab_knob.sh JSVD_START_EVD32` (two rounds, ms, the rule then / =1, without the pre-test): float32
+// 200x128² 3.63, 3.69 / 3.05, 3.12 (||U^T U - I||_F 4.2e-7 / 1.4e-6, gesvda's 4.8e-6; recon 9.3e-7 / 6.8e-8),
+// 32x128² 1.96, 1.95 / 1.88, 1.84, but 100x112² 1.51, 1.66 / 2.05, 2.09, 200x100² 2.62, 2.73 / 2.55, 2.69,
+// 500x96² 4.31, 4.44 / 4.33, 4.38 and 200x80² 1.82, 1.81 / 2.09, 2.17; float64 200x128² 5.75, 6.08 / 5.15,
+// 5.32 (the QR path then), 200x100² 3.82, 4.21 / 3.57, 3.65 (float64's solver then).
+constexpr int64_t kEvd32MinColsF32 = 120, kEvd32MinColsF64 = 97, kEvd32MaxCols = 256;
 constexpr int64_t kEvd32MinBatchF32 = 32, kEvd32MinBatchF64 = 16;
 // Ill-conditioned batches leave it: float32's solver leaves the eigenvectors of eigenvalues below about
 // eps32 lambda_max unresolved, and X's Jacobi then takes nearly as many sweeps as M's (H100, stop 54,
