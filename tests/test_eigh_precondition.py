@@ -407,6 +407,33 @@ def test_non_finite_input_is_reported(dtype):
     assert int(info) == -2
 
 
+@pytest.mark.parametrize("dtype,shape", [(torch.float32, (100, 300, 272)), (torch.float32, (37, 300, 77)),
+                                         (torch.float64, (40, 300, 272))], ids=str)
+@pytest.mark.parametrize("bad", ["nan", "inf", "overflow"])
+def test_non_finite_member_on_syev_batched_route(dtype, shape, bad):
+    """On syevBatched's route, whose checks are read with the solver's infos after it (float32), a member
+    with a NaN, an Inf, or (float32) entries whose Gram matrix would overflow, declines the batch before
+    the Jacobi on X: svd raises for the non-finite member and solves the rest; the overflowing one comes out
+    valid, its S against LAPACK's."""
+    assert start_v([shape[1:]] * shape[0], dtype)[0]["solver"] == "cusolverDnXsyevBatched"
+    g = torch.Generator(device="cuda").manual_seed(11)
+    A = torch.randn(shape, device="cuda", dtype=dtype, generator=g)
+    if bad == "overflow":
+        A[3] *= 1e36 if dtype == torch.float32 else 1e200
+    else:
+        A[3, 5, 7] = float(bad)
+    if bad != "overflow":
+        with pytest.raises(torch.linalg.LinAlgError):
+            torch_jsvd.svd(A)
+        *_, info = torch_jsvd.svd_ex(A)
+        assert int(info[3]) == -2 and bool((info[torch.arange(shape[0]) != 3] > 0).all())
+        return
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    ref = torch.linalg.svdvals(A.double())
+    assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(*shape[1:], dtype)
+
+
 @pytest.mark.parametrize("env", [{"JSVD_EIGH": "1"}, {"JSVD_EIGH": "1", "JSVD_QR": "0"}], ids=str)
 def test_forced_on_small_float64_and_batches(env):
     run_child("""
