@@ -411,10 +411,9 @@ def test_non_finite_input_is_reported(dtype):
                                          (torch.float64, (40, 300, 272))], ids=str)
 @pytest.mark.parametrize("bad", ["nan", "inf", "overflow"])
 def test_non_finite_member_on_syev_batched_route(dtype, shape, bad):
-    """On syevBatched's route, whose checks are read with the solver's infos after it (float32), a member
-    with a NaN, an Inf, or (float32) entries whose Gram matrix would overflow, declines the batch before
-    the Jacobi on X: svd raises for the non-finite member and solves the rest; the overflowing one comes out
-    valid, its S against LAPACK's."""
+    """On syevBatched's route a member with a NaN, an Inf, or entries whose Gram matrix would overflow,
+    declines the batch (start_checks): svd raises for the non-finite member (svd_ex: its info -2, the others
+    converged); with the overflowing one every member comes out valid, S against LAPACK's."""
     assert start_v([shape[1:]] * shape[0], dtype)[0]["solver"] == "cusolverDnXsyevBatched"
     g = torch.Generator(device="cuda").manual_seed(11)
     A = torch.randn(shape, device="cuda", dtype=dtype, generator=g)

@@ -138,8 +138,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // before syevBatched, so that an ill-conditioned batch does not pay for it (not on the float32 solver's
   // route, whose own test on the pivots comes below).
   const bool evd32_candidate = !batched && evd32_route_on(B, p, q, A.element_size());
-  const bool pre_test = f64 && !batched && syev_batched_on(B) && knobs().eigh_cond == 1 && !evd32_candidate;
-  if (pre_test) {
+  if (f64 && !batched && syev_batched_on(B) && knobs().eigh_cond == 1 && !evd32_candidate) {
     at::Tensor info;
     const at::Tensor L = potrf_batched(G, &info);
     cholesky_checks(G, L, info, kEighMinEigRatioF64, bad);
@@ -164,16 +163,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   };
   // (syevd synchronises anyway: read first; the batched Jacobi never does, so it is read last, where svd
   // reads its info next anyway, and a declined batch is then solved again without the start)
-  // syevBatched's own route (not the float32 solver's, whose pre-test reads first): the checks read after
-  // the solver, with its infos, float64's eigenvalue spread and whether X may pass, in one read rather than
-  // three or four, each of which left the device idle while the host queued what followed (H100, stop 58:
-  // float32 37x300x77 spent 1.01 of its 1.77 ms GPU span idle); but float64's checks, with its Cholesky
-  // pre-test, still before the solver, which a batch they decline would pay for. JSVD_START_ONE_READ=0:
-  // each where it is formed.
-  const bool one_read = !batched && !evd32_candidate && syev_batched_on(B) && knobs().start_one_read;
-  const bool checks_first = !batched && (!one_read || pre_test);
-  if (checks_first && !ok()) return e.without_start(A, b, opt);
-  at::Tensor declined;  // (one_read: whether the batch leaves the route, on the device)
+  if (!batched && !ok()) return e.without_start(A, b, opt);
   // svd (reduced U) and svdvals: where M V0 is already converged in every matrix (start_converged.h), U,
   // S and V without the Jacobi on X (float32 from G and V0 or from X; float64 from X, by the Jacobi's test).
   const bool converged_outputs_ok = opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
@@ -248,27 +238,14 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       if (!(at::linalg_matrix_norm(F).max().item<double>() <= (f64 ? kEvd32MaxOrthF64 : kEvd32MaxOrthF32)))
         return e.without_start(A, b, opt);
     } else if (syev_batched_on(B)) {
-      if (one_read) {
-        // (unread checks: a batch they decline still gives the solver finite matrices)
-        if (!checks_first) G.nan_to_num_(0.0, 0.0, 0.0);
-        at::Tensor info;
-        V0 = syev_batched(G, &info, &w);
-        declined = info.ne(0).any();
-        if (!checks_first) declined.logical_or_(bad.ne(0));
-      } else {
-        bool failed = false;
-        V0 = syev_batched(G, &failed, &w);
-        if (failed) return e.without_start(A, b, opt);
-      }
+      bool failed = false;
+      V0 = syev_batched(G, &failed, &w);
+      if (failed) return e.without_start(A, b, opt);
       // float64: a matrix whose eigenvalues span more than kEighMinEigRatioF64 sends the batch to the QR path
       // (eigh_precondition.h: V0 then leaves the Jacobi on X nearly as many sweeps as on M).
-      if (f64 && knobs().eigh_cond) {
-        const at::Tensor spread = w.select(-1, 0).lt(w.select(-1, -1) * kEighMinEigRatioF64).any();
-        if (one_read)
-          declined.logical_or_(spread);
-        else if (spread.item<bool>())
-          return e.without_start(A, b, opt);
-      }
+      if (f64 && knobs().eigh_cond &&
+          w.select(-1, 0).lt(w.select(-1, -1) * kEighMinEigRatioF64).any().item<bool>())
+        return e.without_start(A, b, opt);
     } else {
       by_syevd = true;
       try {
@@ -280,17 +257,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     }
     // C_jj is an eigenvalue to within the solver's backward error, far below eg: a matrix whose least
     // eigenvalue is below half of column_ok's bound cannot pass, and the test is not formed.
-    at::Tensor pass;
     if (test_x) {
       const ConvergedStart unit = converged_start(x_test, 1.0, p, q, tol);
-      pass = w.select(-1, 0).ge(fro * (0.5 * unit.col_min)).all();
-    }
-    if (declined.defined()) {
-      const at::Tensor flags = (test_x ? at::stack({declined, pass}) : declined.view({1})).to(at::kInt).cpu();
-      if (flags.const_data_ptr<int32_t>()[0]) return e.without_start(A, b, opt);
-      may_pass = test_x && flags.const_data_ptr<int32_t>()[1];
-    } else if (test_x) {
-      may_pass = pass.item<bool>();
+      may_pass = w.select(-1, 0).ge(fro * (0.5 * unit.col_min)).all().item<bool>();
     }
   }
   // The batched start: C = V0^T G V0 (start_converged.h), read with the checks' flag (svd synchronises

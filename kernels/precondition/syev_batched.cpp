@@ -166,13 +166,6 @@ std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G) {
 }  // namespace
 
 at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues, bool may_graph) {
-  at::Tensor info;
-  at::Tensor V = syev_batched(G, &info, eigenvalues, may_graph);
-  *failed = info.ne(0).any().item<bool>();
-  return V;
-}
-
-at::Tensor syev_batched(const at::Tensor& G, at::Tensor* info_out, at::Tensor* eigenvalues, bool may_graph) {
 #if CUSOLVER_VERSION < 12000
   TORCH_CHECK(false, "jsvd internal: syev_batched needs cuSOLVER 12.0 (CUDA 13) or later");
 #else
@@ -205,7 +198,7 @@ at::Tensor syev_batched(const at::Tensor& G, at::Tensor* info_out, at::Tensor* e
     W = c.W;
     info = c.info;
   }
-  *info_out = info;
+  *failed = info.ne(0).any().item<bool>();
   if (eigenvalues) *eigenvalues = W;
   // Column-major eigenvectors, by increasing eigenvalue: as a row-major (B, q, q) tensor that is V^T.
   return G.mT().flip(-1);

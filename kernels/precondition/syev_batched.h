@@ -21,9 +21,6 @@ constexpr bool kHaveSyevBatched = CUSOLVER_VERSION >= 12000;
 // eigenvalues, increasing. `may_graph` false: never as a graph (a list's shapes change from call to call,
 // and each new shape would pay a capture).
 at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues = nullptr, bool may_graph = true);
-// The same without the read: *info set to cuSOLVER's (B) int32 infos on the device (nonzero: not converged),
-// for a caller that reads them with its own flags.
-at::Tensor syev_batched(const at::Tensor& G, at::Tensor* info, at::Tensor* eigenvalues = nullptr, bool may_graph = true);
 
 // G: (B, q, q) contiguous float64, symmetric; not overwritten. Returns its Cholesky factors (a copy of G
 // whose lower triangle, column-major, holds L: the diagonal is L's) and sets *info to cuSOLVER's (B) int32
