@@ -50,7 +50,7 @@ bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
   if (knobs().start_evd32 == 0 || cols <= kEighJacobiMaxCols || !syev_batched_on(batch)) return false;
   if (knobs().start_evd32 == 1) return true;
   const bool f64 = elem == sizeof(double);
-  const int64_t min_batch = f64 ? kEvd32MinBatchF64 : cols < 129 ? kEvd32MinBatchNarrowF32 : kEvd32MinBatchF32;
+  const int64_t min_batch = f64 ? kEvd32MinBatchF64 : kEvd32MinBatchF32;
   return cols >= (f64 ? kEvd32MinColsF64 : kEvd32MinColsF32) && cols <= kEvd32MaxCols && rows < 2 * cols &&
          batch >= min_batch;
 }

@@ -35,7 +35,7 @@ namespace cuda {
 // it: one matrix of at least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols,
 // or large enough batches of near-square ones up to kSyevBatchedMaxCols (below), or batches of 65 to
 // kEighMidMaxCols columns (below; tall ones, float64 near-square ones too), or batches of near-square ones
-// of 120 (float64 128) to 256 columns (evd32_route_on, below: their Gram matrices solved in float32), or tall ones
+// of 129 (float64 128) to 256 columns (evd32_route_on, below: their Gram matrices solved in float32), or tall ones
 // (rows >= kEighTallRatio cols; float64 kEighTallRatioF64) of kEighTallMinCols to
 // kEighJacobiMaxCols columns whose work batch x rows x cols² pays the route's fixed cost (two engine
 // calls, three GEMMs and the checks' launch). H200, `scripts/ab_knob.sh JSVD_EIGH` (VALUES="1 0", two
@@ -163,8 +163,8 @@ constexpr double kEighMinEigRatioF64 = 32 * DBL_EPSILON;
 constexpr double kGramTolF32 = FLT_EPSILON / 8.0;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
-// Batches of near-square matrices (rows < 2 cols) of kEvd32MinColsF32 (below) to kEvd32MaxCols columns, float32
-// from kEvd32MinBatchF32 matrices and float64 from kEvd32MinBatchF64, solve their Gram matrices in float32
+// Batches of near-square matrices (rows < 2 cols) of kEvd32MinColsF32 (float64 kEvd32MinColsF64) to
+// kEvd32MaxCols columns, float32 from kEvd32MinBatchF32 matrices and float64 from kEvd32MinBatchF64, solve their Gram matrices in float32
 // on syevBatched (evd32_route_on): each G (formed in float64) scaled by its trace, rounded and solved, V0
 // then made orthogonal to float64's rounding by Newton-Schulz steps (newton_schulz_step: ||V0^T V0 - I||_F
 // ~3e-5 -> ~1e-9 -> float64's rounding; one step for float32, two for float64), so that V = V0 V_x keeps
@@ -185,20 +185,16 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
 // 200x256² 14.9-15.4 / 22.8-23.4, 300x256² 22.1-22.2 / 32.5-32.6, 100x300x256 9.7 / 15.1-15.7 (there
 // float64's X passed the converged test: U to 5.4e-7, here 1.2e-5). JSVD_START_EVD32=0 never, =1 on
 // every batch syevBatched solves, without the pre-test below.
-// float32 from kEvd32MinColsF32 columns, where a whole matrix and its V no longer fit two blocks an SM (one
-// block an SM: 200 matrices take two waves, the second half full; stop 48), but below 129 columns only
-// from kEvd32MinBatchNarrowF32 matrices (more than a wave of the H100's 132 SMs); float64 from 128, where
-// the float64 solver's route ends (kEighMidMaxCols). H100, stop 58, `ab_knob.sh JSVD_START_EVD32` (two
-// rounds, ms, the route with the pre-test / =0: the QR path at 128 columns, else float64's solver for
-// float64 and the whole-matrix Jacobi for float32): float32 200x128² 3.23, 3.27 / 3.56, 3.55 (||U^T U - I||_F
-// 1.4e-6 / 4.2e-7, gesvda's 4.8e-6; recon 6.8e-8 / 9.3e-7), 200x120² 3.07, 3.07 / 3.29, 3.47, but 64x128²
-// 2.16, 2.10 / 1.82, 1.88; float64 200x128² 5.37, 5.38 / 5.81, 5.72, 16x128² 2.48, 2.52 / 3.29, 3.13, with
-// singular values from 1 to 1e-6 (declined by the pre-test) 200x128² 5.62, 5.51 / 5.42, 5.38, but 50x112²
-// 2.69, 2.68 / 2.42, 2.27 and 200x97² 3.74, 3.76 / 3.93, 3.77. Without the pre-test (=1 / the rule then):
-// float32 100x112² 2.05, 2.09 / 1.51, 1.66, 200x100² 2.55, 2.69 / 2.62, 2.73, 500x96² 4.33, 4.38 / 4.31,
-// 4.44, 200x80² 2.09, 2.17 / 1.82, 1.81.
-constexpr int64_t kEvd32MinColsF32 = 120, kEvd32MinColsF64 = 128, kEvd32MaxCols = 256;
-constexpr int64_t kEvd32MinBatchNarrowF32 = 150;  // (float32 below 129 columns)
+// float64 from 128 columns, where the float64 solver's route ends (kEighMidMaxCols; the QR path took its
+// squares of 128). H100, stop 58, `ab_knob.sh JSVD_START_EVD32` (two rounds, ms, with the pre-test / =0):
+// float64 200x128² 5.37, 5.38 / 5.81, 5.72 (||U^T U - I||_F 2.3e-14 / 7.5e-14), 16x128² 2.48, 2.52 / 3.29,
+// 3.13, with singular values from 1 to 1e-6 (declined by the pre-test) 200x128² 5.62, 5.51 / 5.42, 5.38;
+// by bench_gpu.py's timing, same build, 5.38, 5.72 / 5.59, 5.57. Not below: float64 50x112² 2.69, 2.68 /
+// 2.42, 2.27, 200x97² 3.74, 3.76 / 3.93, 3.77 (its own solver then). Not float32 below 129 columns: 200x128²
+// measured 3.23, 3.27 / 3.56, 3.55 by measure.py but 3.69, 3.22 / 3.56, 3.64 by bench_gpu.py, and 64x128²
+// 2.16, 2.10 / 1.82, 1.88; its U then 1.4e-6 from orthogonal against the whole-matrix Jacobi's 4.2e-7 and
+// gesvda's 4.3e-7 (issue 20 asks for better than gesvda's).
+constexpr int64_t kEvd32MinColsF32 = 129, kEvd32MinColsF64 = 128, kEvd32MaxCols = 256;
 constexpr int64_t kEvd32MinBatchF32 = 32, kEvd32MinBatchF64 = 16;
 // Ill-conditioned batches leave it: float32's solver leaves the eigenvectors of eigenvalues below about
 // eps32 lambda_max unresolved, and X's Jacobi then takes nearly as many sweeps as M's (H100, stop 54,
