@@ -35,8 +35,8 @@ namespace cuda {
 // it: one matrix of at least kEighMinCols columns, or up to kEighMaxBatch of at least kEighBatchMinCols,
 // or large enough batches of near-square ones up to kSyevBatchedMaxCols (below), or batches of 65 to
 // kEighMidMaxCols columns (below; tall ones, float64 near-square ones too), or batches of near-square ones
-// of 129 (float64 128) to 256 columns (evd32_route_on, below: their Gram matrices solved in float32), or tall ones
-// (rows >= kEighTallRatio cols; float64 kEighTallRatioF64) of kEighTallMinCols to
+// of 129 (float64 128) to 256 columns (evd32_route_on, below: their Gram matrices solved in float32), or
+// tall ones (rows >= kEighTallRatio cols; float64 kEighTallRatioF64) of kEighTallMinCols to
 // kEighJacobiMaxCols columns whose work batch x rows x cols² pays the route's fixed cost (two engine
 // calls, three GEMMs and the checks' launch). H200, `scripts/ab_knob.sh JSVD_EIGH` (VALUES="1 0", two
 // rounds, ms, start / QR path) at 2c2bf8d: float64 1000x256x16 0.41-0.42 / 0.69-0.74, 100x512x32
@@ -164,9 +164,10 @@ constexpr double kGramTolF32 = FLT_EPSILON / 8.0;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
 
 // Batches of near-square matrices (rows < 2 cols) of kEvd32MinColsF32 (float64 kEvd32MinColsF64) to
-// kEvd32MaxCols columns, float32 from kEvd32MinBatchF32 matrices and float64 from kEvd32MinBatchF64, solve their Gram matrices in float32
-// on syevBatched (evd32_route_on): each G (formed in float64) scaled by its trace, rounded and solved, V0
-// then made orthogonal to float64's rounding by Newton-Schulz steps (newton_schulz_step: ||V0^T V0 - I||_F
+// kEvd32MaxCols columns, float32 from kEvd32MinBatchF32 matrices and float64 from kEvd32MinBatchF64, solve
+// their Gram matrices in float32 on syevBatched (evd32_route_on): each G (formed in float64) scaled by its
+// trace, rounded and solved, V0 then made orthogonal to float64's rounding by Newton-Schulz steps
+// (newton_schulz_step: ||V0^T V0 - I||_F
 // ~3e-5 -> ~1e-9 -> float64's rounding; one step for float32, two for float64), so that V = V0 V_x keeps
 // the working precision's orthogonality. X = M V0 then starts about eps32 lambda_max / gap from
 // orthogonal, not converged, and its Jacobi takes two sweeps more (3 against 1 in float32, 4 against 2 in

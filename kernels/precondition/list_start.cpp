@@ -118,7 +118,8 @@ CoreResult list_start(const at::Tensor& A, const PackedBatch& b, const SvdOption
     std::vector<MatrixCopy> out;
     for (int64_t i = 0; i < B; ++i) {
       const int64_t k = c.ks[i], p = b.p(k);
-      if (c.keep[i]) out.push_back(MatrixCopy{X.const_data_ptr<double>() + i * n * P, a + b.a_at(k), q[i], p, P, 1, p, 1});
+      if (c.keep[i])
+        out.push_back(MatrixCopy{X.const_data_ptr<double>() + i * n * P, a + b.a_at(k), q[i], p, P, 1, p, 1});
     }
     batched_copy_cuda(out, at::kDouble, dt, A.device());
     taken.push_back(&c);
@@ -151,7 +152,8 @@ CoreResult svd_list_start(const at::Tensor& A, const PackedBatch& b, const SvdOp
   TORCH_CHECK(!b.uniform && A.dim() == 1 && A.is_contiguous() && !ks.empty() && opt.may_sync,
               "jsvd internal: svd_list_start needs a packed list and a call that may synchronise");
   CoreResult r;
-  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "svd_list_start", [&] { r = list_start<scalar_t>(A, b, opt, ks, jacobi); });
+  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "svd_list_start",
+                             [&] { r = list_start<scalar_t>(A, b, opt, ks, jacobi); });
   return r;
 }
 

@@ -1,13 +1,13 @@
 // The Gram eigenvectors' start (eigh_precondition.h) for a variable-size list's large near-square members
 // (issue 21). A uniform batch of 100 float32 512² matrices takes it and solves in ~55 ms; a list of the
-// same sizes had only the block-pair Jacobi on A, a dozen sweeps (H100, stop 57: 458 x [257,512] 380 ms
-// against 128 ms for a uniform batch of its mean shape).
+// same sizes had only the block-pair Jacobi on A, a dozen sweeps (H100, bench_varlen at bdac5fc: 458 x
+// [257,512] 380 ms against 128 ms for a uniform batch of its mean shape).
 //
 // The members' shapes differ, and syevBatched takes one order per call. Each member's Gram matrix is
-// padded to its size class (a multiple of JSVD_LIST_START_CLASS columns, 128) as diag(G, -t I), t = trace G (1
-// for a zero G): the padding's eigenvalues lie below every one of G's (G is semi-definite, -t <= -lambda_max),
-// so its eigenvectors come last and apart from G's, whose first q components are G's own. One
-// syevBatched per class (direct, not a graph: a list's classes change from call to call), X = M V0
+// padded to its size class (a multiple of JSVD_LIST_START_CLASS columns, 128) as diag(G, -t I), t = trace
+// G (1 for a zero G): the padding's eigenvalues lie below every one of G's (G is semi-definite, -t <=
+// -lambda_max), so its eigenvectors come last and apart from G's, whose first q components are G's own.
+// One syevBatched per class (direct, not a graph: a list's classes change from call to call), X = M V0
 // written over the member's W, the Jacobi on the whole list at once, and V = V0 V_x after it.
 // syevBatched's host side sets its time (a launch sequence per column, whatever the batch:
 // syev_batched.cpp), so fewer, larger classes win until the padding's work shows. H100, b8f7d30, ms,
@@ -36,8 +36,8 @@ int64_t list_start_order(int64_t cols);
 
 // The SVD of packed list A (1-D, a buffer of the call's own: the members' X is written over their W) by the
 // start on members `ks` and `jacobi` on the whole list. Synchronises (svd, svdvals, svd_varlen only).
-// A class whose Gram matrices fail start_checks, or on which syevBatched fails, and a float64 member whose
-// eigenvalues span more than kEighMinEigRatioF64, keep their A.
+// A member whose Gram matrix fails start_checks (each member's own), a float64 member whose eigenvalues
+// span more than kEighMinEigRatioF64, and a class on which syevBatched fails keep their A.
 CoreResult svd_list_start(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
                           const std::vector<int64_t>& ks, const Engine& jacobi);
 
