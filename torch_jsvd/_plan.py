@@ -39,7 +39,11 @@ def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True, sync=True)
     number of matrices launched together, so pass the whole batch's shapes. In
     a list (svd_varlen), a shape shared by at least 32 members is solved as a
     uniform batch of its own (the 8 largest such groups; ``shape_group``: its
-    member count), with a uniform batch's plan, and the rest as one list.
+    member count), with a uniform batch's plan, and the rest as one list, whose
+    near-square members of 256 columns or more take the Gram eigenvectors' start
+    where the list has as many as a uniform batch would need (float32 100,
+    float64 40): ``start_v`` with ``padded_to``, the order of its size class
+    (the members of a class share one cuSOLVER syevBatched call).
     On CPU: one-sided Jacobi per matrix, parallel over the batch.
     """
     device = torch.device(device)
