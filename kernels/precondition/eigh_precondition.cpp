@@ -29,10 +29,7 @@ bool start_f64_gram_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
   const bool f64 = elem == sizeof(double);
   if (cols >= kEighMinCols) {
     if (!syev_batched_on(batch)) return batch <= kEighMaxBatch && (batch == 1 || cols >= kEighBatchMinCols);
-    const bool large = cols >= kSyevBatchedLargeCols;
-    const int64_t min_batch = f64 ? (large ? kSyevBatchedMinBatchLargeF64 : kSyevBatchedMinBatchF64)
-                                  : (large ? kSyevBatchedMinBatchLargeF32 : kSyevBatchedMinBatchF32);
-    return rows < 2 * cols && cols <= (f64 ? kSyevBatchedMaxCols : kSyevBatchedMaxColsF32) && batch >= min_batch;
+    return syev_batched_square(rows, cols, elem) && batch >= syev_batched_min_batch(cols, elem);
   }
   if (cols > kEighJacobiMaxCols)  // (the Gram matrices beyond the engine's one-block Jacobi: syevBatched)
     return eigh_mid_cols(cols) && syev_batched_on(batch) &&
@@ -104,6 +101,17 @@ at::Tensor refine_eigenvectors(const at::Tensor& G, const at::Tensor& V0, int ns
 }  // namespace
 
 bool syev_batched_on(int64_t batch) { return kHaveSyevBatched && batch > kEighMaxBatch; }
+
+bool syev_batched_square(int64_t rows, int64_t cols, size_t elem) {
+  return cols >= kEighMinCols && rows < 2 * cols &&
+         cols <= (elem == sizeof(double) ? kSyevBatchedMaxCols : kSyevBatchedMaxColsF32);
+}
+
+int64_t syev_batched_min_batch(int64_t cols, size_t elem) {
+  const bool large = cols >= kSyevBatchedLargeCols;
+  return elem == sizeof(double) ? (large ? kSyevBatchedMinBatchLargeF64 : kSyevBatchedMinBatchF64)
+                                : (large ? kSyevBatchedMinBatchLargeF32 : kSyevBatchedMinBatchF32);
+}
 
 CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
                                    const StartEngines& e) {

@@ -236,6 +236,13 @@ bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem);
 // than kEighMaxBatch matrices, where this build's cuSOLVER has it.
 bool syev_batched_on(int64_t batch);
 
+// Whether a rows x cols matrix (rows >= cols) is of the near-square shapes syevBatched's start takes
+// (kEighMinCols to kSyevBatchedMaxCols columns, float32 kSyevBatchedMaxColsF32, rows < 2 cols), and the
+// fewest such matrices of `cols` columns a batch needs for it (kSyevBatchedMinBatch*, from
+// kSyevBatchedLargeCols the smaller minimum). A list's members take the same rule (list_start.h).
+bool syev_batched_square(int64_t rows, int64_t cols, size_t elem);
+int64_t syev_batched_min_batch(int64_t cols, size_t elem);
+
 // Whether the Gram matrices' eigenvectors come from this engine's Jacobi (a batch in one call, the warp
 // or shared-memory level: at most kEighJacobiMaxCols columns) rather than torch.linalg.eigh (syevd, one
 // matrix at a time).

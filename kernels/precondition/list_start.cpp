@@ -23,18 +23,16 @@ std::vector<int64_t> list_start_members(const std::vector<int64_t>& rows, const 
                                         size_t elem) {
   std::vector<int64_t> ks;
   if (knobs().list_start == 0 || knobs().eigh == 0 || !kHaveSyevBatched) return ks;
-  const bool f64 = elem == sizeof(double);
   int64_t large = 0;
   for (size_t k = 0; k < cols.size(); ++k) {
-    const int64_t p = rows[k], q = cols[k];
-    if (q >= kEighMinCols && p < 2 * q && q <= (f64 ? kSyevBatchedMaxCols : kSyevBatchedMaxColsF32)) {
+    if (syev_batched_square(rows[k], cols[k], elem)) {
       ks.push_back(static_cast<int64_t>(k));
-      large += q >= kSyevBatchedLargeCols;
+      large += cols[k] >= kSyevBatchedLargeCols;
     }
   }
-  const int64_t min_batch = f64 ? kSyevBatchedMinBatchF64 : kSyevBatchedMinBatchF32;
-  const int64_t min_large = f64 ? kSyevBatchedMinBatchLargeF64 : kSyevBatchedMinBatchLargeF32;
-  if (knobs().list_start != 1 && static_cast<int64_t>(ks.size()) < min_batch && large < min_large) ks.clear();
+  if (knobs().list_start != 1 && static_cast<int64_t>(ks.size()) < syev_batched_min_batch(kEighMinCols, elem) &&
+      large < syev_batched_min_batch(kSyevBatchedLargeCols, elem))
+    ks.clear();
   return ks;
 }
 

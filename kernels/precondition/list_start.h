@@ -25,10 +25,10 @@
 namespace jsvd {
 namespace cuda {
 
-// The members of a list of rows x cols matrices (rows >= cols each) that take the start, by index:
-// near-square ones (rows < 2 cols) of kEighMinCols to kSyevBatchedMaxCols columns (float32
-// kSyevBatchedMaxColsF32), where the list has as many as the uniform route's minimum batch
-// (eigh_precondition.h; JSVD_LIST_START=1: any number, =0: none).
+// The members of a list of rows x cols matrices (rows >= cols each) that take the start, by index: those
+// of syevBatched's near-square shapes (syev_batched_square, eigh_precondition.h: kEighMinCols to
+// kSyevBatchedMaxCols columns, rows < 2 cols), where the list has as many as a uniform batch would need
+// (syev_batched_min_batch; JSVD_LIST_START=1: any number, =0: none).
 std::vector<int64_t> list_start_members(const std::vector<int64_t>& rows, const std::vector<int64_t>& cols,
                                         size_t elem);
 // The order a member of `cols` columns is padded to (its size class).
