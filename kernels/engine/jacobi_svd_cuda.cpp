@@ -307,12 +307,18 @@ CoreResult solve(const at::Tensor& input, const PackedBatch& batch, const SvdOpt
       r = svd_eigh_preconditioned(A, batch, opt, {jacobi, without_start, alone});
     else if (cp.qr.on())
       r = svd_qr_preconditioned(A, batch, opt, cp.qr, cp.v_solve, jacobi);
-    else if (!start_members.empty())
-      r = svd_list_start(A, batch, opt, start_members, jacobi);
-    else if (!qr_members.empty())
-      r = svd_qr_list(A, batch, opt, qr_members, jacobi);
-    else
+    else if (!start_members.empty() || !qr_members.empty()) {
+      // (the two take disjoint members, the start 256 columns and more, the QR those that fit one block,
+      // and each writes its members' X over their W: the start's Jacobi is the QR's list, where it has any)
+      const Engine list_jacobi = qr_members.empty() ? jacobi : Engine([&](const at::Tensor& X, const PackedBatch& xb,
+                                                                          const SvdOptions& xo) {
+        return svd_qr_list(X, xb, xo, qr_members, jacobi);
+      });
+      r = start_members.empty() ? list_jacobi(A, batch, opt)
+                                : svd_list_start(A, batch, opt, start_members, list_jacobi);
+    } else {
       r = jacobi(A, batch, opt);
+    }
   });
   return r;
 }
