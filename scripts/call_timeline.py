@@ -11,6 +11,7 @@ A list case (float32, seeded; 1. only): list:COUNTxLO-HI (sides drawn from [LO, 
 list:CxMxN+CxMxN+... (levels of one shape, shuffled), through svd_varlen; nested:... the same as a strided
 torch.nested tensor.
 """
+import os
 import sys
 import time
 
@@ -18,6 +19,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import torch_jsvd
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+import bench_varlen  # noqa: E402  (its lists, seeded alike)
 
 
 def make(case, seed=0):
@@ -28,18 +32,16 @@ def make(case, seed=0):
 
 
 def make_list(case, seed=0):
-    """A list case's matrices (see the usage): a list, or a nested tensor for nested:..."""
+    """A list case's matrices (see the usage), as bench_varlen.make_list draws them: a list, or a nested
+    tensor for nested:..."""
     kind, spec = case.split(":", 1)
-    g = torch.Generator().manual_seed(seed)
     if "-" in spec:
         count, rng = spec.split("x")
         lo, hi = (int(v) for v in rng.split("-"))
-        shapes = torch.randint(lo, hi + 1, (int(count), 2), generator=g).tolist()
+        mats = bench_varlen.make_list(int(count), lo, hi, seed=seed)
     else:
-        shapes = [(int(m), int(n)) for lvl in spec.split("+") for c, m, n in [lvl.split("x")] for _ in range(int(c))]
-        shapes = [shapes[i] for i in torch.randperm(len(shapes), generator=g).tolist()]
-    gd = torch.Generator(device="cuda").manual_seed(seed)
-    mats = [torch.randn(m, n, device="cuda", generator=gd) for m, n in shapes]
+        levels = tuple(tuple(int(v) for v in lvl.split("x")) for lvl in spec.split("+"))
+        mats = bench_varlen.make_list("hmatrix", levels, seed=seed)
     return torch.nested.nested_tensor(mats, layout=torch.strided) if kind == "nested" else mats
 
 

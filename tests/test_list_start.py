@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, random_rank, run_child
+from jsvd_testutils import assert_valid_svd, bound, random_rank, run_child, start_v
 
 pytestmark = [
     pytest.mark.cuda,
@@ -33,24 +33,20 @@ def _large_shapes(count, lo, hi, seed):
     return shapes
 
 
-def _start(shapes, dtype):
-    return [m.get("start_v") for m in torch_jsvd.plan(shapes, dtype=dtype, device="cuda")["matrices"]]
-
-
 @pytest.mark.parametrize("dtype, count", [(torch.float32, 100), (torch.float64, 40)], ids=["float32", "float64"])
 def test_plan(dtype, count):
     """From the minimum count on, every near-square member of 256 columns or more has start_v, padded to a
     multiple of 128 columns at least its own; below it, or with svd_ex (sync=False), none; small and long
     members never."""
     shapes = _large_shapes(count, 256, 400, seed=1) + SMALL
-    plan = _start(shapes, dtype)
+    plan = start_v(shapes, dtype)
     for (m, n), s in zip(shapes, plan):
         if min(m, n) >= 256:
             assert s is not None and s["solver"] == "cusolverDnXsyevBatched"
             assert s["padded_to"] % 128 == 0 and min(m, n) <= s["padded_to"] < min(m, n) + 128
         else:
             assert s is None
-    assert all(s is None for s in _start(shapes[: count - 1] + SMALL, dtype))
+    assert all(s is None for s in start_v(shapes[: count - 1] + SMALL, dtype))
     sync_off = torch_jsvd.plan(shapes, dtype=dtype, device="cuda", sync=False)["matrices"]
     assert all("start_v" not in m for m in sync_off)
 
