@@ -1,7 +1,8 @@
 """The Gram eigenvectors as the Jacobi's starting V (kernels/precondition/eigh_precondition.h).
 
-svd and svdvals of one matrix of >= 256 columns, or of up to 4 of >= 1024, run the Jacobi on M V0, V0 the
-eigenvectors of M^T M from torch.linalg.eigh; of large batches of near-square ones (float32 256 to 768
+svd and svdvals of one matrix of >= 256 columns, or of up to 4 of >= 1024, or of up to 4 tall ones of 16 to
+255 columns (test_start_few_tall.py), run the Jacobi on M V0, V0 the eigenvectors of M^T M from
+torch.linalg.eigh (the engine's Gram Jacobi to 64 columns); of large batches of near-square ones (float32 256 to 768
 columns, float64 to 1024) and of float32 batches of tall matrices of 65 to 128 columns, V0 from cuSOLVER's
 syevBatched; of large batches of tall matrices of 16 to 64 columns, V0 from this engine's batched Jacobi
 on the Gram matrices; svd_ex (which never synchronises) and other
@@ -33,7 +34,7 @@ def test_plan_single_or_few_large_matrices(dtype):
     assert start_v([(1024, 1024)], dtype)[0]["kernel"] == "gram_eigh"
     assert start_v([(768, 3072)], dtype)[0]["kernel"] == "gram_eigh"  # (wide: on its transpose)
     assert start_v([(1000, 256)], dtype)[0]["kernel"] == "gram_eigh"
-    assert start_v([(1024, 255)], dtype) == [None]  # too few columns
+    assert start_v([(300, 255)], dtype) == [None]  # too few columns (and not tall: test_start_few_tall.py)
     # torch.linalg.eigh loops over a batch: a few large ones only
     assert all(s["solver"] == "torch.linalg.eigh" for s in start_v([(1024, 1024)] * 4, dtype))
     assert start_v([(1023, 1023)] * 2, dtype) == [None] * 2
@@ -179,10 +180,11 @@ def test_plan_tall_batches(dtype):
     assert start_v([(1024, 48)] * 2000, dtype)[0]["solver"].startswith("jsvd")
     assert start_v([(1024, 65)] * 2000, dtype)[0] is not None  # (test_plan_mid_columns)
     assert start_v([(4096, 300)], dtype)[0]["solver"] == "torch.linalg.eigh"
-    # float32: at least cols / 2 matrices, a few long ones take the QR path, which spreads each over the
-    # device; float64 keeps the start, whose U is orthogonal to working precision at any length
+    # float32: at least cols / 2 matrices; 5 to cols / 2 long ones take the QR path, which spreads each over
+    # the device, and up to 4 the start with the QR path on X (test_start_few_tall.py); float64 keeps the
+    # start, whose U is orthogonal to working precision at any length
     few = dtype == torch.float32
-    assert (start_v([(400000, 16)], dtype) == [None]) == few
+    assert start_v([(400000, 16)], dtype)[0] is not None
     assert (start_v([(200000, 16)] * 7, dtype) == [None] * 7) == few
     assert start_v([(200000, 16)] * 8, dtype)[0] is not None
     assert (start_v([(50000, 32)] * 15, dtype) == [None] * 15) == few
@@ -193,7 +195,7 @@ def test_plan_mid_columns(dtype):
     """Batches of 65 to 128 columns, beyond the engine's Gram Jacobi: V0 from syevBatched from 5 matrices,
     float32 of at least 2 rows a column (wide ones on their transpose), float64 near-square ones too (its
     squares of 128 columns solved in float32: evd32_route_on); not float32's squares of 128, nor from 129
-    columns of tall ones, nor fewer matrices."""
+    columns of tall ones, nor fewer matrices (but up to 4 tall ones: test_start_few_tall.py)."""
     syevb = lambda shapes: (start_v(shapes, dtype)[0] or {}).get("solver") == "cusolverDnXsyevBatched"
     f32 = dtype == torch.float32
     assert syevb([(300, 100)] * 5)
@@ -202,7 +204,8 @@ def test_plan_mid_columns(dtype):
     assert syevb([(129, 65)] * 10) == syevb([(100, 100)] * 200) == (not f32)
     assert (start_v([(128, 128)] * 200, dtype)[0] or {}).get("gram_dtype") == (None if f32 else "float32")
     assert start_v([(128, 128)] * 4, dtype) == [None] * 4
-    assert start_v([(300, 100)] * 4, dtype) == [None] * 4
+    assert start_v([(300, 100)] * 4, dtype)[0]["solver"] == "torch.linalg.eigh"  # (few tall: syevd)
+    assert start_v([(180, 100)] * 4, dtype) == [None] * 4
     assert start_v([(1000, 129)] * 100, dtype) == [None] * 100
 
 

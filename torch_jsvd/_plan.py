@@ -29,6 +29,8 @@ def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True, sync=True)
     are that Jacobi's; with compute_uv, ``v``: ``rotations`` where that Jacobi
     accumulates V, ``triangular_solve`` where svd solves for it afterwards, float64
     only, docs/design.md). One matrix of at least 256 columns, up to 4 of at least 1024,
+    up to 4 tall ones (rows >= 2 columns) of 16 to 255 columns (with ``jacobi_on_x``:
+    ``qr_path``, the Jacobi on A V0 through the QR where A V0 is not yet converged),
     and batches of tall matrices (rows >= 4 columns, float64 2) of 16 to 64 columns have ``start_v``
     instead (``gram_eigh``: svd and svdvals run the Jacobi on A V0, V0 the eigenvectors
     of A^T A, from ``solver``: torch.linalg.eigh, or this engine's batched Jacobi on the

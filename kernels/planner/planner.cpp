@@ -373,6 +373,7 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
          << "\", \"calls\": \"svd, svdvals (svd_ex, which never synchronises, plans without it)\"";
       if (elem == sizeof(double))  // (eigh_precondition.h: the data may decline it)
         os << ", \"min_column_ratio\": " << start_limits(true, q).min_ratio;
+      if (start_x_by_qr(count, p, q)) os << ", \"jacobi_on_x\": \"qr_path\"";  // (where X fails its test)
       os << "}";
     }
     MatrixPlan mp = cp.jacobi;

@@ -27,6 +27,7 @@ namespace {
 bool start_f64_gram_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
   if (knobs().eigh == 1) return true;
   const bool f64 = elem == sizeof(double);
+  if (eigh_few_tall(batch, rows, cols)) return true;
   if (cols >= kEighMinCols) {
     if (!syev_batched_on(batch)) return batch <= kEighMaxBatch && (batch == 1 || cols >= kEighBatchMinCols);
     return syev_batched_square(rows, cols, elem) && batch >= syev_batched_min_batch(cols, elem);
@@ -58,6 +59,15 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
 }
 
 bool gram_eig_by_jacobi(int64_t cols) { return cols <= kEighJacobiMaxCols; }
+
+bool eigh_few_tall(int64_t batch, int64_t rows, int64_t cols) {
+  return batch <= kEighMaxBatch && cols >= kEighTallMinCols && cols < kEighMinCols &&
+         rows >= kEighTallRatioF64 * cols && static_cast<double>(batch) * rows * cols * cols >= kEighFewMinWork;
+}
+
+bool start_x_by_qr(int64_t batch, int64_t rows, int64_t cols) {
+  return knobs().start_x_qr && ((rows > kEighMidQrRows && eigh_mid_cols(cols)) || eigh_few_tall(batch, rows, cols));
+}
 
 namespace {
 
@@ -314,9 +324,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     }
     X = Xd.to(A.scalar_type());
   }
-  // Long matrices of 65 to kEighMidMaxCols columns: the QR path on X (kEighMidQrRows).
-  const bool x_qr = knobs().start_x_qr && p > kEighMidQrRows && eigh_mid_cols(q);
-  CoreResult r = (x_qr ? e.without_start : e.jacobi)(X.view({-1}), b, opt);
+  // Long matrices of 65 to kEighMidMaxCols columns, and a few tall ones: the QR path on X.
+  CoreResult r = (start_x_by_qr(B, p, q) ? e.without_start : e.jacobi)(X.view({-1}), b, opt);
   // V = V0 V_x; packed, V^T = V_x^T V0^T. In float64: a float32 product's errors of about q eps
   // would cost V as much orthogonality again.
   if (opt.compute_uv) {

@@ -137,6 +137,26 @@ inline bool eigh_mid_cols(int64_t cols) { return cols > kEighJacobiMaxCols && co
 // C=1e6 6.62-6.65 / 16.4-16.6 / 6.21; 20x8192x100 1.64-2.07 / 1.66-1.67 / 20.6; C=1e6 21.4 / 33.7-34.0 /
 // 20.7.
 constexpr int64_t kEighMidQrRows = 2048;
+// A few tall matrices (up to kEighMaxBatch, rows >= kEighTallRatioF64 cols) of kEighTallMinCols to
+// kEighMinCols columns, float32 and float64, whose work batch x rows x cols² reaches kEighFewMinWork: V0
+// from syevd (the engine's Gram Jacobi to 64 columns), and the Jacobi on X, where X's test fails, by the
+// QR path (start_x_by_qr): one block a matrix on X's rows is what made an ill-conditioned long matrix
+// slow (float64 1x400000x16 C=1e6 76 ms, the QR path's cost on X about 2). H100, stop 59, `ab_knob.sh
+// JSVD_EIGH` (two rounds, ms, start forced / the rule before, the Jacobi on X of 65-128 columns beyond
+// 2048 rows already by the QR path; ||U^T U - I||_F): float32 1x11008x128 2.49, 2.19 / 3.12, 3.37 (4.4e-8
+// / 1.2e-5), 1x20000x200 2.82, 2.35 / 7.82, 7.94, 1x3000x200 2.35, 2.34 / 5.00, 5.32, 1x400x200 2.14 / 5.21,
+// 5.44, 1x260x128 2.01 / 4.17, 4.19, 1x400000x16 0.32, 0.29 / 6.08, 6.27, 4x400000x16 0.42 / 23.0,
+// 1x100000x32 0.49, 0.41 / 1.69, 1.76, 1x1000x16 0.17 / 0.22, 0.25, 1x300x64 0.65 / 0.70, 0.74, 2x20000x200
+// 4.27 / 12.0, 12.2; about equal 4x11008x128 7.60, 7.25 / 7.41, 7.58, 4x3000x200, 1x500x100, 1x2000x100;
+// float64 1x11008x128 2.39, 2.18 / 5.92, 6.38, 1x20000x200 2.41, 2.24 / 12.7, 13.2, 1x400x200 2.22 / 8.26,
+// 8.88, 1x1000x100 1.87 / 4.27, 4.48, 4x3000x200 7.51 / 13.6, 14.0, 1x512x64 0.74 / 1.24, 1.35. Singular
+// values from 1 to 1e-6, where X fails its test (before start_x_by_qr took these): float32 1x11008x128
+// 4.31, 4.04 / 3.20, 3.36, 1x3000x200 4.35 / 4.72, 5.06; and 1x20000x200 72 / 7.9, float64 1x20000x200
+// 247 / 10.8, 1x3000x200 40 / 7.9: the one-block Jacobi on X.
+constexpr double kEighFewMinWork = 2.5e5;
+bool eigh_few_tall(int64_t batch, int64_t rows, int64_t cols);
+// Whether the start's Jacobi on X runs by the QR path (kEighMidQrRows, eigh_few_tall).
+bool start_x_by_qr(int64_t batch, int64_t rows, int64_t cols);
 // float64 batches on syevBatched's route are declined after it where a matrix's least eigenvalue is below
 // kEighMinEigRatioF64 of its largest. V0 resolves the eigenvector of G's eigenvalue lambda_j to about
 // eps lambda_max / lambda_j, so X's columns start that far from orthogonal; where that nears 1 the Jacobi

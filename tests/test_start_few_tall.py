@@ -1,0 +1,82 @@
+"""The Gram eigenvectors' start for a few tall matrices (kernels/precondition/eigh_precondition.h,
+eigh_few_tall): up to 4 matrices of 16 to 255 columns and at least 2 rows a column take V0 from syevd (the
+engine's Gram Jacobi to 64 columns), and where X = M V0 fails its converged test, the Jacobi on X runs by
+the QR path (start_x_by_qr), not one block a matrix over X's rows. Checked: the plan, and every output
+property with S against LAPACK on Gaussian batches (X passes its test) and on batches with an
+ill-conditioned member (X fails it), rank-deficient, zero, graded and scaled members, tall and wide,
+full_matrices, svdvals, and a NaN raising.
+Skipped without a CUDA device.
+"""
+
+import pytest
+import torch
+
+import torch_jsvd
+from jsvd_testutils import assert_valid_svd, bound, random_rank, start_v
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+DTYPES = [torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_plan_few_tall(dtype):
+    for shapes, solver in [([(3000, 200)] * 3, "torch.linalg.eigh"), ([(512, 255)] * 4, "torch.linalg.eigh"),
+                           ([(100, 2500)] * 2, "torch.linalg.eigh"), ([(400000, 16)], "jsvd"),
+                           ([(1000, 16)], "jsvd"), ([(11008, 128)], "torch.linalg.eigh")]:
+        sv = start_v(shapes, dtype)
+        assert all(s["solver"].startswith(solver) and s["jacobi_on_x"] == "qr_path" for s in sv), (shapes, sv)
+    assert start_v([(399, 200)], dtype) == [None]  # fewer than 2 rows a column
+    assert start_v([(900, 16)], dtype) == [None]  # too little work
+    assert start_v([(3000, 200)] * 5, dtype) == [None] * 5  # more than 4: the batches' rules
+    assert start_v([(2000, 256)], dtype)[0].get("jacobi_on_x") is None  # (from 256 columns: the Jacobi on X)
+
+
+def _conditioned(m, n, cond, g):
+    """Random singular vectors, singular values from 1 to 1/cond."""
+    q1 = torch.linalg.qr(torch.randn(m, n, generator=g, dtype=torch.float64)).Q
+    q2 = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64)).Q
+    return (q1 * torch.logspace(0, -torch.log10(torch.tensor(cond)).item(), n, dtype=torch.float64)) @ q2.mT
+
+
+def _batch(m, n, kind, seed):
+    """Four members: "gauss" (X passes its test), "hard" (1e6-conditioned, rank n/2, zero, Gaussian), "scaled"
+    (1e-30, 1e30 and column-graded over three decades, Gaussian); float64 entries, wide ones transposed."""
+    g = torch.Generator().manual_seed(seed)
+    p, q = max(m, n), min(m, n)
+    A = torch.randn(4, p, q, generator=g, dtype=torch.float64)
+    if kind == "hard":
+        A[0] = _conditioned(p, q, 1e6, g)
+        A[1] = random_rank((p, q), q // 2)
+        A[2] = 0
+    elif kind == "scaled":
+        A[0] *= 1e-30
+        A[1] *= 1e30
+        A[2] *= torch.logspace(0, -3, q, dtype=torch.float64)
+    return A if m >= n else A.mT
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("m,n", [(3000, 200), (400, 200), (1000, 16), (20000, 64), (100, 2500)])
+@pytest.mark.parametrize("kind", ["gauss", "hard", "scaled"])
+def test_few_tall(dtype, m, n, kind):
+    A = _batch(m, n, kind, seed=m + n).to(dtype).cuda()
+    assert start_v([(m, n)] * 4, dtype)[0] is not None
+    ref = torch.linalg.svdvals(A.double())
+    for full in (False, True):
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
+        assert_valid_svd(A, U, S, Vh, full)
+        assert ((S.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, dtype)
+    S2 = torch_jsvd.svdvals(A)
+    assert ((S2.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_few_tall_non_finite(dtype):
+    A = _batch(3000, 200, "gauss", seed=5).to(dtype).cuda()
+    A[1, 7, 3] = float("nan")
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch_jsvd.svd(A)
