@@ -415,7 +415,7 @@ def test_float64_v_by_triangular_solve(tmp_path):
     assert _precondition([(240, 128)] * 4, torch.float64, keep_v=True)[0]["v"] == "triangular_solve"
     assert _precondition([(512, 512)] * 2, torch.float64, keep_v=True)[0]["v"] == "triangular_solve"
     # (V fits beside A, or both Jacobis take block pairs of fewer than 512 columns: it carries V)
-    assert _precondition([(520, 40)] * 4, torch.float64, keep_v=True)[0]["v"] == "rotations"
+    assert _precondition([(520, 40)] * 5, torch.float64, keep_v=True)[0]["v"] == "rotations"
     assert _precondition([(200, 200)] * 4, torch.float64, keep_v=True)[0]["v"] == "rotations"
     assert _precondition([(64, 32)] * 3, torch.float64, keep_v=True)[0]["v"] == "rotations"
     assert _precondition([(512, 512)] * 2, torch.float32, keep_v=True)[0]["v"] == "rotations"
