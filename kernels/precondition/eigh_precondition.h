@@ -149,10 +149,14 @@ constexpr int64_t kEighMidQrRows = 2048;
 // 1x100000x32 0.49, 0.41 / 1.69, 1.76, 1x1000x16 0.17 / 0.22, 0.25, 1x300x64 0.65 / 0.70, 0.74, 2x20000x200
 // 4.27 / 12.0, 12.2; about equal 4x11008x128 7.60, 7.25 / 7.41, 7.58, 4x3000x200, 1x500x100, 1x2000x100;
 // float64 1x11008x128 2.39, 2.18 / 5.92, 6.38, 1x20000x200 2.41, 2.24 / 12.7, 13.2, 1x400x200 2.22 / 8.26,
-// 8.88, 1x1000x100 1.87 / 4.27, 4.48, 4x3000x200 7.51 / 13.6, 14.0, 1x512x64 0.74 / 1.24, 1.35. Singular
-// values from 1 to 1e-6, where X fails its test (before start_x_by_qr took these): float32 1x11008x128
-// 4.31, 4.04 / 3.20, 3.36, 1x3000x200 4.35 / 4.72, 5.06; and 1x20000x200 72 / 7.9, float64 1x20000x200
-// 247 / 10.8, 1x3000x200 40 / 7.9: the one-block Jacobi on X.
+// 8.88, 1x1000x100 1.87 / 4.27, 4.48, 4x3000x200 7.51 / 13.6, 14.0, 1x512x64 0.74 / 1.24, 1.35. Forced
+// before start_x_by_qr, singular values from 1 to 1e-6 (X fails its test) ran the one-block Jacobi on X:
+// float32 1x20000x200 72 / 7.9, float64 1x20000x200 247 / 10.8, 1x3000x200 40 / 7.9. With it (the rule /
+// the QR path, JSVD_EIGH=0): float32 1x20000x200 7.12 / 8.03, 1x3000x200 4.14 / 4.82, 1x400000x16 6.21 /
+// 6.01, 1x11008x128 3.89 / 3.09, 1x100000x32 2.07 / 1.61, 1x20000x64 3.44 / 1.98 (U 1.4e-6 / 5.4e-6);
+// float64 1x20000x200 9.64 / 11.0, 1x3000x200 6.76 / 8.15, 1x400000x16 8.55 / 8.33 (76 with the batches'
+// rule before), 1x100000x32 2.68 / 2.19 (61), 1x20000x64 4.46 / 3.06 (40), 1x11008x128 6.27 / 5.33: such
+// inputs pay the eigen-solver for nothing, up to 75%.
 constexpr double kEighFewMinWork = 2.5e5;
 bool eigh_few_tall(int64_t batch, int64_t rows, int64_t cols);
 // Whether the start's Jacobi on X runs by the QR path (kEighMidQrRows, eigh_few_tall).
