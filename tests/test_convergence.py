@@ -42,9 +42,9 @@ def test_too_few_sweeps_reported_by_svd_ex_and_raised_by_svd(device, shape, dtyp
 
 
 # A list, and (CUDA) the blocked levels: pair SVD, Gram EVD, the QR-preconditioned Jacobi (6 x 2048 x 40:
-# too little work for the CUDA engine's Gram eigenvectors' start of a batch, and more matrices than the
-# few tall ones that take it, which svd would take and svd_ex does not; the CPU engine takes it for float32
-# from 200 rows, so there 6 x 190 x 40).
+# more matrices than the few tall ones that take the CUDA engine's Gram eigenvectors' start, and too little
+# work for a batch's, which svd would take and svd_ex does not; the CPU engine takes it for float32 from 200
+# rows, so there 6 x 190 x 40).
 @pytest.mark.parametrize(*on_devices("shape", [(6, 190, 40), "list"],
                                      cuda_only=[(6, 2048, 40), (6, 200, 200), (4, 300, 300)]))
 def test_svd_stops_where_svd_ex_converges(device, shape):

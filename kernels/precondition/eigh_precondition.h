@@ -141,7 +141,7 @@ constexpr int64_t kEighMidQrRows = 2048;
 // kEighMinCols columns, float32 and float64, whose work batch x rows x cols² reaches kEighFewMinWork: V0
 // from syevd (the engine's Gram Jacobi to 64 columns), and the Jacobi on X, where X's test fails, by the
 // QR path (start_x_by_qr): one block a matrix on X's rows is what made an ill-conditioned long matrix
-// slow (float64 1x400000x16 C=1e6 76 ms, the QR path's cost on X about 2). H100, stop 59, `ab_knob.sh
+// slow (float64 1x400000x16 C=1e6 76 ms; 8.6 through the QR path, below). H100, stop 59, `ab_knob.sh
 // JSVD_EIGH` (two rounds, ms, start forced / the rule before, the Jacobi on X of 65-128 columns beyond
 // 2048 rows already by the QR path; ||U^T U - I||_F): float32 1x11008x128 2.49, 2.19 / 3.12, 3.37 (4.4e-8
 // / 1.2e-5), 1x20000x200 2.82, 2.35 / 7.82, 7.94, 1x3000x200 2.35, 2.34 / 5.00, 5.32, 1x400x200 2.14 / 5.21,
