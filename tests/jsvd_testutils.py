@@ -115,6 +115,13 @@ def random_rank(shape, rank, dtype=torch.float64, device="cpu"):
             @ torch.randn(*batch, rank, n, dtype=dtype, device=device))
 
 
+def random_spectrum(m, n, decades, generator=None):
+    """An m x n float64 matrix (m >= n) with random singular vectors and singular values log-spaced from 1
+    down to 10^-decades (ill-conditioned without graded columns or rows, which a start's checks would see)."""
+    Q1, Q2 = (torch.linalg.qr(torch.randn(r, n, generator=generator, dtype=torch.float64))[0] for r in (m, n))
+    return (Q1 * torch.logspace(0, -decades, n, dtype=torch.float64)) @ Q2.mT
+
+
 def start_v(shapes, dtype=torch.float32):
     """Each matrix's "start_v" entry of the CUDA plan (the Gram eigenvectors' start), None where it has none."""
     return [m.get("start_v") for m in torch_jsvd.plan(shapes, dtype=dtype, device="cuda")["matrices"]]

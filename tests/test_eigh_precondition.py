@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, random_rank, run_child, start_v
+from jsvd_testutils import assert_valid_svd, bound, random_rank, random_spectrum, run_child, start_v
 
 pytestmark = [
     pytest.mark.cuda,
@@ -291,8 +291,7 @@ def test_batches_by_syev_batched_declined(tmp_path, member, n):
     if member == "graded_columns":
         A[2] *= torch.logspace(0, -12, n, dtype=torch.float64)[torch.randperm(n, generator=g)]
     elif member == "ill_conditioned":
-        Q1, Q2 = (torch.linalg.qr(torch.randn(r, n, generator=g, dtype=torch.float64))[0] for r in (300, n))
-        A[2] = (Q1 * torch.logspace(0, -12, n, dtype=torch.float64)) @ Q2.mT
+        A[2] = random_spectrum(300, n, 12, g)
     elif member == "rank_deficient":
         A[2] = random_rank((300, n), n // 2)
     assert start_v([(300, n)] * 40, torch.float64)[0]["solver"] == "cusolverDnXsyevBatched"

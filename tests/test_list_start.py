@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, random_rank, run_child, start_v
+from jsvd_testutils import assert_valid_svd, bound, random_rank, random_spectrum, run_child, start_v
 
 pytestmark = [
     pytest.mark.cuda,
@@ -110,8 +110,7 @@ def test_declined_members_as_without_the_start(tmp_path):
     n0, n2 = shapes[0][1], shapes[2][1]
     A[0] *= torch.logspace(0, -12, n0, dtype=torch.float64)[torch.randperm(n0, generator=g)]
     A[1][:, 5] = 0
-    Q1, Q2 = (torch.linalg.qr(torch.randn(r, n2, generator=g, dtype=torch.float64))[0] for r in (shapes[2][0], n2))
-    A[2] = (Q1 * torch.logspace(0, -12, n2, dtype=torch.float64)) @ Q2.mT
+    A[2] = random_spectrum(shapes[2][0], n2, 12, g)
     torch.save(A, tmp_path / "A.pt")
     code = f"""
         import os, torch, torch_jsvd

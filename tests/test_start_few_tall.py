@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, random_rank, start_v
+from jsvd_testutils import assert_valid_svd, bound, random_rank, random_spectrum, start_v
 
 pytestmark = [
     pytest.mark.cuda,
@@ -35,13 +35,6 @@ def test_plan_few_tall(dtype):
     assert start_v([(2000, 256)], dtype)[0].get("jacobi_on_x") is None  # (from 256 columns: the Jacobi on X)
 
 
-def _conditioned(m, n, cond, g):
-    """Random singular vectors, singular values from 1 to 1/cond."""
-    q1 = torch.linalg.qr(torch.randn(m, n, generator=g, dtype=torch.float64)).Q
-    q2 = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64)).Q
-    return (q1 * torch.logspace(0, -torch.log10(torch.tensor(cond)).item(), n, dtype=torch.float64)) @ q2.mT
-
-
 def _batch(m, n, kind, seed):
     """Four members: "gauss" (X passes its test), "hard" (1e6-conditioned, rank n/2, zero, Gaussian), "scaled"
     (1e-30, 1e30 and column-graded over three decades, Gaussian); float64 entries, wide ones transposed."""
@@ -49,7 +42,7 @@ def _batch(m, n, kind, seed):
     p, q = max(m, n), min(m, n)
     A = torch.randn(4, p, q, generator=g, dtype=torch.float64)
     if kind == "hard":
-        A[0] = _conditioned(p, q, 1e6, g)
+        A[0] = random_spectrum(p, q, 6, g)
         A[1] = random_rank((p, q), q // 2)
         A[2] = 0
     elif kind == "scaled":
