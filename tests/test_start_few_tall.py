@@ -60,9 +60,11 @@ def test_few_tall(dtype, m, n, kind):
     assert start_v([(m, n)] * 4, dtype)[0] is not None
     ref = torch.linalg.svdvals(A.double())
     for full in (False, True):
-        U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
-        assert_valid_svd(A, U, S, Vh, full)
-        assert ((S.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, dtype)
+        # full_matrices at 20000 rows: one member, since checking four 20000² U's takes 12 GiB a copy in float64
+        B, r = (A[:1], ref[:1]) if full and max(m, n) > 4000 else (A, ref)
+        U, S, Vh = torch_jsvd.svd(B, full_matrices=full)
+        assert_valid_svd(B, U, S, Vh, full)
+        assert ((S.double() - r).abs().amax(-1) / r[..., 0].clamp_min(1e-300)).max() <= bound(m, n, dtype)
     S2 = torch_jsvd.svdvals(A)
     assert ((S2.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, dtype)
 
