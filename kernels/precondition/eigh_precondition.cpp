@@ -66,7 +66,8 @@ bool eigh_few_tall(int64_t batch, int64_t rows, int64_t cols) {
 }
 
 bool start_x_by_qr(int64_t batch, int64_t rows, int64_t cols) {
-  return knobs().start_x_qr && ((rows > kEighMidQrRows && eigh_mid_cols(cols)) || eigh_few_tall(batch, rows, cols));
+  if (knobs().start_x_qr >= 0) return knobs().start_x_qr == 1;
+  return (rows > kEighMidQrRows && eigh_mid_cols(cols)) || eigh_few_tall(batch, rows, cols);
 }
 
 namespace {
