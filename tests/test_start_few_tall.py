@@ -1,10 +1,10 @@
 """The Gram eigenvectors' start for a few tall matrices (kernels/precondition/eigh_precondition.h,
 eigh_few_tall): up to 4 matrices of 16 to 255 columns and at least 2 rows a column take V0 from syevd (the
 engine's Gram Jacobi to 64 columns), and where X = M V0 fails its converged test, the Jacobi on X runs by
-the QR path (start_x_by_qr), not one block a matrix over X's rows. Checked: the plan, and every output
-property with S against LAPACK on Gaussian batches (X passes its test) and on batches with an
-ill-conditioned member (X fails it), rank-deficient, zero, graded and scaled members, tall and wide,
-full_matrices, svdvals, and a NaN raising.
+the QR path (start_x_by_qr), not one block a matrix over X's rows; so do batches beyond 2048 rows of fewer
+matrices than columns. Checked: the plan, and every output property with S against LAPACK on Gaussian
+batches (X passes its test) and on batches with an ill-conditioned member (X fails it), rank-deficient,
+zero, graded and scaled members, tall and wide, full_matrices, svdvals, and a NaN raising.
 Skipped without a CUDA device.
 """
 
@@ -33,14 +33,20 @@ def test_plan_few_tall(dtype):
     assert start_v([(900, 16)], dtype) == [None]  # too little work
     assert start_v([(3000, 200)] * 5, dtype) == [None] * 5  # more than 4: the batches' rules
     assert start_v([(2000, 256)], dtype)[0].get("jacobi_on_x") is None  # (from 256 columns: the Jacobi on X)
+    # Beyond 2048 rows, fewer matrices than columns run the Jacobi on X by the QR path (start_x_by_qr); float32
+    # took the QR path without the start below cols / 2 matrices
+    for shapes in ([(200000, 16)] * 7, [(100000, 64)] * 6, [(20000, 32)] * 8, [(3500, 64)] * 8):
+        assert all(s is not None and s.get("jacobi_on_x") == "qr_path" for s in start_v(shapes, dtype)), shapes
+    for shapes in ([(50000, 16)] * 20, [(20000, 32)] * 40, [(2000, 64)] * 8):
+        assert all(s is None or s.get("jacobi_on_x") is None for s in start_v(shapes, dtype)), shapes
 
 
-def _batch(m, n, kind, seed):
-    """Four members: "gauss" (X passes its test), "hard" (1e6-conditioned, rank n/2, zero, Gaussian), "scaled"
-    (1e-30, 1e30 and column-graded over three decades, Gaussian); float64 entries, wide ones transposed."""
+def _batch(m, n, kind, seed, b=4):
+    """b members: "gauss" (X passes its test), "hard" (1e6-conditioned, rank n/2, zero, then Gaussian), "scaled"
+    (1e-30, 1e30 and column-graded over three decades, then Gaussian); float64 entries, wide ones transposed."""
     g = torch.Generator().manual_seed(seed)
     p, q = max(m, n), min(m, n)
-    A = torch.randn(4, p, q, generator=g, dtype=torch.float64)
+    A = torch.randn(b, p, q, generator=g, dtype=torch.float64)
     if kind == "hard":
         A[0] = random_spectrum(p, q, 6, g)
         A[1] = random_rank((p, q), q // 2)
@@ -75,3 +81,18 @@ def test_few_tall_non_finite(dtype):
     A[1, 7, 3] = float("nan")
     with pytest.raises(torch.linalg.LinAlgError):
         torch_jsvd.svd(A)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("b,m,n", [(8, 3500, 64), (8, 20000, 32), (6, 64, 5000)])
+@pytest.mark.parametrize("kind", ["gauss", "hard", "scaled"])
+def test_long_batch(dtype, b, m, n, kind):
+    """Batches of long matrices, fewer than their columns: the start, and the Jacobi on X by the QR path."""
+    A = _batch(m, n, kind, seed=b + m + n, b=b).to(dtype).cuda()
+    assert all(s["jacobi_on_x"] == "qr_path" for s in start_v([(m, n)] * b, dtype))
+    ref = torch.linalg.svdvals(A.double())
+    for full in (False, True):
+        B, r = (A[:1], ref[:1]) if full and max(m, n) > 4000 else (A, ref)  # (as in test_few_tall)
+        U, S, Vh = torch_jsvd.svd(B, full_matrices=full)
+        assert_valid_svd(B, U, S, Vh, full)
+        assert ((S.double() - r).abs().amax(-1) / r[..., 0].clamp_min(1e-300)).max() <= bound(m, n, dtype)

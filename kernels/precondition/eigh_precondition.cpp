@@ -38,7 +38,8 @@ bool start_f64_gram_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
   const double work = static_cast<double>(batch) * rows * cols * cols;
   if (cols < kEighTallMinCols) return false;
   if (f64) return rows >= kEighTallRatioF64 * cols && work >= kEighTallMinWorkF64;
-  return (batch * kEighTallBatchPerCol >= cols && rows >= kEighTallRatio * cols && work >= kEighTallMinWork) ||
+  return ((batch * kEighTallBatchPerCol >= cols || rows > kEighMidQrRows) && rows >= kEighTallRatio * cols &&
+          work >= kEighTallMinWork) ||
          (batch >= kEighManyMinBatch && rows >= kEighManyRatio * cols && work >= kEighManyMinWork);
 }
 
@@ -67,7 +68,7 @@ bool eigh_few_tall(int64_t batch, int64_t rows, int64_t cols) {
 
 bool start_x_by_qr(int64_t batch, int64_t rows, int64_t cols) {
   if (knobs().start_x_qr >= 0) return knobs().start_x_qr == 1;
-  return (rows > kEighMidQrRows && eigh_mid_cols(cols)) || eigh_few_tall(batch, rows, cols);
+  return (rows > kEighMidQrRows && (eigh_mid_cols(cols) || batch < cols)) || eigh_few_tall(batch, rows, cols);
 }
 
 namespace {

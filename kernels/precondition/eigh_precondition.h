@@ -50,11 +50,12 @@ namespace cuda {
 // (at 8e48451): 1000x64x32 0.55 / 0.75, 500x128x64 2.44 / 3.26, 100x160x64 0.83 / 1.13, 300x96x32 0.40 /
 // 0.57; float32 not (1000x64x32 0.53 / 0.26, 200x100x40 0.96 / 0.57), nor square batches (10000x32²
 // float32 4.3 / 1.6). float64: the data may still decline it (above). JSVD_EIGH=0 never, JSVD_EIGH=1
-// every uniform batch. float32 takes it for at least cols / 2 matrices (kEighTallBatchPerCol): the
-// Jacobi on A V0 solves each matrix in one block, in time linear in its rows, where the QR path spreads a
-// few long ones over the device (H100, stop 43, float32 ms, start / QR path: 1x400000x16 27.8 / 6.0,
-// 1x400000x32 66.1 / 3.5, 1x1000000x16 87.9 / 19.7, 4x200000x16 16.3 / 11.6, but 20x50000x16 5.5 /
-// 15.0). float64 keeps it: its QR path's U, through Householder reflectors of 400000 rows, lost
+// every uniform batch. float32 takes it for at least cols / 2 matrices (kEighTallBatchPerCol), or beyond
+// kEighMidQrRows rows: the Jacobi on A V0 solves each matrix in one block, in time linear in its rows,
+// where the QR path spreads a few long ones over the device (H100, stop 43, float32 ms, start / QR path:
+// 1x400000x16 27.8 / 6.0, 1x400000x32 66.1 / 3.5, 1x1000000x16 87.9 / 19.7, 4x200000x16 16.3 / 11.6, but
+// 20x50000x16 5.5 / 15.0), so long matrices fewer than their columns run it by the QR path (start_x_by_qr,
+// since stop 60). float64 keeps it: its QR path's U, through Householder reflectors of 400000 rows, lost
 // orthogonality (1x400000x16: ||U^T U - I||_F 4.1e-13 in 8.3 ms, against 3.5e-15 in 33.9 by the start).
 constexpr int64_t kEighMinCols = 256;
 constexpr int64_t kEighMaxBatch = 4;
@@ -136,6 +137,19 @@ inline bool eigh_mid_cols(int64_t cols) { return cols > kEighJacobiMaxCols && co
 // (7.4e-8 / 7.4e-8 / 2.8e-5); C=1e6 6.15-6.16 / 17.4 / 6.17 (2.8e-6 / 1.9e-6 / 3.1e-5); 30x4096x100
 // C=1e6 6.62-6.65 / 16.4-16.6 / 6.21; 20x8192x100 1.64-2.07 / 1.66-1.67 / 20.6; C=1e6 21.4 / 33.7-34.0 /
 // 20.7.
+// Also fewer matrices than columns (16 to 64 columns) beyond kEighMidQrRows rows: the one block a matrix
+// costs time linear in its rows and the QR path time linear in the batch's rows, so the QR path wins on
+// few matrices, and float32 takes the start there too (below cols / 2 matrices it had kept the QR path,
+// kEighTallBatchPerCol). H100, stop 60, fe6802a, two rounds, ms, the start forced with the Jacobi on X by
+// the QR path / by one block a matrix / the QR path without the start (`JSVD_EIGH=0`): Gaussian float32
+// (X passes its test) 7x200000x16 0.40-0.47 / 20.4-21.0 (the QR path), 15x50000x32 0.98-1.13 / 12.4-12.5,
+// 6x100000x64 1.82-1.89 / 19.4-19.8; singular values from 1 to 1e-6, float32 7x200000x16 20.5 / 29.8-30.2
+// / 20.1-20.7, 15x50000x32 13.4-13.8 / 25.4-25.5 / 12.4-12.6, 6x100000x64 21.9-22.2 / 135 / 19.4-19.6,
+// but 20x50000x16 15.3-15.4 / 8.4-8.5 / 15.2-15.6, 40x20000x32 26.5-26.7 / 11.1 / 25.3-25.4, 130x20000x16
+// 37.5-37.8 / 5.1-5.4 / 36.9-37.0; float64 7x200000x16 27.2-27.6 / 69.9-70.2 / 24.3-24.4, 15x50000x32
+// 18.2-18.5 / 41.3 / 16.9-17.0, 20x100000x32 35.6-35.9 / 80.8-80.9 / 33.8-34.0, 6x100000x64 30.8-31.1 /
+// 223 / 28.2-28.6, but 40x20000x32 33.2-33.5 / 17.5-17.7 / 32.0-32.1, 130x20000x16 53.7-53.9 / 8.6-9.3 /
+// 52.9-53.1.
 constexpr int64_t kEighMidQrRows = 2048;
 // A few tall matrices (up to kEighMaxBatch, rows >= kEighTallRatioF64 cols) of kEighTallMinCols to
 // kEighMinCols columns, float32 and float64, whose work batch x rows x cols² reaches kEighFewMinWork: V0
@@ -159,7 +173,8 @@ constexpr int64_t kEighMidQrRows = 2048;
 // inputs pay the eigen-solver for nothing, up to 75%.
 constexpr double kEighFewMinWork = 2.5e5;
 bool eigh_few_tall(int64_t batch, int64_t rows, int64_t cols);
-// Whether the start's Jacobi on X runs by the QR path (kEighMidQrRows, eigh_few_tall).
+// Whether the start's Jacobi on X runs by the QR path (kEighMidQrRows, eigh_few_tall; JSVD_START_X_QR=0
+// never, 1 always).
 bool start_x_by_qr(int64_t batch, int64_t rows, int64_t cols);
 // float64 batches on syevBatched's route are declined after it where a matrix's least eigenvalue is below
 // kEighMinEigRatioF64 of its largest. V0 resolves the eigenvector of G's eigenvalue lambda_j to about
