@@ -12,6 +12,7 @@
 #include "levels/gemm/gemm_level.h"
 #include "levels/gram/gram_evd_smem.h"
 #include "precondition/eigh_precondition.h"
+#include "precondition/start_cholqr.h"
 #include "precondition/list_start.h"
 #include "qr/qr_precondition.h"
 #include "levels/smem/svd_smem.h"
@@ -374,6 +375,8 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
       if (elem == sizeof(double))  // (eigh_precondition.h: the data may decline it)
         os << ", \"min_column_ratio\": " << start_limits(true, q).min_ratio;
       if (start_x_by_qr(count, p, q)) os << ", \"jacobi_on_x\": \"qr_path\"";  // (where X fails its test)
+      SvdOptions reduced;  // (CholeskyQR2 first, without full_matrices; where it declines, the route above)
+      if (x_by_cholqr(count, p, q, reduced)) os << ", \"x_qr\": \"cholesky_qr2 (float64; svd without full_matrices, svdvals)\"";
       os << "}";
     }
     MatrixPlan mp = cp.jacobi;

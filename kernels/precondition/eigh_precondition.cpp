@@ -9,10 +9,12 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <tuple>
 
 #include "common/batched_gemm.h"
 #include "precondition/gram_products.h"
+#include "precondition/start_cholqr.h"
 #include "precondition/start_checks.h"
 #include "precondition/start_converged.h"
 #include "precondition/syev_batched.h"
@@ -306,11 +308,11 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       return r;
     }
   }
-  at::Tensor X;  // packed, M V0 is V0^T W
+  at::Tensor X, Xd;  // packed, M V0 is V0^T W
   if (own) {
     X = start_product(W, V0);
   } else {
-    const at::Tensor Xd = at::empty({B, q, p}, G.options());
+    Xd = at::empty({B, q, p}, G.options());
     bmm_into<double>(Xd, V0.mT(), Wd, 1.0, 0.0);
     if (may_pass) {
       // The eigen-solvers' routes and float64's batched one: the test on C = X^T X (converged_fails), and
@@ -326,8 +328,18 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     }
     X = Xd.to(A.scalar_type());
   }
-  // Long matrices of 65 to kEighMidMaxCols columns, and a few tall ones: the QR path on X.
-  CoreResult r = (start_x_by_qr(B, p, q) ? e.without_start : e.jacobi)(X.view({-1}), b, opt);
+  // Long matrices of 65 to kEighMidMaxCols columns, and a few tall ones: CholeskyQR2 on X, else the QR
+  // path on X (start_cholqr.h).
+  std::optional<CoreResult> by_cholqr;
+  if (x_by_cholqr(B, p, q, opt)) {
+    if (!Xd.defined()) {
+      Xd = at::empty({B, q, p}, G.options());
+      bmm_into<double>(Xd, V0.mT(), blas_operand(W.to(at::kDouble)), 1.0, 0.0);
+    }
+    by_cholqr = jacobi_on_x_by_cholqr(Xd, A.scalar_type(), opt, e.alone);
+  }
+  CoreResult r = by_cholqr ? std::move(*by_cholqr)
+                           : (start_x_by_qr(B, p, q) ? e.without_start : e.jacobi)(X.view({-1}), b, opt);
   // V = V0 V_x; packed, V^T = V_x^T V0^T. In float64: a float32 product's errors of about q eps
   // would cost V as much orthogonality again.
   if (opt.compute_uv) {
