@@ -2,7 +2,8 @@
 eigh_few_tall): up to 4 matrices of 16 to 255 columns and at least 2 rows a column take V0 from syevd (the
 engine's Gram Jacobi to 64 columns), and where X = M V0 fails its converged test, the Jacobi on X runs by
 the QR path (start_x_by_qr), not one block a matrix over X's rows; so do batches beyond 2048 rows of fewer
-matrices than columns. Checked: the plan, and every output property with S against LAPACK on Gaussian
+matrices than columns. Beyond 2048 rows and 8 rows a column, CholeskyQR2 on X comes first (start_cholqr.h;
+not for full_matrices), and a batch it declines (a rank-deficient or zero member) takes that route. Checked: the plan, and every output property with S against LAPACK on Gaussian
 batches (X passes its test) and on batches with an ill-conditioned member (X fails it), rank-deficient,
 zero, graded and scaled members, tall and wide, full_matrices, svdvals, and a NaN raising.
 Skipped without a CUDA device.
@@ -39,6 +40,11 @@ def test_plan_few_tall(dtype):
         assert all(s is not None and s.get("jacobi_on_x") == "qr_path" for s in start_v(shapes, dtype)), shapes
     for shapes in ([(50000, 16)] * 20, [(20000, 32)] * 40, [(2000, 64)] * 8):
         assert all(s is None or s.get("jacobi_on_x") is None for s in start_v(shapes, dtype)), shapes
+    # CholeskyQR2 on X (start_cholqr.h) beyond 2048 rows and 8 rows a column, by either route on X
+    for shapes in ([(200000, 16)] * 7, [(50000, 16)] * 20, [(3000, 200)], [(2500, 100)] * 2):
+        assert all(s["x_qr"].startswith("cholesky_qr2") for s in start_v(shapes, dtype)), shapes
+    for shapes in ([(1000, 16)], [(11008, 1400)], [(2000, 64)] * 8, [(3000, 400)]):
+        assert all(s is None or "x_qr" not in s for s in start_v(shapes, dtype)), shapes
 
 
 def _batch(m, n, kind, seed, b=4):

@@ -376,7 +376,7 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
         os << ", \"min_column_ratio\": " << start_limits(true, q).min_ratio;
       if (start_x_by_qr(count, p, q)) os << ", \"jacobi_on_x\": \"qr_path\"";  // (where X fails its test)
       SvdOptions reduced;  // (CholeskyQR2 first, without full_matrices; where it declines, the route above)
-      if (x_by_cholqr(count, p, q, reduced)) os << ", \"x_qr\": \"cholesky_qr2 (float64; svd without full_matrices, svdvals)\"";
+      if (x_by_cholqr(p, q, reduced)) os << ", \"x_qr\": \"cholesky_qr2 (float64; svd without full_matrices, svdvals)\"";
       os << "}";
     }
     MatrixPlan mp = cp.jacobi;

@@ -331,7 +331,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // Long matrices of 65 to kEighMidMaxCols columns, and a few tall ones: CholeskyQR2 on X, else the QR
   // path on X (start_cholqr.h).
   std::optional<CoreResult> by_cholqr;
-  if (x_by_cholqr(B, p, q, opt)) {
+  if (x_by_cholqr(p, q, opt)) {
     if (!Xd.defined()) {
       Xd = at::empty({B, q, p}, G.options());
       bmm_into<double>(Xd, V0.mT(), blas_operand(W.to(at::kDouble)), 1.0, 0.0);

@@ -12,9 +12,9 @@
 namespace jsvd {
 namespace cuda {
 
-bool x_by_cholqr(int64_t batch, int64_t rows, int64_t cols, const SvdOptions& opt) {
+bool x_by_cholqr(int64_t rows, int64_t cols, const SvdOptions& opt) {
   if (opt.full_matrices || knobs().x_cholqr == 0) return false;
-  return knobs().x_cholqr == 1 || start_x_by_qr(batch, rows, cols);
+  return knobs().x_cholqr == 1 || (rows > kEighMidQrRows && rows >= kCholQrMinRatio * cols);
 }
 
 namespace {
