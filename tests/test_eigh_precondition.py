@@ -180,14 +180,13 @@ def test_plan_tall_batches(dtype):
     assert start_v([(1024, 48)] * 2000, dtype)[0]["solver"].startswith("jsvd")
     assert start_v([(1024, 65)] * 2000, dtype)[0] is not None  # (test_plan_mid_columns)
     assert start_v([(4096, 300)], dtype)[0]["solver"] == "torch.linalg.eigh"
-    # float32: at least cols / 2 matrices; 5 to cols / 2 long ones take the QR path, which spreads each over
-    # the device, and up to 4 the start with the QR path on X (test_start_few_tall.py); float64 keeps the
-    # start, whose U is orthogonal to working precision at any length
-    few = dtype == torch.float32
+    # float32: at least cols / 2 matrices, or beyond 2048 rows (fewer than cols matrices: the Jacobi on X by
+    # the QR path, test_start_few_tall.py); float64 at any count
     assert start_v([(400000, 16)], dtype)[0] is not None
-    assert (start_v([(200000, 16)] * 7, dtype) == [None] * 7) == few
+    assert start_v([(200000, 16)] * 7, dtype)[0] is not None
     assert start_v([(200000, 16)] * 8, dtype)[0] is not None
-    assert (start_v([(50000, 32)] * 15, dtype) == [None] * 15) == few
+    assert start_v([(50000, 32)] * 15, dtype)[0] is not None
+    assert (start_v([(2000, 64)] * 8, dtype) == [None] * 8) == (dtype == torch.float32)  # (2048 rows or fewer)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
