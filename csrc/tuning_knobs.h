@@ -36,6 +36,7 @@ struct Knobs {
   int eigh_cond = 1;     // JSVD_EIGH_COND: float64 batches on syevBatched's route declined by their Cholesky pivots and eigenvalues (1), eigenvalues only (2), never (0)
   int start_x_qr = -1;  // JSVD_START_X_QR: the start's Jacobi on X by the QR path; -1 by the rule (start_x_by_qr), 0 never, 1 always
   int x_cholqr = -1;  // JSVD_X_CHOLQR: the start's Jacobi on X by CholeskyQR2; -1 by the rule (x_by_cholqr), 0 never, 1 always
+  bool gram_chunk = true;  // JSVD_GRAM_CHUNK=0: long Gram products without the split over rows (batched_gemm.h, gram_into)
   bool gram_products = true;  // JSVD_GRAM_PRODUCTS=0: float32's batched start takes G and X from cuBLAS on a float64 copy (gram_products.h)
   bool start_converged = true;  // JSVD_START_CONVERGED=0: float32's batched start always runs the Jacobi on X (start_converged.h)
   bool start_converged_f64 = true;  // JSVD_START_CONVERGED_F64=0: float64's start (both engines) runs the Jacobi on X without testing X first
@@ -103,6 +104,7 @@ inline Knobs read() {
   k.eigh_cond = integer("JSVD_EIGH_COND", k.eigh_cond);
   k.start_x_qr = integer("JSVD_START_X_QR", k.start_x_qr);
   k.x_cholqr = integer("JSVD_X_CHOLQR", k.x_cholqr);
+  k.gram_chunk = on("JSVD_GRAM_CHUNK", k.gram_chunk);
   k.gram_products = on("JSVD_GRAM_PRODUCTS", k.gram_products);
   k.start_converged = on("JSVD_START_CONVERGED", k.start_converged);
   k.start_converged_f64 = on("JSVD_START_CONVERGED_F64", k.start_converged_f64);

@@ -153,7 +153,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     gram_f64(W, G);
   } else {
     Wd = blas_operand(f64 ? W : W.to(at::kDouble));
-    bmm_into<double>(G, Wd, Wd.mT(), 1.0, 0.0);
+    gram_into(G, Wd);
   }
   start_checks(G, start_limits(f64, q), bad);
   // float64 on syevBatched's route: the Cholesky pivots' test (kEighMinEigRatioF64), read with the checks
@@ -318,7 +318,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       // The eigen-solvers' routes and float64's batched one: the test on C = X^T X (converged_fails), and
       // U = X D^-1 from X itself.
       const at::Tensor C = at::empty({B, q, q}, G.options());
-      bmm_into<double>(C, Xd, Xd.mT(), 1.0, 0.0);
+      gram_into(C, Xd);
       if (read_int(converged_fails(C, p, tol, x_test)) == 0) {
         if (batched && !ok()) return e.without_start(A, b, opt);
         CoreResult r = converged_outputs(C, Xd, V0, opt.compute_uv, A.scalar_type());
@@ -332,10 +332,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // path on X (start_cholqr.h).
   std::optional<CoreResult> by_cholqr;
   if (x_by_cholqr(p, q, opt)) {
-    if (!Xd.defined()) {
-      Xd = at::empty({B, q, p}, G.options());
-      bmm_into<double>(Xd, V0.mT(), blas_operand(W.to(at::kDouble)), 1.0, 0.0);
-    }
+    if (!Xd.defined()) Xd = X.to(at::kDouble);  // (the start's own X, float32: as the Jacobi on X would read it)
     by_cholqr = jacobi_on_x_by_cholqr(Xd, A.scalar_type(), opt, e.alone);
   }
   CoreResult r = by_cholqr ? std::move(*by_cholqr)

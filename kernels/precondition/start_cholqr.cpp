@@ -19,14 +19,19 @@ bool x_by_cholqr(int64_t rows, int64_t cols, const SvdOptions& opt) {
 
 namespace {
 
-// One pass: R^T R = Y Y^T (Y packed, (B, q, p): row j is column j of the matrix), and Y's Q packed, R^-T Y.
+// One pass: R^T R = Y Y^T (Y packed, (B, q, p) contiguous: row j is column j of the matrix), and Y's Q
+// packed, R^-T Y, by R's inverse (q x q) and a GEMM: cuBLAS's batched triangular solve took 0.45 ms on
+// 7 x 16 x 200000 (H100). The inverse's errors are, like the solve's, relative to R's column scaling
+// (Higham, Accuracy and Stability, ch. 8), and the second pass takes Q's to rounding.
 // Returns (Q packed, R, Y Y^T); *info: potrf's.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> cholqr_pass(const at::Tensor& Y, at::Tensor* info) {
-  const int64_t B = Y.size(0), q = Y.size(1);
+  const int64_t B = Y.size(0), q = Y.size(1), p = Y.size(2);
   const at::Tensor C = at::empty({B, q, q}, Y.options());
-  bmm_into<double>(C, Y, Y.mT(), 1.0, 0.0);
+  gram_into(C, Y);
   const at::Tensor R = potrf_batched(C, info).triu();  // (L column-major in the lower triangle: R = L^T row-major)
-  const at::Tensor Q = at::linalg_solve_triangular(R.mT(), Y, /*upper=*/false);
+  const at::Tensor Rinv = at::linalg_solve_triangular(R, at::eye(q, Y.options()).expand({B, q, q}), /*upper=*/true);
+  const at::Tensor Q = at::empty({B, q, p}, Y.options());
+  bmm_into<double>(Q, Rinv.mT(), Y, 1.0, 0.0);
   return {Q, R, C};
 }
 
@@ -37,7 +42,7 @@ std::optional<CoreResult> jacobi_on_x_by_cholqr(const at::Tensor& Xd, at::Scalar
   const at::NoTF32Guard no_tf32;
   const int64_t B = Xd.size(0), q = Xd.size(1), p = Xd.size(2);
   at::Tensor info1, info2;
-  const auto [Q1, R1, C1] = cholqr_pass(Xd, &info1);
+  const auto [Q1, R1, C1] = cholqr_pass(Xd.contiguous(), &info1);
   const auto [Q2, R2, C2] = cholqr_pass(Q1, &info2);
   // (NaN fails the comparison: a failed first factorisation leaves Q1 non-finite)
   const at::Tensor dev = at::linalg_matrix_norm(C2 - at::eye(q, C2.options()));
