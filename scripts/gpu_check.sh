@@ -33,7 +33,9 @@ for s in $stages; do
     build)
       $PY setup.py build_ext --inplace >"$OUT/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1; } ;;
     test)
-      OMP_NUM_THREADS=2 $PY -m pytest -v -rs -n 8 --timeout=300 -p no:benchmark tests >"$OUT/pytest.log" 2>&1 || status=1
+      # (test_mem.log: the tests whose device memory peaked beyond 4 GiB, tests/conftest.py)
+      OMP_NUM_THREADS=2 JSVD_MEM_LOG="$OUT/test_mem.log" $PY -m pytest -v -rs -n 8 --timeout=300 -p no:benchmark tests \
+        >"$OUT/pytest.log" 2>&1 || status=1
       tail -15 "$OUT/pytest.log" ;;
     robust-corpus)
       # the full corpus (sizes to 1024) on ROBUST_DEV (cuda, or cpu); ROBUST_K narrows it (pytest -k, e.g. "float32")

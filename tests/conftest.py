@@ -37,7 +37,18 @@ def _seed(request):
     # Per-test seed derived from the run seed, so one test replays independently of the others.
     seed = (SEED + zlib.crc32(request.node.nodeid.encode())) % (2**31)
     torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
     yield
+    if torch.cuda.is_available():
+        # The suite's workers (pytest -n) and their child processes share one device: memory a test's large
+        # tensors left in this process's cache would starve the others (cudaErrorMemoryAllocation)
+        peak = torch.cuda.max_memory_reserved()
+        if os.environ.get("JSVD_MEM_LOG") and peak > 2**32:
+            with open(os.environ["JSVD_MEM_LOG"], "a") as f:
+                f.write(f"{peak / 2**30:.1f} GiB {request.node.nodeid}\n")
+        if torch.cuda.memory_reserved() > 2**30:
+            torch.cuda.empty_cache()
 
 
 @pytest.fixture(params=DEVICES)
