@@ -62,16 +62,21 @@ void bmm_into(const at::Tensor& Z, const at::Tensor& X, const at::Tensor& Y, T a
 // only where the view has none, e.g. a strided slice).
 inline at::Tensor blas_operand(const at::Tensor& M) { return unit_rows(M) || unit_cols(M) ? M : M.contiguous(); }
 
-// C = Y Y^T (float64, (B, q, q) contiguous) of Y (B, q, p) with unit stride along p. cuBLAS's strided
-// batched GEMM gives a q x q product a CTA or a few per matrix, however long p (its single GEMM splits p,
-// its batched one does not): H100, 7 x 16 x 200000 float64 1.3 ms. Where a batch has fewer such tiles
-// than the device has SMs, p is cut into kGramChunk-long pieces, copied into a batch of their own (a pass
-// over Y), their products summed (JSVD_GRAM_CHUNK=0: never).
+// C = Y Y^T (float64, (B, q, q) contiguous) of Y (B, q, p). cuBLAS's strided batched GEMM gives a q x q
+// product a CTA or a few per matrix, however long p (its single GEMM splits p, its batched one does not):
+// H100, 7 x 16 x 200000 float64 1.3 ms. Where 2 or more matrices have together at most half as many such
+// 32 x 32 tiles as the device has SMs, p is cut into kGramChunk-long pieces, copied into a batch of their
+// own (a pass over Y), their products summed (JSVD_GRAM_CHUNK=0: never). H100, stop 60, 9a31309, two
+// rounds, ms of svd, with / without (the start's G, its test's X^T X and CholeskyQR2's two products):
+// float64 7x200000x16 1.35, 1.41 / 3.43, 3.44; singular values from 1 to 1e-6 float32 7x200000x16 1.94,
+// 1.96 / 4.20, 4.25, 15x50000x32 2.47, 2.48 / 2.70, 2.70, 6x100000x64 4.88, 5.09 / 5.60, 5.64, 20x50000x16
+// 1.49, 1.52 / 1.85, 1.88, float64 7x200000x16 2.29, 2.34 / 6.47, 6.51; but one matrix (1x20000x64 2.48 /
+// 2.32-2.36, 1x400000x16 float64 1.01-1.07 / 0.90-1.03) and 130x20000x16 (2.78-2.80 / 2.44-2.48) lost.
 constexpr int64_t kGramChunk = 4096;
 inline void gram_into(const at::Tensor& C, const at::Tensor& Y) {
   const int64_t B = Y.size(0), q = Y.size(1), p = Y.size(2), s = p / kGramChunk, tiles = (q + 31) / 32;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  if (s < 2 || B * tiles * tiles >= sms || !knobs().gram_chunk) {
+  if (B < 2 || s < 2 || 2 * B * tiles * tiles > sms || !knobs().gram_chunk) {
     bmm_into<double>(C, Y, Y.mT(), 1.0, 0.0);
     return;
   }
