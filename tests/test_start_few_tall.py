@@ -68,10 +68,16 @@ def _batch(m, n, kind, seed, b=4):
     return A if m >= n else A.mT
 
 
-def _fulls(m, n):
-    """full_matrices too up to 5000 rows (checking a 20000² U takes 3 GiB a copy in float64, too much beside
-    the suite's other workers)."""
-    return (False, True) if max(m, n) <= 5000 else (False,)
+def _check(A, m, n, dtype):
+    """svd's every output property (full_matrices too up to 5000 rows: checking a 20000² U takes 3 GiB a
+    copy in float64, too much beside the suite's other workers), and svd's and svdvals' S against LAPACK."""
+    ref = torch.linalg.svdvals(A.double())
+    err = lambda S: ((S.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max()
+    for full in (False, True) if max(m, n) <= 5000 else (False,):
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
+        assert_valid_svd(A, U, S, Vh, full)
+        assert err(S) <= bound(m, n, dtype)
+    assert err(torch_jsvd.svdvals(A)) <= bound(m, n, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -80,13 +86,7 @@ def _fulls(m, n):
 def test_few_tall(dtype, m, n, kind):
     A = _batch(m, n, kind, seed=m + n).to(dtype).cuda()
     assert start_v([(m, n)] * 4, dtype)[0] is not None
-    ref = torch.linalg.svdvals(A.double())
-    for full in _fulls(m, n):
-        U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
-        assert_valid_svd(A, U, S, Vh, full)
-        assert ((S.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, dtype)
-    S2 = torch_jsvd.svdvals(A)
-    assert ((S2.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, dtype)
+    _check(A, m, n, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -104,10 +104,4 @@ def test_long_batch(dtype, b, m, n, kind):
     """Batches of long matrices, fewer than their columns: the start, and the Jacobi on X by the QR path."""
     A = _batch(m, n, kind, seed=b + m + n, b=b).to(dtype).cuda()
     assert all(s["jacobi_on_x"] == "qr_path" for s in start_v([(m, n)] * b, dtype))
-    ref = torch.linalg.svdvals(A.double())
-    for full in _fulls(m, n):
-        U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
-        assert_valid_svd(A, U, S, Vh, full)
-        assert ((S.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, dtype)
-    S2 = torch_jsvd.svdvals(A)
-    assert ((S2.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, dtype)
+    _check(A, m, n, dtype)
