@@ -86,7 +86,8 @@ inline void gram_into(const at::Tensor& C, const at::Tensor& Y) {
                                 .reshape({B * s, q, kGramChunk});
   const at::Tensor parts = at::empty({B * s, q, q}, Y.options());
   bmm_into<double>(parts, pieces, pieces.mT(), 1.0, 0.0);
-  at::sum_out(const_cast<at::Tensor&>(C), parts.view({B, s, q, q}), 1);
+  at::Tensor out = C;  // (a handle on C's storage: sum_out writes there)
+  at::sum_out(out, parts.view({B, s, q, q}), 1);
   if (s * kGramChunk < p) {
     const at::Tensor tail = Y.narrow(2, s * kGramChunk, p - s * kGramChunk);
     bmm_into<double>(C, tail, tail.mT(), 1.0, 1.0);

@@ -328,8 +328,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     }
     X = Xd.to(A.scalar_type());
   }
-  // Long matrices of 65 to kEighMidMaxCols columns, and a few tall ones: CholeskyQR2 on X, else the QR
-  // path on X (start_cholqr.h).
+  // Long matrices: CholeskyQR2 on X (x_by_cholqr, start_cholqr.h). Where it is not taken or declines, the
+  // QR path on X for long ones of 65 to kEighMidMaxCols columns, long batches of fewer matrices than
+  // columns and a few tall ones (start_x_by_qr), else the planned Jacobi on X.
   std::optional<CoreResult> by_cholqr;
   if (x_by_cholqr(p, q, opt)) {
     if (!Xd.defined()) Xd = X.to(at::kDouble);  // (the start's own X, float32: as the Jacobi on X would read it)

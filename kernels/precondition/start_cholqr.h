@@ -5,7 +5,7 @@
 // Why it holds here: X's columns are orthogonal but for V0's error, about eps64 ||G|| / gap between
 // eigenvalues, so X D^-1 (D: X's column norms) is well conditioned even where M is not (1e6: its column j
 // mixes in others at about eps64 lambda_max / (lambda_j gap) / sigma_j, far below 1). Cholesky's pivots
-// and the triangular solve are invariant under that column scaling, so Q1 = X R1^-1 (R1^T R1 = X^T X, all
+// and R's inverse scale with those columns, so Q1 = X R1^-1 (R1^T R1 = X^T X, all
 // in float64) is orthogonal to about eps64 cond(X D^-1)^2, and a second pass (R2^T R2 = Q1^T Q1) takes Q2
 // to float64's rounding. X = Q2 R with R = R2 R1, q x q: the Jacobi then runs on R (the engine's square
 // levels, a block or a warp a matrix) instead of on X's rows, and U = Q2 U_R by one product.
@@ -37,8 +37,11 @@ constexpr double kCholQrMaxDev = 0.5;
 // 20x100000x32 8.22, 7.98 / 35.2, 35.3, 130x20000x16 3.87, 3.76 / 8.20, 8.53, 6x100000x64 9.56, 9.41 /
 // 30.6, 30.9, 1x400000x16 1.21, 1.12 / 8.46, 8.84, 1x20000x64 2.46, 2.40 / 4.42, 4.89, 30x4096x100 9.79,
 // 3.84 / 51.7, 52.5; float32 7x200000x16 C=1e7 8.30, 5.25 / 20.9, 22.3, float64 6x100000x64 C=1e10 10.2,
-// 10.1 / 31.1, 31.2. U and V as orthogonal or more. Shorter ones, not taken: about equal (float32
-// 300x900x100 C=1e4 4.07, 3.91 / 3.96, 4.23; float64 100x512x64 2.84, 2.69 / 2.90, 3.05).
+// 10.1 / 31.1, 31.2. U and V as orthogonal (float64) or more (float32). Shorter ones, not taken: about
+// equal (float32 300x900x100 C=1e4 4.07, 3.91 / 3.96, 4.23; float64 100x512x64 2.84, 2.69 / 2.90, 3.05).
+// With Q by R's inverse and gram_into's split products (9a31309, as is / JSVD_X_CHOLQR=0): float32
+// 7x200000x16 1.94, 1.96 / 20.2, 20.5, 15x50000x32 2.47, 2.48 / 13.3, 13.3; float64 7x200000x16 2.29,
+// 2.34 / 24.9, 24.9, 20x100000x32 4.77, 4.79 / 35.1, 35.2 (docs/experiments.md, stop 60).
 constexpr int64_t kCholQrMinRatio = 8;
 bool x_by_cholqr(int64_t rows, int64_t cols, const SvdOptions& opt);
 
