@@ -256,6 +256,12 @@ JSVD_HOST_DEVICE inline ConvergedStart converged_start(StartTest t, double fro, 
                                 : converged_start(fro, rows, cols, tol);
 }
 
+// Where the start's X = M V0 of a tall matrix fails its test, both engines may run the Jacobi on the q x q R
+// of a float64 CholeskyQR2 of X (CUDA kernels/precondition/start_cholqr.h, which gives the argument; CPU
+// csrc/cpu/gram_start_cpu.h), declined where a Cholesky factorisation fails or the first pass's Q1 has
+// ||Q1^T Q1 - I||_F above this.
+constexpr double kCholQrMaxDev = 0.5;
+
 // LAPACK's xGESVJ stops after a sweep whose largest cosine c (|x^T y| / (|x| |y|) over the pairs it
 // tested) was below sqrt(q) tol and whose rotations were so small (largest sine s) that no later one in
 // it can have moved a pair back above tol (q c s < tol): the sweep that would find nothing is not run

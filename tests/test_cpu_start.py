@@ -7,13 +7,13 @@ and non-finite inputs go without it. Checked: every output property on structure
 LAPACK, the relative accuracy of float64 graded matrices' small singular values (against svd_ex, the
 Jacobi on M), declined matrices solved bit for bit as svd_ex solves them, accepted ones not, and the switch
 (JSVD_EIGH=0, a child process); the converged shortcut (float32 from X^T X, float64 tall ones from
-X^T X) against the Jacobi on X."""
+X^T X) against the Jacobi on X; where X fails its test, tall ones' Jacobi on the R of CholeskyQR2 of X."""
 
 import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, orthogonality_error, random_rank, run_child
+from jsvd_testutils import assert_valid_svd, bound, orthogonality_error, random_rank, random_spectrum, run_child
 
 DTYPES = [torch.float32, torch.float64]
 
@@ -223,3 +223,39 @@ def test_float64_tall_batches(shape):
     assert not torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)
     A[0] *= torch.logspace(0, -12, shape[-1], dtype=torch.float64)
     assert torch.equal(torch_jsvd.svdvals(A), torch_jsvd.svd_ex(A, compute_uv=False).S)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(6, 600, 64), (2, 4000, 16), (1, 700, 100)], ids=str)
+def test_x_by_cholesky_qr(tmp_path, dtype, shape):
+    """Where M V0 fails its test (singular values over 6 decades; members scaled by 1e-30 and 1e30), tall
+    matrices' Jacobi on X runs on the R of a float64 CholeskyQR2 of X (gram_start_cpu.h; float64 by the
+    rule, float32 with JSVD_X_CHOLQR=1): every output property, S against LAPACK, bits other than the Jacobi
+    on X's (JSVD_X_CHOLQR=0, a child process: the route ran), U and V as orthogonal. A batch with a zero and
+    a rank-deficient member is declined (the child's bits); full_matrices never takes it."""
+    g = torch.Generator().manual_seed(sum(shape))
+    b, m, n = shape
+    A = torch.stack([random_spectrum(m, n, 6, g) * [1.0, 1e-30, 1e30][k % 3] for k in range(b)]).to(dtype)
+    D = torch.cat([A, torch.zeros(1, m, n, dtype=dtype), random_rank((1, m, n), n // 2).to(dtype)])
+    torch.save([A, D], tmp_path / "A.pt")
+    code = f"""
+        import os, torch, torch_jsvd
+        A, D = torch.load({str(tmp_path / "A.pt")!r})
+        torch.save([list(torch_jsvd.svd(A, False)), torch_jsvd.svdvals(A), list(torch_jsvd.svd(D, False)),
+                    list(torch_jsvd.svd(A, True))], os.environ["OUT"])
+    """
+    run_child(code, JSVD_X_CHOLQR="0", OUT=str(tmp_path / "off.pt"))
+    run_child(code, JSVD_X_CHOLQR="1" if dtype == torch.float32 else "-1", OUT=str(tmp_path / "on.pt"))
+    (U0, S0, Vh0), S0v, off_d, off_full = torch.load(tmp_path / "off.pt")
+    (U, S, Vh), Sv, on_d, on_full = torch.load(tmp_path / "on.pt")
+    assert_valid_svd(A, U, S, Vh, False)
+    ref = torch.linalg.svdvals(A.double())
+    err = lambda S: ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max()
+    assert err(S) <= bound(m, n, dtype) and err(Sv) <= bound(m, n, dtype)
+    assert not torch.equal(S, S0) and not torch.equal(Sv, S0v)  # (CholeskyQR2 ran)
+    eps = torch.finfo(dtype).eps
+    orth = lambda Q: orthogonality_error(Q).max().item()
+    assert orth(U) <= max(2 * orth(U0), 10 * n * eps) and orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * eps)
+    for got, want in ((on_d, off_d), (on_full, off_full)):
+        for a, c in zip(got, want):
+            assert torch.equal(a, c)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -21,6 +22,11 @@ bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptio
   const int64_t call = call_size < 0 ? B : call_size;
   return q >= kCpuStartMinCols || (call <= kCpuStartFewBatch && q >= kCpuStartFewMinCols) ||
          (call == 1 && q >= kCpuStartSingleMinCols);
+}
+
+bool cpu_x_by_cholqr(int64_t rows, int64_t cols, at::ScalarType dtype, const SvdOptions& opt) {
+  if (opt.full_matrices || knobs().x_cholqr == 0) return false;
+  return knobs().x_cholqr == 1 || (dtype == at::kDouble && rows >= kCpuCholQrMinRatio * cols);
 }
 
 namespace {
@@ -60,6 +66,36 @@ bool converged_order(const at::Tensor& C, int64_t p, double tol, StartTest t, at
     std::stable_sort(pk, pk + q, [&](int64_t a, int64_t b) { return ck[a * q + a] > ck[b * q + b]; });
   }
   return true;
+}
+
+// The Jacobi on X by CholeskyQR2 (kernels/precondition/start_cholqr.h, the CUDA engine's, gives the
+// argument): X = Q2 R, the Jacobi on R (q x q), U = Q2 U_R. Xd packed (B, q, p) float64 (row j: column j
+// of X). nullopt where a factorisation fails or Q1 is further than kCholQrMaxDev from orthogonal.
+std::optional<CoreResult> jacobi_on_x_by_cholqr(const at::Tensor& Xd, at::ScalarType dtype, const SvdOptions& opt,
+                                                const CpuJacobi& square) {
+  const int64_t B = Xd.size(0), q = Xd.size(1), p = Xd.size(2);
+  // One pass: L L^T = Y Y^T, and Y's Q packed, L^-1 Y (R = L^T). Returns an undefined Q where potrf fails.
+  const auto pass = [](const at::Tensor& Y, at::Tensor* L, at::Tensor* C) {
+    *C = at::bmm(Y, Y.mT());
+    at::Tensor info;
+    std::tie(*L, info) = at::linalg_cholesky_ex(*C);
+    return info.ne(0).any().item<bool>() ? at::Tensor() : at::linalg_solve_triangular(*L, Y, /*upper=*/false);
+  };
+  at::Tensor L1, L2, C1, C2;
+  const at::Tensor Q1 = pass(Xd, &L1, &C1);
+  if (!Q1.defined()) return std::nullopt;
+  const at::Tensor Q2 = pass(Q1, &L2, &C2);
+  if (!Q2.defined() ||
+      !at::linalg_matrix_norm(C2 - at::eye(q, C2.options())).le(kCholQrMaxDev).all().item<bool>())
+    return std::nullopt;
+  SvdOptions xo = opt;
+  xo.full_matrices = false;
+  xo.tol = resolve_tol(opt, p, dtype);  // (X's own threshold)
+  // R = R2 R1 = (L1 L2)^T, packed (its columns as rows): L1 L2
+  CoreResult r = square(at::bmm(L1, L2).to(dtype).contiguous().view({-1}), PackedBatch::uniform_of(B, q, q, false), xo);
+  if (opt.compute_uv)  // U = Q2 U_R; packed, U_R^T Q2^T
+    r.U = at::bmm(r.U.view({B, q, q}).to(at::kDouble), Q2).to(dtype).contiguous().view({-1});
+  return r;
 }
 
 }  // namespace
@@ -126,8 +162,11 @@ CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, con
     }
   }
   if (!Xd.defined()) Xd = at::bmm(V0.mT(), Wd);
-  const at::Tensor X = (f64 ? Xd : Xd.to(A.scalar_type())).contiguous();  // packed, M V0 is V0^T W
-  CoreResult r = jacobi_x(X.view({-1}), batch, opt);
+  // Tall matrices: CholeskyQR2 on X, where it is not declined (cpu_x_by_cholqr)
+  std::optional<CoreResult> by_cholqr;
+  if (cpu_x_by_cholqr(p, q, A.scalar_type(), opt)) by_cholqr = jacobi_on_x_by_cholqr(Xd, A.scalar_type(), opt, jacobi_x);
+  const at::Tensor X = by_cholqr ? at::Tensor() : (f64 ? Xd : Xd.to(A.scalar_type())).contiguous();  // packed, M V0 is V0^T W
+  CoreResult r = by_cholqr ? std::move(*by_cholqr) : jacobi_x(X.view({-1}), batch, opt);
   if (opt.compute_uv)  // packed, V^T = Vx^T V0^T, in float64
     r.V = at::bmm(r.V.view({B, q, q}).to(at::kDouble), V0.mT()).to(A.scalar_type()).contiguous().view({-1});
   return r;

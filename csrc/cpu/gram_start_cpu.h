@@ -71,6 +71,16 @@ constexpr double kCpuStartMaxBytes = 4.0 * 1024 * 1024 * 1024;
 // 0.57), 128² 1.43 / 0.93 (0.98), 160² 1.89 / 1.44 (1.50), 200² 2.86 / 2.28 (2.56), 256² 3.96 / 3.76
 // (4.58), but 384² 8.38 / 8.95, 512² 16.9 / 18.8.
 constexpr int64_t kCpuStartSerialMaxCols = 256;
+// Where X = M V0 fails its test, tall float64 matrices (rows >= kCpuCholQrMinRatio cols; not
+// full_matrices) run the Jacobi on the R of a float64 CholeskyQR2 of X (core.h, kCholQrMaxDev), as the CUDA
+// engine does (JSVD_X_CHOLQR: -1 this rule, 0 never, 1 always). This machine (2-thread Intel Xeon, stop 60,
+// median of 5, two rounds, ms, CholeskyQR2 / the Jacobi on X, singular values from 1 to 1e-6): float64
+// 1x2000x200 23.8, 23.3 / 88.0, 49.9, 16x512x64 19.8, 19.8 / 24.3, 25.9, 20x1000x64 37.0, 33.3 / 47.0, 40.1,
+// 4x4000x16 2.53, 2.47 / 5.86, 5.72, 1x600x100 3.35, 3.55 / 5.38, 4.89; not float32, whose Jacobi on X runs
+// in float32 (1x2000x200 23.7, 25.1 / 17.5, 17.4, 16x512x64 19.2, 22.9 / 15.0, 15.7, 1x4000x300 82.0, 82.8 /
+// 66.0, 56.2; 100x500x32 and 1x1000x100 about equal).
+constexpr int64_t kCpuCholQrMinRatio = 6;
+bool cpu_x_by_cholqr(int64_t rows, int64_t cols, at::ScalarType dtype, const SvdOptions& opt);
 // call_size: the matrices of the whole call where `batch` is a group of a list's members (jacobi_cpu.cpp):
 // the few matrices' and single matrix's rules hold only where nothing else could share the threads.
 bool cpu_start_on(const PackedBatch& batch, at::ScalarType dtype, const SvdOptions& opt, int64_t call_size = -1);

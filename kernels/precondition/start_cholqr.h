@@ -11,8 +11,9 @@
 // levels, a block or a warp a matrix) instead of on X's rows, and U = Q2 U_R by one product.
 //
 // Declined (nullopt: the caller's Jacobi on X runs) where either factorisation fails or Q1^T Q1 is
-// further than kCholQrMaxDev from I in the Frobenius norm (M rank-deficient to float64's rounding: its X
-// has columns of rounding noise), and for full_matrices (U's extra columns: the QR path completes them).
+// further than kCholQrMaxDev (core.h) from I in the Frobenius norm (M rank-deficient to float64's
+// rounding: its X has columns of rounding noise), and for full_matrices (U's extra columns: the QR path
+// completes them). The CPU engine does the same (csrc/cpu/gram_start_cpu.h).
 #pragma once
 
 #include <optional>
@@ -22,8 +23,6 @@
 
 namespace jsvd {
 namespace cuda {
-
-constexpr double kCholQrMaxDev = 0.5;
 
 // Whether the start's Jacobi on X of rows x cols matrices may go through CholeskyQR2:
 // beyond kEighMidQrRows rows and kCholQrMinRatio rows a column, where X's Jacobi ran by the QR path or one
