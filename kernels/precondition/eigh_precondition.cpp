@@ -326,7 +326,6 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
         return r;
       }
     }
-    X = Xd.to(A.scalar_type());
   }
   // Long matrices: CholeskyQR2 on X (x_by_cholqr, start_cholqr.h). Where it is not taken or declines, the
   // QR path on X for long ones of 65 to kEighMidMaxCols columns, long batches of fewer matrices than
@@ -336,8 +335,13 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     if (!Xd.defined()) Xd = X.to(at::kDouble);  // (the start's own X, float32: as the Jacobi on X would read it)
     by_cholqr = jacobi_on_x_by_cholqr(Xd, A.scalar_type(), opt, e.alone);
   }
-  CoreResult r = by_cholqr ? std::move(*by_cholqr)
-                           : (start_x_by_qr(B, p, q) ? e.without_start : e.jacobi)(X.view({-1}), b, opt);
+  CoreResult r;
+  if (by_cholqr) {
+    r = std::move(*by_cholqr);
+  } else {
+    if (!X.defined()) X = Xd.to(A.scalar_type());  // (X rounded once, only where the Jacobi reads it)
+    r = (start_x_by_qr(B, p, q) ? e.without_start : e.jacobi)(X.view({-1}), b, opt);
+  }
   // V = V0 V_x; packed, V^T = V_x^T V0^T. In float64: a float32 product's errors of about q eps
   // would cost V as much orthogonality again.
   if (opt.compute_uv) {
