@@ -40,6 +40,11 @@ def test_plan_few_tall(dtype):
         assert all(s is not None and s.get("jacobi_on_x") == "qr_path" for s in start_v(shapes, dtype)), shapes
     for shapes in ([(50000, 16)] * 20, [(20000, 32)] * 40, [(2000, 64)] * 8):
         assert all(s is None or s.get("jacobi_on_x") is None for s in start_v(shapes, dtype)), shapes
+    # ... tall ones (2 rows a column) only: a large square's X keeps its own Jacobi (1x4096² float32 on the
+    # QR path: 275 ms against 180, H200 / H100, stop 62)
+    assert start_v([(11008, 4096)], dtype)[0]["jacobi_on_x"] == "qr_path"
+    for shapes in ([(4096, 4096)], [(3000, 2000)], [(8192, 8192)]):
+        assert start_v(shapes, dtype)[0].get("jacobi_on_x") is None, shapes
     # CholeskyQR2 on X (start_cholqr.h) beyond 2048 rows and 8 rows a column, by either route on X
     for shapes in ([(200000, 16)] * 7, [(50000, 16)] * 20, [(3000, 200)], [(2500, 100)] * 2):
         assert all(s["x_qr"].startswith("cholesky_qr2") for s in start_v(shapes, dtype)), shapes

@@ -70,7 +70,10 @@ bool eigh_few_tall(int64_t batch, int64_t rows, int64_t cols) {
 
 bool start_x_by_qr(int64_t batch, int64_t rows, int64_t cols) {
   if (knobs().start_x_qr >= 0) return knobs().start_x_qr == 1;
-  return (rows > kEighMidQrRows && (eigh_mid_cols(cols) || batch < cols)) || eigh_few_tall(batch, rows, cols);
+  // (fewer matrices than columns: tall ones only, where the QR shortens the Jacobi's columns; a square X's R
+  // costs the Jacobi what X would, the QR on top: docs/experiments.md, stop 62)
+  return (rows > kEighMidQrRows && (eigh_mid_cols(cols) || (batch < cols && rows >= kEighMidRatio * cols))) ||
+         eigh_few_tall(batch, rows, cols);
 }
 
 namespace {
