@@ -95,12 +95,12 @@ def plot(rows, outdir):
     for r in rows:
         o, g = r["methods"]["ours"], r["methods"].get("gesvda", {})
         if "ms" in o and "ms" in g:
-            names.append(r["case"].replace(" float", "\nf"))
+            names.append(r["case"].replace(" float", " f"))
             vals.append(g["ms"] / o["ms"])
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 5))
     ax.bar(range(len(vals)), vals, color=["tab:green" if v >= 1 else "tab:red" for v in vals])
     ax.axhline(1.0, color="gray", lw=0.8)
-    ax.set_xticks(range(len(vals)), names, fontsize=7)
+    ax.set_xticks(range(len(vals)), names, fontsize=7, rotation=50, ha="right")
     ax.set_yscale("log")
     ax.set_ylabel("gesvda time / torch_jsvd time")
     ax.set_title(f"large matrices: speed-up vs cuSOLVER gesvda, {torch.cuda.get_device_name()}", fontsize=9)
