@@ -218,6 +218,7 @@ def markdown(doc, plots=()):
         lines.append(f"- not run (time budget spent): {', '.join(doc['skipped'])}")
     lines += ["", table(doc["rows"], md=True)]
     lines += ["", "Goals (issues 3 and 20):", ""] + [f"- {g}" for g in doc.get("goals", [])]
+    lines += common.vs_previous_lines(doc)
     if plots:
         alt = {"small": "speed-up, small matrices (float32)", "big": "speed-up, large squares"}
         lines += [""] + [f"![{alt['small' if 'small' in p else 'big']}](results/{p})" for p in plots]
@@ -353,6 +354,8 @@ def main():
     os.makedirs(outdir, exist_ok=True)
     doc = {**meta, "json": f"bench_gpu{args.suffix}.json", "seed": args.seed, "full_matrices": False,
            "goals": goal_lines(rows), "skipped": skipped, "rows": rows}
+    doc["vs_previous"] = common.vs_previous("bench_gpu", doc)
+    print("\n".join(common.vs_previous_lines(doc)))
     path = os.path.join(outdir, doc["json"])
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)

@@ -164,7 +164,7 @@ def section(title, doc, note, table_md, goals_heading, plot_alt=None):
     lines = [title, "", f"- device: {doc['device']}, torch {doc['torch']}, CUDA {doc.get('cuda')}",
              f"- date: {doc['date']}, torch_jsvd at git {doc['commit']} (`benchmarks/results/{doc['json']}`)",
              f"- command: `{doc['command']}`", note, "", table_md, "", goals_heading, ""]
-    lines += [f"- {g}" for g in doc["goals"]]
+    lines += [f"- {g}" for g in doc["goals"]] + vs_previous_lines(doc)
     if plot_alt and doc.get("plot"):
         lines += ["", f"![{plot_alt}](results/{doc['plot']})"]
     return "\n".join(lines) + "\n"
@@ -177,12 +177,61 @@ def results_dir():
     return d
 
 
+# A case whose ours ms moved by this factor against the previous run is listed in the run's section: a
+# route change that slows a shape it was not meant for shows in the next run of the benchmark (stop 62: a
+# rule for long tall batches had sent 1x4096² through the QR path, 180 -> 277 ms, unnoticed for two stops).
+SLOWER, FASTER = 1.25, 0.8
+
+
+def vs_previous(key, doc):
+    """The run against the newest tracked run of the same benchmark (benchmarks/results/<key>*.json), on the
+    same device where there is one: {device, commit, date, slower: [(case, old ms, new ms)], faster: [...]},
+    or None. Read before a device run's results replace those files, and kept in the run's JSON."""
+    import glob, json
+    runs = []
+    for path in glob.glob(os.path.join(HERE, "results", key + "*.json")):
+        try:
+            with open(path) as f:
+                old = json.load(f)
+            runs.append((old.get("device") == doc.get("device"), old.get("date", ""), old))
+        except (OSError, ValueError):
+            continue
+    runs = [r for r in runs if r[2].get("rows") and r[2].get("date") != doc.get("date")]
+    if not runs:
+        return None
+    old = max(runs, key=lambda r: (r[0], r[1]))[2]
+    ms = lambda r: r.get("methods", {}).get("ours", {}).get("ms")
+    before = {r.get("case"): ms(r) for r in old["rows"]}
+    out = dict(device=old.get("device"), commit=old.get("commit"), date=old.get("date"), slower=[], faster=[])
+    for r in doc["rows"]:
+        a, b = before.get(r.get("case")), ms(r)
+        if a and b:
+            if b >= SLOWER * a:
+                out["slower"].append((r["case"], a, b))
+            elif b <= FASTER * a:
+                out["faster"].append((r["case"], a, b))
+    return out
+
+
+def vs_previous_lines(doc):
+    """RESULTS.md lines for doc["vs_previous"] (none where the run has no previous one)."""
+    v = doc.get("vs_previous")
+    if not v:
+        return []
+    at = f"against the previous run ({v['device']}, {v['commit']}, {v['date']})"
+    lists = [(f"ours slower by {SLOWER}x or more", v["slower"]), (f"ours faster by {1 / FASTER:.2g}x or more", v["faster"])]
+    return [f"- {at}, {what}: " + ("; ".join(f"{c} {a:.3g} -> {b:.3g} ms" for c, a, b in rows) if rows else "none")
+            for what, rows in lists]
+
+
 def save_run(key, doc, outdir, markdown, text_table, no_md=False):
-    """doc as outdir/doc["json"]; the table and goals on the console; RESULTS.md's `key` section (unless no_md)."""
+    """doc as outdir/doc["json"], with its comparison to the previous run (vs_previous); the table and goals on
+    the console; RESULTS.md's `key` section (unless no_md)."""
     import json
+    doc["vs_previous"] = vs_previous(key, doc)
     with open(os.path.join(outdir, doc["json"]), "w") as f:
         json.dump(doc, f, indent=1)
     print(text_table)
-    print("\n".join(doc["goals"]))
+    print("\n".join(doc["goals"] + vs_previous_lines(doc)))
     if not no_md:
         update_results_md(key, markdown(doc))
