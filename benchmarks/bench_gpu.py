@@ -194,7 +194,32 @@ def goal_lines(rows):
         ok = o["recon"] <= 5e-6 and o["orth"] <= 1e-4
         out.append(f"100x512x512 float32 accuracy: recon {o['recon']:.1e} (<= 5e-6), orth {o['orth']:.1e} "
                    f"(<= 1e-4): {'MET' if ok else 'MISSED'}")
+    out += accuracy_goal_lines(rows)
     return out
+
+
+# issue 20: U and V orthogonal to working precision, ||Q^T Q - I||_F <= 10 n eps, and better than gesvda's on
+# every case (as orthogonal within ORTH_ROUNDING: both sides' factors are rounded to the working precision)
+EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}
+ORTH_ROUNDING = 1.05
+
+
+def accuracy_goal_lines(rows):
+    over, worse, worst = [], [], 0.0
+    for r in rows:
+        o, g = r["methods"]["ours"].get("orth"), r["methods"].get("gesvda", {}).get("orth")
+        if o is None:
+            continue
+        units = o / (min(r["m"], r["n"]) * EPS[r["dtype"]])
+        worst = max(worst, units)
+        if units > 10:
+            over.append(f"{r['case']} ({units:.1f})")
+        if g is not None and o > ORTH_ROUNDING * g:
+            worse.append(f"{r['case']} ({o:.1e} against {g:.1e})")
+    return [f"orth <= 10 n eps on every case (issue 20): at most {worst:.2f} n eps "
+            + ("MET" if not over else "MISSED on " + ", ".join(over)),
+            f"orth at most gesvda's (within {ORTH_ROUNDING}x) on every case it ran (issue 20): "
+            + ("MET" if not worse else "MISSED on " + ", ".join(worse))]
 
 
 def markdown(doc, plots=()):
