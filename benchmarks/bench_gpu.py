@@ -200,7 +200,6 @@ def goal_lines(rows):
 
 # issue 20: U and V orthogonal to working precision, ||Q^T Q - I||_F <= 10 n eps, and better than gesvda's on
 # every case (as orthogonal within ORTH_ROUNDING: both sides' factors are rounded to the working precision)
-EPS = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}
 ORTH_ROUNDING = 1.05
 
 
@@ -210,7 +209,7 @@ def accuracy_goal_lines(rows):
         o, g = r["methods"]["ours"].get("orth"), r["methods"].get("gesvda", {}).get("orth")
         if o is None:
             continue
-        units = o / (min(r["m"], r["n"]) * EPS[r["dtype"]])
+        units = o / (min(r["m"], r["n"]) * torch.finfo(getattr(torch, r["dtype"])).eps)
         worst = max(worst, units)
         if units > 10:
             over.append(f"{r['case']} ({units:.1f})")

@@ -41,7 +41,7 @@ def test_plan_few_tall(dtype):
     for shapes in ([(50000, 16)] * 20, [(20000, 32)] * 40, [(2000, 64)] * 8):
         assert all(s is None or s.get("jacobi_on_x") is None for s in start_v(shapes, dtype)), shapes
     # ... tall ones (2 rows a column) only: a large square's X keeps its own Jacobi (1x4096² float32 on the
-    # QR path: 275 ms against 180, H200 / H100, stop 62)
+    # QR path: 272 ms against 170, H200, stop 62)
     assert start_v([(11008, 4096)], dtype)[0]["jacobi_on_x"] == "qr_path"
     for shapes in ([(4096, 4096)], [(3000, 2000)], [(8192, 8192)]):
         assert start_v(shapes, dtype)[0].get("jacobi_on_x") is None, shapes
