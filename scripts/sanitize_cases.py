@@ -84,6 +84,11 @@ cases = [
     ("pair f32 rank-deficient", (torch.rand(1, 300, 20, device=dev) < 0.2).float()
      @ (torch.rand(1, 20, 150, device=dev) < 0.2).float()),
     ("whole f32 overflow", torch.full((2, 40, 40), 3e38, device=dev)),
+    # float32's polish (kernels/engine/orth_polish.h): a warp a factor (<= 64 x 32; a batch not a multiple of
+    # the block's four warps) and a block a factor (U of 100 rows, V of 32 by a warp)
+    ("polish warp f32", torch.randn(7, 64, 32, device=dev)),
+    ("polish warp f32 8 columns", torch.randn(5, 24, 8, device=dev)),
+    ("polish block f32", torch.randn(3, 100, 32, device=dev)),
 ]
 for name, A in cases:
     if (ONLY and not any(k in name for k in ONLY)) or any(k in name for k in SKIP):
@@ -106,6 +111,12 @@ print("rank-deficient", torch_jsvd.svd_ex(Z, full_matrices=True)[3].tolist())
 Us, Ss, Vhs = torch_jsvd.svd_varlen([torch.randn(m, n, device=dev) for m, n in [(5, 3), (3, 9), (40, 40), (1, 1)]])
 torch.cuda.synchronize()
 print("varlen ok", [s.shape[0] for s in Ss])
+# a list's polish: factors by a block on both sides of those by a warp, in one launch
+if not ONLY or any(k in "polish list" for k in ONLY):
+    Ss = torch_jsvd.svd_varlen([torch.randn(m, n, device=dev) for m, n in
+                                [(100, 20), (40, 12), (12, 40), (64, 64), (9, 9), (200, 40)]])[1]
+    torch.cuda.synchronize()
+    print("polish list ok", [s.shape[0] for s in Ss])
 # a list's members on the one-launch QR (JSVD_LIST_QR above), tall and wide, beside others, full U too
 if not ONLY or any(k in "qr list" for k in ONLY):
     for dt in (torch.float32, torch.float64):

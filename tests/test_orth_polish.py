@@ -4,6 +4,7 @@ gesvda's level) rather than the Jacobi's n eps, S untouched. Skipped without a C
 """
 
 import math
+import textwrap
 
 import pytest
 import torch
@@ -116,3 +117,30 @@ def test_not_finite_or_not_converged_left_alone():
     ou0, ov0 = map(float, out.split())
     ou, ov = (orthogonality_error(U[ok]).max().item(), orthogonality_error(Vh[ok], rows=True).max().item())
     assert ou <= ou0 * 1.01 + 1e-7 and ov <= ov0 * 1.01 + 1e-7
+
+
+_WARP_CASE = """
+    import torch, torch_jsvd
+    g = torch.Generator().manual_seed(5)
+    # warp-sized factors (<= 64 x 32), U by a block beside V by a warp (100 x 32), and a list with both
+    uni = [torch.randn(b, m, n, generator=g).cuda() for b, m, n in [(301, 16, 16), (97, 32, 8), (50, 64, 32),
+                                                                   (30, 100, 32), (20, 8, 40)]]
+    lst = [torch.randn(m, n, generator=g).cuda() for m, n in [(100, 20), (40, 12), (12, 40), (64, 64), (9, 9),
+                                                              (200, 40), (64, 32), (5, 3)]]
+    out = [torch_jsvd.svd(A, full_matrices=False) for A in uni] + [torch_jsvd.svd_varlen(lst)]
+    torch.save([[t.cpu() if torch.is_tensor(t) else [x.cpu() for x in t] for t in r] for r in out], PATH)
+"""
+
+
+def test_warp_polish_same_as_block(tmp_path):
+    """A warp a factor (kPolishWarpMax*) sums every entry of E and of the update in the block kernel's
+    order: U, S and Vh equal to the bit with JSVD_POLISH_WARP=0 (children), uniform batches and a list
+    whose factors go to both kernels; and polished (JSVD_POLISH=0 gives other factors)."""
+    res = {}
+    for name, env in [("warp", {}), ("block", {"JSVD_POLISH_WARP": "0"}), ("none", {"JSVD_POLISH": "0"})]:
+        path = tmp_path / f"{name}.pt"
+        run_child(f"PATH = r'{path}'\n" + textwrap.dedent(_WARP_CASE), **env)
+        res[name] = torch.load(path)
+    flat = {k: [t for r in v for x in r for t in (x if isinstance(x, list) else [x])] for k, v in res.items()}
+    assert all(torch.equal(a, b) for a, b in zip(flat["warp"], flat["block"]))
+    assert not all(torch.equal(a, b) for a, b in zip(flat["warp"], flat["none"]))

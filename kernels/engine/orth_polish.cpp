@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/device_upload.h"
+#include "tuning_knobs.h"
 
 namespace jsvd {
 namespace cuda {
@@ -22,6 +23,10 @@ void polish_by_gemm(at::Tensor Qt) {
   Qt.sub_(at::bmm(E.to(at::kFloat), Qt).masked_fill_(skip.view({-1, 1, 1}), 0), 0.5);
 }
 
+bool by_warp(int64_t rows, int64_t cols) {
+  return knobs().polish_warp && rows <= kPolishWarpMaxRows && cols <= kPolishWarpMaxCols;
+}
+
 }  // namespace
 
 void orth_polish(const at::Tensor& U, const at::Tensor& V, const PackedBatch& b, cudaStream_t stream) {
@@ -36,36 +41,54 @@ void orth_polish(const at::Tensor& U, const at::Tensor& V, const PackedBatch& b,
     const bool u_fits = su <= kPolishMaxSmem, v_fits = sv <= kPolishMaxSmem;
     if (!u_fits) polish_by_gemm(U.view({N, uc, p}).narrow(1, 0, q));
     if (!v_fits) polish_by_gemm(V.view({N, q, q}));
-    if (v_fits) {
-      const int nu = u_fits ? static_cast<int>(N) : 0;
-      launch_orth_polish(U.data_ptr<float>(), V.data_ptr<float>(), nullptr, nu, nu + static_cast<int>(N),
-                         static_cast<int>(q), PolishTask{p * uc, static_cast<int32_t>(p), static_cast<int32_t>(q)},
-                         PolishTask{q * q, static_cast<int32_t>(q), static_cast<int32_t>(q)},
-                         u_fits ? su : sv, stream);
+    if (!v_fits) return;  // (then U, of q columns and p >= q rows, did not fit either)
+    const int n = static_cast<int>(N), nu = u_fits ? n : 0, c = static_cast<int>(q);
+    const PolishTask tu{p * uc, static_cast<int32_t>(p), c}, tv{q * q, c, c};
+    const auto go = [&](int first, int count, size_t smem, bool warp) {
+      launch_orth_polish(U.data_ptr<float>(), V.data_ptr<float>(), nullptr, nu, first, count, smem, c, tu, tv,
+                         warp, count, 0, stream);
+    };
+    if (u_fits && by_warp(p, q)) {
+      go(0, nu + n, su, true);
+    } else if (by_warp(q, q)) {
+      go(0, nu, su, false);
+      go(nu, n, sv, true);
+    } else {
+      go(0, nu + n, u_fits ? su : sv, false);
     }
     return;
   }
-  // A list: a task for each member's factor that one block holds, U's first.
-  std::vector<PolishTask> tasks;
-  tasks.reserve(2 * N);
-  size_t smem = 0;
-  int nu = 0, max_cols = 0;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int64_t k = 0; k < N; ++k) {
-      const int64_t q = b.q(k), rows = pass == 0 ? b.p(k) : q;
+  // A list: a task for each member's factor that one block holds, in the order U by a block, U by a
+  // warp, V by a warp, V by a block (the warp-sized ones one range, the others one launch around it).
+  std::vector<PolishTask> tasks[4];
+  size_t smem[2] = {0, 0};  // block, warp
+  int max_cols[2] = {0, 0};
+  for (int64_t k = 0; k < N; ++k) {
+    const int64_t q = b.q(k);
+    if (q < kPolishMinCols) continue;
+    for (int is_v = 0; is_v < 2; ++is_v) {
+      const int64_t rows = is_v ? q : b.p(k);
       const size_t bytes = polish_smem_bytes(rows, q);
-      if (q < kPolishMinCols || bytes > kPolishMaxSmem) continue;
-      tasks.push_back(PolishTask{pass == 0 ? b.u_at(k) : b.v_at(k), static_cast<int32_t>(rows),
-                                 static_cast<int32_t>(q)});
-      smem = std::max(smem, bytes);
-      max_cols = std::max(max_cols, static_cast<int>(q));
+      if (bytes > kPolishMaxSmem) continue;
+      const int w = by_warp(rows, q);
+      tasks[is_v ? 3 - w : w].push_back(PolishTask{is_v ? b.v_at(k) : b.u_at(k), static_cast<int32_t>(rows),
+                                                   static_cast<int32_t>(q)});
+      smem[w] = std::max(smem[w], bytes);
+      max_cols[w] = std::max(max_cols[w], static_cast<int>(q));
     }
-    if (pass == 0) nu = static_cast<int>(tasks.size());
   }
-  if (tasks.empty()) return;
-  const at::Tensor dev = upload_bytes(tasks.data(), tasks.size() * sizeof(PolishTask), U.device());
-  launch_orth_polish(U.data_ptr<float>(), V.data_ptr<float>(), reinterpret_cast<const PolishTask*>(dev.data_ptr()),
-                     nu, static_cast<int>(tasks.size()), max_cols, PolishTask{}, PolishTask{}, smem, stream);
+  std::vector<PolishTask> all;
+  all.reserve(tasks[0].size() + tasks[1].size() + tasks[2].size() + tasks[3].size());
+  for (const auto& t : tasks) all.insert(all.end(), t.begin(), t.end());
+  if (all.empty()) return;
+  const int total = static_cast<int>(all.size()), nu = static_cast<int>(tasks[0].size() + tasks[1].size());
+  const int a = static_cast<int>(tasks[0].size()), nw = static_cast<int>(tasks[1].size() + tasks[2].size());
+  const at::Tensor dev = upload_bytes(all.data(), all.size() * sizeof(PolishTask), U.device());
+  const auto* d = reinterpret_cast<const PolishTask*>(dev.data_ptr());
+  launch_orth_polish(U.data_ptr<float>(), V.data_ptr<float>(), d, nu, a, nw, smem[1], max_cols[1], PolishTask{},
+                     PolishTask{}, true, nw, 0, stream);
+  launch_orth_polish(U.data_ptr<float>(), V.data_ptr<float>(), d, nu, 0, total - nw, smem[0], max_cols[0],
+                     PolishTask{}, PolishTask{}, false, a, nw, stream);
 }
 
 }  // namespace cuda

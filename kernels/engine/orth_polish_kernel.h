@@ -11,6 +11,8 @@ namespace cuda {
 
 constexpr double kPolishMaxDefect = 0.1;  // ||E||_F above it: the matrix is left as it is
 constexpr size_t kPolishMaxSmem = 220 * 1024;  // one block's Q and E (to 160 x 160)
+// A factor of at most these rows and columns is polished by a warp (orth_polish_warp_kernel), so many.
+constexpr int kPolishWarpMaxRows = 64, kPolishWarpMaxCols = 32, kPolishWarpsPerBlock = 4;
 
 // A factor to polish: rows x cols column-major at `off` elements into U or V (the first `cols` columns).
 struct PolishTask {
@@ -21,11 +23,14 @@ struct PolishTask {
 // Shared memory of one task's block.
 size_t polish_smem_bytes(int64_t rows, int64_t cols);
 
-// Tasks [0, nu) on U, [nu, ntasks) on V: from `tasks` (device), or for a uniform batch (tasks ==
-// nullptr) uni_u / uni_v with `off` the per-matrix stride. `max_cols`, `smem`: the largest task's
-// columns and bytes.
-void launch_orth_polish(float* U, float* V, const PolishTask* tasks, int nu, int ntasks, int max_cols,
-                        const PolishTask& uni_u, const PolishTask& uni_v, size_t smem, cudaStream_t stream);
+// `count` tasks from t = first, t < nu on U, the others on V: from `tasks` (device), or for a uniform
+// batch (tasks == nullptr) uni_u / uni_v with `off` the per-matrix stride. `smem`, `max_cols`: the
+// largest task's polish_smem_bytes and columns. `warp`: a warp a task (every task within
+// kPolishWarpMax*), else a block a task, the block from `split` on taking task first + block + skip
+// (a list's two block ranges around its warp range in one launch; split = count, skip = 0 for none).
+void launch_orth_polish(float* U, float* V, const PolishTask* tasks, int nu, int first, int count, size_t smem,
+                        int max_cols, const PolishTask& uni_u, const PolishTask& uni_v, bool warp, int split,
+                        int skip, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace jsvd
