@@ -42,7 +42,7 @@ struct Knobs {
   bool start_converged_f64 = true;  // JSVD_START_CONVERGED_F64=0: float64's start (both engines) runs the Jacobi on X without testing X first
   bool start_converged_x32 = true;  // JSVD_START_CONVERGED_X32=0: float32's eigen-solvers' routes test G's bound (kG32) instead of X^T X by float64's test at float32's tol (kX32)
   int polish = -1;  // JSVD_POLISH=0|1: float32 U and V never | always polished (-1: where the route leaves them a long Jacobi's, CoreResult::polish; kernels/engine/orth_polish.h)
-  bool polish_warp = true;  // JSVD_POLISH_WARP=0: every factor polished by a block, none by a warp (orth_polish_kernel.h)
+  int polish_warp = 1;  // JSVD_POLISH_WARP: factors polished by a warp never (0), by the rule (1), wherever they fit one (2) (orth_polish_kernel.h)
   int syev_graph = 1;  // JSVD_SYEV_GRAPH=0: syevBatched called directly, not replayed as a CUDA graph (syev_batched.cpp)
   bool list_qr = false;  // JSVD_LIST_QR=1: a list's members take the one-launch QR (qr_list.cpp; off: it was slower)
   int list_start = -1;  // JSVD_LIST_START=0|1: a list's large near-square members never | always take the Gram start (-1: list_start_members' rule; list_start.h)
@@ -111,7 +111,7 @@ inline Knobs read() {
   k.start_converged_f64 = on("JSVD_START_CONVERGED_F64", k.start_converged_f64);
   k.start_converged_x32 = on("JSVD_START_CONVERGED_X32", k.start_converged_x32);
   k.polish = integer("JSVD_POLISH", k.polish);
-  k.polish_warp = on("JSVD_POLISH_WARP", k.polish_warp);
+  k.polish_warp = integer("JSVD_POLISH_WARP", k.polish_warp);
   k.syev_graph = integer("JSVD_SYEV_GRAPH", k.syev_graph);
   k.list_qr = on("JSVD_LIST_QR", k.list_qr);
   k.list_start = integer("JSVD_LIST_START", k.list_start);

@@ -12,6 +12,8 @@ import torch
 os.environ.setdefault("JSVD_GEMM_MIN_COLS", "600")
 # ... and a list's QR on (kernels/qr/qr_list.cpp; off by default), for the "qr list" cases
 os.environ.setdefault("JSVD_LIST_QR", "1")
+# ... and the polish by a warp for every factor that fits one (not only many of 17-32 columns)
+os.environ.setdefault("JSVD_POLISH_WARP", "2")
 import torch_jsvd  # noqa: E402
 
 # racecheck is slow: JSVD_SANITIZE_SWEEPS=2 bounds the sweeps (every kernel still runs)
@@ -84,8 +86,9 @@ cases = [
     ("pair f32 rank-deficient", (torch.rand(1, 300, 20, device=dev) < 0.2).float()
      @ (torch.rand(1, 20, 150, device=dev) < 0.2).float()),
     ("whole f32 overflow", torch.full((2, 40, 40), 3e38, device=dev)),
-    # float32's polish (kernels/engine/orth_polish.h): a warp a factor (<= 64 x 32; a batch not a multiple of
-    # the block's four warps) and a block a factor (U of 100 rows, V of 32 by a warp)
+    # float32's polish (kernels/engine/orth_polish.h): a warp a factor (<= 64 x 32, every such factor:
+    # JSVD_POLISH_WARP=2 below; a batch not a multiple of the block's four warps) and a block a factor (U of
+    # 100 rows, V of 32 by a warp)
     ("polish warp f32", torch.randn(7, 64, 32, device=dev)),
     ("polish warp f32 8 columns", torch.randn(5, 24, 8, device=dev)),
     ("polish block f32", torch.randn(3, 100, 32, device=dev)),

@@ -132,12 +132,15 @@ _WARP_CASE = """
 """
 
 
-def test_warp_polish_same_as_block(tmp_path):
+@pytest.mark.parametrize("warp", ["1", "2"])
+def test_warp_polish_same_as_block(tmp_path, warp):
     """A warp a factor (kPolishWarpMax*) sums every entry of E and of the update in the block kernel's
     order: U, S and Vh equal to the bit with JSVD_POLISH_WARP=0 (children), uniform batches and a list
-    whose factors go to both kernels; and polished (JSVD_POLISH=0 gives other factors)."""
+    whose factors go to both kernels, by the rule (1: the 8-16-column factors) and wherever a factor fits
+    a warp (2: the 17-32-column ones too); and polished (JSVD_POLISH=0 gives other factors)."""
     res = {}
-    for name, env in [("warp", {}), ("block", {"JSVD_POLISH_WARP": "0"}), ("none", {"JSVD_POLISH": "0"})]:
+    for name, env in [("warp", {"JSVD_POLISH_WARP": warp}), ("block", {"JSVD_POLISH_WARP": "0"}),
+                      ("none", {"JSVD_POLISH": "0"})]:
         path = tmp_path / f"{name}.pt"
         run_child(f"PATH = r'{path}'\n" + textwrap.dedent(_WARP_CASE), **env)
         res[name] = torch.load(path)

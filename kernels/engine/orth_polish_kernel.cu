@@ -118,6 +118,7 @@ struct BlockSync {
 struct WarpSync {
   __device__ void barrier() const { __syncwarp(); }
   __device__ double sum(double x) const {
+    __syncwarp();  // (E's entries, written above, are read by other lanes below: the shuffles alone do not order memory)
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
     return x;

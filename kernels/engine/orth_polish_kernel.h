@@ -11,8 +11,11 @@ namespace cuda {
 
 constexpr double kPolishMaxDefect = 0.1;  // ||E||_F above it: the matrix is left as it is
 constexpr size_t kPolishMaxSmem = 220 * 1024;  // one block's Q and E (to 160 x 160)
-// A factor of at most these rows and columns is polished by a warp (orth_polish_warp_kernel), so many.
+// A factor of at most these rows and columns may be polished by a warp (orth_polish_warp_kernel, four a
+// block): always to kPolishWarpAlwaysCols columns, beyond only where there are at least
+// kPolishWarpMinTasksPerSM such factors an SM (orth_polish.cpp).
 constexpr int kPolishWarpMaxRows = 64, kPolishWarpMaxCols = 32, kPolishWarpsPerBlock = 4;
+constexpr int kPolishWarpAlwaysCols = 16, kPolishWarpMinTasksPerSM = 64;
 
 // A factor to polish: rows x cols column-major at `off` elements into U or V (the first `cols` columns).
 struct PolishTask {
