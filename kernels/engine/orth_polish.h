@@ -14,6 +14,8 @@
 // 4.2e-7 (4.2e-7), recon 1.1e-6 -> 9.3e-7; 10x1024² U 6.1e-5 -> 1.2e-6 (1.1e-5).
 // A matrix whose ||E||_F exceeds kPolishMaxDefect (not converged, or not
 // finite) is left as it is. Which routes are polished: CoreResult::polish.
+// A block a factor, or a warp a factor of at most 64 x 32 where that is faster
+// (orth_polish_kernel.h; the same sums, so the same bits).
 #pragma once
 
 #include <ATen/ATen.h>
