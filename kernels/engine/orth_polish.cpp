@@ -31,9 +31,10 @@ bool warp_sized(int64_t rows, int64_t cols) {
 
 // A warp's factor takes up to four times the block kernel's serial work (its tiles on 32 threads, not 64
 // or 128), and keeps four times as many factors in flight an SM. Measured (H200, de378ba, ms, warp /
-// block): 10000x8x32 0.19 / 0.25, 10000x16² 0.35 / 0.42, 10000x32² 1.64 / 1.72, but 1000x64x32 0.33 /
-// 0.31: to 16 columns the warp always wins (the block kernel's 64 threads mostly idle); from 17 only
-// where the factors fill the warp kernel's resident slots (64 warps an SM) at least once.
+// block): 10000x8x32 0.19 / 0.25, 10000x16² 0.35 / 0.42, 10000x32² 1.64 / 1.72 (at 675ee16 1.61 / 1.61),
+// but 1000x64x32 0.33 / 0.31: to 16 columns the warp always wins (the block kernel's 64 threads mostly
+// idle); from 17 only where the factors fill the warp kernel's resident slots (64 warps an SM) at least
+// once (docs/experiments.md, stop 63).
 bool by_warp(int64_t rows, int64_t cols, int64_t warp_sized_wide) {
   if (!warp_sized(rows, cols)) return false;
   if (cols <= kPolishWarpAlwaysCols || knobs().polish_warp == 2) return true;

@@ -9,16 +9,15 @@ namespace jsvd {
 namespace cuda {
 namespace {
 
-// Q: rows x cols column-major at base + off (leading dimension rows), copied to shared memory with an
+// One factor by kThreads threads (a block, or a warp: Sync's barrier and sum), this one at lane `tid`.
+// Q: rows x cols column-major at g (leading dimension rows), copied to shared memory (`smem`) with an
 // odd leading dimension; E = Q^T Q - I beside it in float (its entries are of order eps: float keeps
 // their relative precision in half the space of double). Both products by 4 x 4 tiles a thread, whose
 // rows and columns are strided by a quarter of the range, so that consecutive threads take consecutive
 // columns (E) or rows (the update): distinct banks, and coalesced writes. A tile's 16 independent sums
 // take 8 shared loads; a sum an element took 1.5 loads a multiply-add and ran at the shared memory's
 // rate (H100, stop 56: 0.51 ms for 200 matrices of 128², 0.30 for 10000 of 32²; with the tiles 0.28 and
-// 0.24, but 8-column factors 0.048 -> 0.12 ms at 10000 matrices: latency-bound). kThreads: small factors
-// take small blocks, many an SM (a block's time is mostly its loads' and barriers' latency there).
-// One factor by kThreads threads (a block, or a warp: kSync) at lane `tid`, Q and E in `smem`.
+// 0.24, but 8-column factors 0.048 -> 0.12 ms at 10000 matrices: latency-bound).
 template <int kThreads, typename Sync>
 __device__ __forceinline__ void polish_factor(float* g, int r, int c, float* smem, int tid, Sync sync) {
   const int ld = r | 1;
@@ -118,7 +117,8 @@ struct BlockSync {
 struct WarpSync {
   __device__ void barrier() const { __syncwarp(); }
   __device__ double sum(double x) const {
-    __syncwarp();  // (E's entries, written above, are read by other lanes below: the shuffles alone do not order memory)
+    // (E's entries, written above, are read by other lanes below: the shuffles alone order no memory)
+    __syncwarp();
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
     return x;
@@ -140,16 +140,9 @@ __device__ __forceinline__ float* task_factor(float* U, float* V, const PolishTa
   return (is_v ? V : U) + task.off;
 }
 
-// Q: rows x cols column-major at base + off (leading dimension rows), copied to shared memory with an
-// odd leading dimension; E = Q^T Q - I beside it in float (its entries are of order eps: float keeps
-// their relative precision in half the space of double). Both products by 4 x 4 tiles a thread, whose
-// rows and columns are strided by a quarter of the range, so that consecutive threads take consecutive
-// columns (E) or rows (the update): distinct banks, and coalesced writes. A tile's 16 independent sums
-// take 8 shared loads; a sum an element took 1.5 loads a multiply-add and ran at the shared memory's
-// rate (H100, stop 56: 0.51 ms for 200 matrices of 128², 0.30 for 10000 of 32²; with the tiles 0.28 and
-// 0.24, but 8-column factors 0.048 -> 0.12 ms at 10000 matrices: latency-bound). kThreads: small factors
-// take small blocks, many an SM. Task t = first + blockIdx.x, skipping `skip` tasks from blockIdx.x =
-// split on (a list's block-sized factors lie on both sides of its warp-sized ones).
+// A block a factor. kThreads: small factors take small blocks, many an SM (a block's time is mostly its
+// loads' and barriers' latency there). Task t = first + blockIdx.x, skipping `skip` tasks from
+// blockIdx.x = split on (a list's block-sized factors lie on both sides of its warp-sized ones).
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
     orth_polish_kernel(float* U, float* V, const PolishTask* tasks, int nu, int first, int split, int skip,
@@ -163,10 +156,10 @@ __global__ void __launch_bounds__(kThreads)
   polish_factor<kThreads>(g, r, c, reinterpret_cast<float*>(smem_raw), threadIdx.x, BlockSync{&s_defect});
 }
 
-// Factors of at most kWarpMaxCols columns and kWarpMaxRows rows, a warp each, kWarpsPerBlock a block,
-// tasks [first, last): on 8-32-column factors the block kernel above leaves most of its threads idle
-// and an SM holds few of its blocks (the 32-block limit), so its time is latency; a warp a factor
-// keeps four times as many factors in flight an SM, without block barriers.
+// Factors of at most kPolishWarpMaxCols columns and kPolishWarpMaxRows rows, a warp each,
+// kPolishWarpsPerBlock a block, tasks [first, last): on 8-32-column factors the block kernel above
+// leaves most of its threads idle and an SM holds few of its blocks (the 32-block limit), so its time
+// is latency; a warp a factor keeps four times as many factors in flight an SM, without block barriers.
 __global__ void __launch_bounds__(32 * kPolishWarpsPerBlock)
     orth_polish_warp_kernel(float* U, float* V, const PolishTask* tasks, int nu, int first, int last,
                             PolishTask uni_u, PolishTask uni_v, int warp_floats) {
