@@ -3,7 +3,7 @@
 # CUDA + CPU tests, compute-sanitizer on the new kernels, benchmarks.
 # Logs go to $OUT (or ./gpu_logs). Usage: scripts/gpu_check.sh [build] [test] [memcheck|sanitize] [race-qr] [race-delta]
 #   [robust-corpus] [robust-fuzz] [robust-forced] [robust-smem] [race-gemm] [bench|bench-quick] [bench-large] [bench-varlen] [bench-lowrank] [demo-compress] [bench-corpus] [script.py]
-# (sanitize: memcheck over every case, racecheck over the warp, whole and pair cases but the
+# (sanitize: memcheck over every case, racecheck over the warp, whole, pair and polish cases but the
 # 512-row block pairs, and the Gram EVD kernel alone; race-qr: the QR's panel, transpose and
 # one-launch kernels and the batched start's products alone; race-delta: the 512-row block pairs' kernel alone, one sweep. Under racecheck
 # with every kernel instrumented the Gram and delta cases each run past 300 s, and the three
@@ -71,7 +71,7 @@ for s in $stages; do
         echo "memcheck rc=$?"
         # racecheck with every kernel instrumented runs past 300 s on the Gram case, so the Gram
         # and QR cases are checked with only their own kernels instrumented, one sweep
-        JSVD_SANITIZE_ONLY=${JSVD_SANITIZE_ONLY:-warp,whole,pair} JSVD_SANITIZE_SKIP=delta JSVD_SANITIZE_SWEEPS=2 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 $PY scripts/sanitize_cases.py
+        JSVD_SANITIZE_ONLY=${JSVD_SANITIZE_ONLY:-warp,whole,pair,polish} JSVD_SANITIZE_SKIP=delta JSVD_SANITIZE_SWEEPS=2 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 $PY scripts/sanitize_cases.py
         echo "racecheck rc=$?"
         JSVD_SANITIZE_ONLY=gram JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
           --kernel-name kns=gram_evd_kernel --error-exitcode 9 $PY scripts/sanitize_cases.py
