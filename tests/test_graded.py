@@ -7,6 +7,8 @@ computed by mpmath at 40 digits from the exact float64 entries, on both devices;
 matrices, against the CPU engine.
 """
 
+import math
+
 import mpmath
 import pytest
 import torch
@@ -39,10 +41,17 @@ def test_relative_accuracy(device, kappa, m, n, wide):
     S = torch_jsvd.svdvals(A.to(device)).cpu()
     U, S2, Vh = torch_jsvd.svd(A.to(device), False)
     kB = torch.linalg.cond(B).item()
-    tol = 10 * max(m, n) * torch.finfo(torch.float64).eps * kB
-    rel = ((S - ref).abs() / ref).max().item()
-    assert rel <= tol, f"relative error {rel:.3g} > {tol:.3g}"
-    assert ((S2.cpu() - ref).abs() / ref).max().item() <= tol
+    eps = torch.finfo(torch.float64).eps
+    tol = 10 * max(m, n) * eps * kB
+    # The engines' contract (README, "Convergence"): relative accuracy above the negligible column norm,
+    # sqrt(rows) eps max|a_ij|; a singular value below it (an unlucky B: kappa(B) 2.6e4 put one at 3.6e-16,
+    # JSVD_SEED=420328232, CPU) is kept to absolute accuracy only (docs/robustness.md).
+    keep = ref > 2 * math.sqrt(max(m, n)) * eps * A.abs().max().item()
+    for got in (S, S2.cpu()):
+        err = (got - ref).abs()
+        rel = (err[keep] / ref[keep]).max().item()
+        assert rel <= tol, f"relative error {rel:.3g} > {tol:.3g}"
+        assert err.max().item() <= 10 * max(m, n) * eps * ref[0].item()
 
 
 def test_batch_of_graded(device):
