@@ -34,11 +34,15 @@ bool warp_sized(int64_t rows, int64_t cols) {
 // block): 10000x8x32 0.19 / 0.25, 10000x16² 0.35 / 0.42, 10000x32² 1.64 / 1.72 (at 675ee16 1.61 / 1.61),
 // but 1000x64x32 0.33 / 0.31: to 16 columns the warp always wins (the block kernel's 64 threads mostly
 // idle); from 17 only where the factors fill the warp kernel's resident slots (64 warps an SM) at least
-// once (docs/experiments.md, stop 63).
-bool by_warp(int64_t rows, int64_t cols, int64_t warp_sized_wide) {
-  if (!warp_sized(rows, cols)) return false;
-  if (cols <= kPolishWarpAlwaysCols || knobs().polish_warp == 2) return true;
+// once (docs/experiments.md, stop 63). `many`: whether the call has that many warp-sized factors of 17-32
+// columns (many_wide, once a call: a list's loop over its factors asks by_warp for each).
+bool many_wide(int64_t warp_sized_wide) {
   return warp_sized_wide >= kPolishWarpMinTasksPerSM * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+}
+
+bool by_warp(int64_t rows, int64_t cols, bool many) {
+  if (!warp_sized(rows, cols)) return false;
+  return cols <= kPolishWarpAlwaysCols || knobs().polish_warp == 2 || many;
 }
 
 }  // namespace
@@ -62,10 +66,10 @@ void orth_polish(const at::Tensor& U, const at::Tensor& V, const PackedBatch& b,
       launch_orth_polish(U.data_ptr<float>(), V.data_ptr<float>(), nullptr, nu, first, count, smem, c, tu, tv,
                          warp, count, 0, stream);
     };
-    const int64_t wide = (warp_sized(p, q) ? N : 0) + N;  // (counted for 17-32 columns only)
-    if (u_fits && by_warp(p, q, wide)) {
+    const bool many = many_wide((warp_sized(p, q) ? N : 0) + N);  // (asked for 17-32 columns only)
+    if (u_fits && by_warp(p, q, many)) {
       go(0, nu + n, su, true);
-    } else if (by_warp(q, q, wide)) {
+    } else if (by_warp(q, q, many)) {
       go(0, nu, su, false);
       go(nu, n, sv, true);
     } else {
@@ -80,6 +84,7 @@ void orth_polish(const at::Tensor& U, const at::Tensor& V, const PackedBatch& b,
     const int64_t q = b.q(k);
     if (q > kPolishWarpAlwaysCols) wide += warp_sized(q, q) + warp_sized(b.p(k), q);
   }
+  const bool many = many_wide(wide);
   std::vector<PolishTask> tasks[4];
   size_t smem[2] = {0, 0};  // block, warp
   int max_cols[2] = {0, 0};
@@ -90,7 +95,7 @@ void orth_polish(const at::Tensor& U, const at::Tensor& V, const PackedBatch& b,
       const int64_t rows = is_v ? q : b.p(k);
       const size_t bytes = polish_smem_bytes(rows, q);
       if (bytes > kPolishMaxSmem) continue;
-      const int w = by_warp(rows, q, wide);
+      const int w = by_warp(rows, q, many);
       tasks[is_v ? 3 - w : w].push_back(PolishTask{is_v ? b.v_at(k) : b.u_at(k), static_cast<int32_t>(rows),
                                                    static_cast<int32_t>(q)});
       smem[w] = std::max(smem[w], bytes);

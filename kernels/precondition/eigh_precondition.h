@@ -138,9 +138,9 @@ inline bool eigh_mid_cols(int64_t cols) { return cols > kEighJacobiMaxCols && co
 // C=1e6 6.62-6.65 / 16.4-16.6 / 6.21; 20x8192x100 1.64-2.07 / 1.66-1.67 / 20.6; C=1e6 21.4 / 33.7-34.0 /
 // 20.7.
 // Also fewer matrices than columns beyond kEighMidQrRows rows, where rows >= kEighMidRatio cols (a square
-// X's R costs the Jacobi what X would: H200, stop 62, 1x4096² float32 272 ms on the QR path against 170): the one block a matrix
-// costs time linear in its rows and the QR path time linear in the batch's rows, so the QR path wins on
-// few matrices, and float32 takes the start there too (below cols / 2 matrices it had kept the QR path,
+// X's R costs the Jacobi what X would: H200, stop 62, 1x4096² float32 272 ms on the QR path against 170):
+// the one block a matrix costs time linear in its rows and the QR path time linear in the batch's rows, so
+// the QR path wins on few matrices, and float32 takes the start there too (below cols / 2 matrices it had kept the QR path,
 // kEighTallBatchPerCol). H100, stop 60, fe6802a, two rounds, ms, the start forced with the Jacobi on X by
 // the QR path / by one block a matrix / the QR path without the start (`JSVD_EIGH=0`): Gaussian float32
 // (X passes its test) 7x200000x16 0.40-0.47 / 20.4-21.0 (the QR path), 15x50000x32 0.98-1.13 / 12.4-12.5,
