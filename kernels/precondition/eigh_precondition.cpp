@@ -187,8 +187,10 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     return *bad_host.const_data_ptr<int32_t>() == 0;
   };
   // (syevd synchronises anyway: read first; the batched Jacobi never does, so it is read last, where svd
-  // reads its info next anyway, and a declined batch is then solved again without the start)
-  if (!batched && !ok()) return e.without_start(A, b, opt);
+  // reads its info next anyway, and a declined batch is then solved again without the start; the float32
+  // solver's pivots' test reads them with its own flag, one wait for both)
+  const bool pivots_test = evd32_candidate && knobs().start_evd32 != 1;
+  if (!batched && !pivots_test && !ok()) return e.without_start(A, b, opt);
   // svd (reduced U) and svdvals: where M V0 is already converged in every matrix (start_converged.h), U,
   // S and V without the Jacobi on X (float32 from G and V0 or from X; float64 from X, by the Jacobi's test).
   const bool converged_outputs_ok = opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
@@ -204,6 +206,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
   bool may_pass = false;  // (whether X is tested; the eigen-solvers' routes: where the eigenvalues leave it a chance)
   bool by_syevd = false;  // V0 from syevd (a few large matrices)
+  at::Tensor late_bad;    // (the float32 solver's route: its checks, on the device, read at the end)
   if (batched) {
     // A batch of small Gram matrices: this engine's one-sided Jacobi on them, in one call (the warp or
     // shared-memory level), where torch.linalg.eigh would loop over them. Its V is orthogonal to working
@@ -230,12 +233,13 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // below what float32 resolves (kEvd32PivotRatio; JSVD_START_EVD32=1: untested). X is then not
     // converged (about eps32 lambda_max / gap, or its square after refine_eigenvectors), and never tested.
     bool evd32 = evd32_candidate;
-    if (evd32 && knobs().start_evd32 != 1) {
+    if (pivots_test) {
       at::Tensor info;
       const at::Tensor L = potrf_batched(G, &info, kEvd32Shift);
       const at::Tensor spread = at::zeros({}, bad.options());
       cholesky_checks(G, L, info, kEvd32PivotRatio, spread, q / kEvd32ColsPerSmallPivot);
       evd32 = read_int(spread) == 0;
+      if (!ok()) return e.without_start(A, b, opt);  // (G not finite or out of range: its pivots mean nothing)
       // (declined: float32 batches the float64 solver's rule takes go to it; float64 ones, whose rule would
       // decline them by their pivots or eigenvalues anyway, and the rest to the QR path)
       if (!evd32 && (f64 || !start_f64_gram_on(B, p, q, A.element_size()))) return e.without_start(A, b, opt);
@@ -244,24 +248,27 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     const at::Tensor fro = test_x ? G.diagonal(0, -2, -1).sum(-1) : at::Tensor();
     at::Tensor w;  // the eigenvalues, increasing
     if (evd32) {
-      bool failed = false;
       // (each G over its trace ||M||_F^2 first: float32's G would overflow from ||M||_F ~ 2^64; a zero
       // matrix keeps its zero G)
       const at::Tensor tr = G.diagonal(0, -2, -1).sum(-1);
       const at::Tensor scale = at::where(tr > 0, tr.reciprocal(), at::ones_like(tr));
-      V0 = syev_batched((G * scale.view({B, 1, 1})).to(at::kFloat), &failed, &w);
-      if (failed) return e.without_start(A, b, opt);
+      at::Tensor failed;
+      V0 = syev_batched_async((G * scale.view({B, 1, 1})).to(at::kFloat), &failed, &w);
       V0 = newton_schulz_step(V0.to(at::kDouble));
       if (f64) V0 = newton_schulz_step(V0);  // (~1e-9 -> float64's rounding)
       if (knobs().start_refine) V0 = refine_eigenvectors(G, V0, f64 ? 4 : 3);
       // V = V0 V_x is only as orthogonal as V0. cuSOLVER documents its eigenvectors as orthogonal (2e-5 to
       // 7e-5 in float32 on every batch measured, ~4e-9 after the step); one batch where they, or the
-      // refinement, left more goes to the QR path rather than return a V short of orthogonal.
+      // refinement, left more (or where syevBatched did not converge) goes to the QR path rather than
+      // return a V short of orthogonal. Both read after the Jacobi on X is queued (late_bad), so that the
+      // host queues the steps above while syevBatched runs; where this route falls back the Jacobi on X
+      // was wasted, which no batch measured did.
       const at::Tensor F = at::empty({B, q, q}, V0.options());
       bmm_into<double>(F, V0.mT(), V0, 1.0, 0.0);
       F.diagonal(0, -2, -1).sub_(1.0);
-      if (!(at::linalg_matrix_norm(F).max().item<double>() <= (f64 ? kEvd32MaxOrthF64 : kEvd32MaxOrthF32)))
-        return e.without_start(A, b, opt);
+      late_bad = failed.logical_or(
+          at::logical_not(at::linalg_matrix_norm(F).max() <= (f64 ? kEvd32MaxOrthF64 : kEvd32MaxOrthF32)));
+      if (!knobs().start_late_check && late_bad.item<bool>()) return e.without_start(A, b, opt);
     } else if (syev_batched_on(B)) {
       bool failed = false;
       V0 = syev_batched(G, &failed, &w);
@@ -352,7 +359,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     bmm_into<double>(Vt, r.V.view({B, q, q}).to(at::kDouble), V0.mT(), 1.0, 0.0);
     r.V = Vt.to(A.scalar_type()).view({-1});
   }
-  if (batched && !ok()) return e.without_start(A, b, opt);
+  if ((batched && !ok()) || (late_bad.defined() && late_bad.item<bool>())) return e.without_start(A, b, opt);
   // The Jacobi on X took a few sweeps. After the batched solvers U and V measured at least as orthogonal
   // as gesvda's (H100, stop 56: 200x256² float32 ||U^T U - I||_F 2.4e-6 against 9.5e-6, 100x512² 1.8e-6
   // against 5.2e-5); after syevd, on the far wider X of one matrix, not (1x1536² 3.1e-6 against 1.4e-6).

@@ -165,7 +165,7 @@ std::shared_ptr<SyevGraph> graph_for(const at::Tensor& G) {
 
 }  // namespace
 
-at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues, bool may_graph) {
+at::Tensor syev_batched_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* eigenvalues, bool may_graph) {
 #if CUSOLVER_VERSION < 12000
   TORCH_CHECK(false, "jsvd internal: syev_batched needs cuSOLVER 12.0 (CUDA 13) or later");
 #else
@@ -198,11 +198,18 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalu
     W = c.W;
     info = c.info;
   }
-  *failed = info.ne(0).any().item<bool>();
+  *failed = info.ne(0).any();
   if (eigenvalues) *eigenvalues = W;
   // Column-major eigenvectors, by increasing eigenvalue: as a row-major (B, q, q) tensor that is V^T.
   return G.mT().flip(-1);
 #endif
+}
+
+at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues, bool may_graph) {
+  at::Tensor failed_on_device;
+  const at::Tensor V = syev_batched_async(G, &failed_on_device, eigenvalues, may_graph);
+  *failed = failed_on_device.item<bool>();
+  return V;
 }
 
 at::Tensor potrf_batched(const at::Tensor& G, at::Tensor* info, double shift) {

@@ -21,6 +21,10 @@ constexpr bool kHaveSyevBatched = CUSOLVER_VERSION >= 12000;
 // eigenvalues, increasing. `may_graph` false: never as a graph (a list's shapes change from call to call,
 // and each new shape would pay a capture).
 at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalues = nullptr, bool may_graph = true);
+// As syev_batched, with nothing read on the host: *failed is set to a device bool scalar instead, true
+// where a matrix did not converge, for a caller that queues the work after it before reading that.
+at::Tensor syev_batched_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* eigenvalues = nullptr,
+                              bool may_graph = true);
 
 // G: (B, q, q) contiguous float64, symmetric; not overwritten. Returns its Cholesky factors (a copy of G
 // whose lower triangle, column-major, holds L: the diagonal is L's) and sets *info to cuSOLVER's (B) int32
