@@ -114,3 +114,43 @@ def test_start_on_clustered_spectra(tmp_path, dtype, batch, n, refine):
         lim = 3 * n**0.5 * torch.finfo(torch.float32).eps
         assert orthogonality_error(U)[3:].max().item() <= lim
         assert orthogonality_error(Vh, rows=True)[3:].max().item() <= lim
+
+
+@pytest.mark.parametrize("member", ["nan", "huge"])
+@pytest.mark.parametrize("dtype,n", [(F64, 128), (F32, 160)], ids=str)
+def test_start_declined_by_its_checks(tmp_path, dtype, n, member):
+    """A batch on the float32 solver's route whose start_checks fail (a member holding NaN, or one whose
+    ||M||_F is beyond the start's range: 1e200 in float64, 1e36 in float32) is solved without the start.
+    Its checks are read with the pivots' test, and the route's own checks (syevBatched's info, V0's
+    orthogonality) after the Jacobi on X is queued (JSVD_START_LATE_CHECK=1, the default); in child
+    processes with the knob 0 and 1: U, S, Vh and info equal to the bit, the NaN member flagged
+    (INFO_NON_FINITE) and every other one a valid SVD with S against LAPACK."""
+    g = torch.Generator().manual_seed(n)
+    A = torch.randn(32, n, n, generator=g, dtype=torch.float64)
+    if member == "nan":
+        A[3, 5, 7] = float("nan")
+    else:
+        A[3] *= 1e200 if dtype == F64 else 1e36
+    A = A.to(dtype)
+    assert start_v([(n, n)] * 32, dtype)[0]["gram_dtype"] == "float32"
+    torch.save(A, tmp_path / "A.pt")
+    code = f"""
+        import os, torch, torch_jsvd
+        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
+        torch.save([t.cpu() for t in torch_jsvd.svd_ex(A, full_matrices=False)], os.environ["OUT"])
+    """
+    out = {}
+    for late in ("0", "1"):
+        run_child(code, JSVD_START_LATE_CHECK=late, OUT=str(tmp_path / f"r{late}.pt"))
+        out[late] = torch.load(tmp_path / f"r{late}.pt")
+    for a, b in zip(out["0"], out["1"]):
+        assert torch.equal(a.nan_to_num(), b.nan_to_num())
+    U, S, Vh, info = out["1"]
+    ok = torch.ones(32, dtype=torch.bool)
+    if member == "nan":
+        assert info[3].item() == torch_jsvd.INFO_NON_FINITE
+        ok[3] = False
+    assert (info[ok] > 0).all()
+    assert_valid_svd(A[ok], U[ok], S[ok], Vh[ok], False)
+    ref = torch.linalg.svdvals(A[ok].double())
+    assert ((S[ok].double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(n, n, dtype)
