@@ -219,6 +219,8 @@ int main() {
   check(p256.width == 16 && !p256.launch.delta, "200 x 256x256 float32: 2 x 16 (3 blocks per SM), V's rows");
   check(plan_matrix(600, 600, 4, true, 1, h100).width == 8, "1 x 600x600 float32: 2 x 8 (37 tasks a step, not 18)");
   check(plan_matrix(512, 512, 8, true, 100, h100).width == 8, "100 x 512x512 float64: 2 x 8 (3 blocks per SM)");
+  check(plan_matrix(128, 128, 8, true, 500, h100).width == 16, "500 x 128² float64: 2 x 16, not 2 x 32");
+  check(plan_matrix(128, 128, 8, true, 20, h100).width == 8, "20 x 128² float64: 2 x 8 (too few tasks)");
   // List members: narrower float32 pairs (a list's sweep is its largest member's chain of steps).
   check(plan_matrix(200, 200, 4, true, 243, h100).width == 32, "243 x 200x200 float32, uniform: 2 x 32");
   check(list_width_cap({200, 150}, {200, 120}, 4, true) == 16, "a float32 list to 200 columns: pairs of 16");

@@ -41,6 +41,9 @@ DeviceLimits device_limits(int device) {
 int inner_sweeps() { return knobs().inner_sweeps; }
 
 namespace {
+// float64 block pairs of matrices to this many columns prefer 16 columns to 32 (plan_matrix).
+constexpr int64_t kF64NarrowPairCols = 128;
+
 // The dynamic shared memory a launch may take (kSmemKernelStatic: the kernel's own variables).
 size_t smem_budget(const DeviceLimits& lim) { return lim.smem_per_block - kSmemKernelStatic; }
 
@@ -112,14 +115,20 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   // blocks double the steps of a sweep, which the register cross steps of
   // 16-column blocks more than pay for in float32, not in float64 (none at
   // that width; docs/kernel-notes.md). A few large matrices still narrow to 8
-  // for the tasks.
+  // for the tasks. float64 pairs of matrices of at most kF64NarrowPairCols columns go on to 16 where a
+  // step still fills every SM twice (H200, stop 64, JSVD_PAIR_WIDTH=16 / the rule's 32, two rounds, ms:
+  // 500x128² 11.00, 10.95 / 11.35, 11.66; 200x128² 5.50, 5.58 / 5.50, 5.82, singular values over 8
+  // decades 9.18, 8.09 / 9.22, 8.59: five smaller blocks an SM instead of two).
+  const bool f64_narrow = elem == sizeof(double) && cols <= kF64NarrowPairCols;
   for (int64_t w : {64, 32, 16, 8}) {
     w = std::min(w, half);
     const size_t bytes = pair_bytes(w);
     if (bytes > budget) continue;
     chosen = w;
     const int64_t tasks_per_step = batch * (cols / (2 * w));
-    if (tasks_per_step >= 2 * static_cast<int64_t>(lim.sm_count) && bytes <= lim.smem_per_block / 2) break;
+    if (tasks_per_step >= 2 * static_cast<int64_t>(lim.sm_count) && bytes <= lim.smem_per_block / 2 &&
+        !(f64_narrow && w > 16))
+      break;
     if (elem == sizeof(float) && w <= 16 && tasks_per_step >= lim.sm_count) break;
   }
   if (width_cap > 0 && chosen > 0) chosen = std::min(chosen, width_cap);  // (a list: list_width_cap)

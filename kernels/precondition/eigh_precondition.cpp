@@ -7,6 +7,7 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -61,7 +62,9 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
   return start_f64_gram_on(batch, rows, cols, elem) || evd32_route_on(batch, rows, cols, elem);
 }
 
-bool gram_eig_by_jacobi(int64_t cols) { return cols <= kEighJacobiMaxCols; }
+bool gram_eig_by_jacobi(int64_t cols) {
+  return cols <= std::min<int64_t>(kEighJacobiMaxCols, knobs().gram_eig_jacobi_cols);
+}
 
 bool eigh_few_tall(int64_t batch, int64_t rows, int64_t cols) {
   return batch <= kEighMaxBatch && cols >= kEighTallMinCols && cols < kEighMinCols &&
