@@ -121,9 +121,10 @@ def test_start_on_clustered_spectra(tmp_path, dtype, batch, n, refine):
 def test_start_declined_by_its_checks(tmp_path, dtype, n, member):
     """A batch on the float32 solver's route whose start_checks fail (a member holding NaN, or one whose
     ||M||_F is beyond the start's range: 1e200 in float64, 1e36 in float32) is solved without the start.
-    Its checks are read with the pivots' test, and the route's own checks (syevBatched's info, V0's
-    orthogonality) after the Jacobi on X is queued (JSVD_START_LATE_CHECK=1, the default); in child
-    processes with the knob 0 and 1: U, S, Vh and info equal to the bit, the NaN member flagged
+    Its checks are read with the pivots' test, so the batch leaves before syevBatched whichever
+    JSVD_START_LATE_CHECK says (the knob moves only the later read of syevBatched's info and V0's
+    orthogonality, which these batches never reach); in child processes with the knob 0 and 1: U, S, Vh
+    and info equal to the bit, the NaN member flagged
     (INFO_NON_FINITE) and every other one a valid SVD with S against LAPACK."""
     g = torch.Generator().manual_seed(n)
     A = torch.randn(32, n, n, generator=g, dtype=torch.float64)

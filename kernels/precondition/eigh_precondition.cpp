@@ -271,7 +271,10 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       F.diagonal(0, -2, -1).sub_(1.0);
       late_bad = failed.logical_or(
           at::logical_not(at::linalg_matrix_norm(F).max() <= (f64 ? kEvd32MaxOrthF64 : kEvd32MaxOrthF32)));
-      if (!knobs().start_late_check && late_bad.item<bool>()) return e.without_start(A, b, opt);
+      if (!knobs().start_late_check) {  // (read now, and not again at the end)
+        if (late_bad.item<bool>()) return e.without_start(A, b, opt);
+        late_bad = at::Tensor();
+      }
     } else if (syev_batched_on(B)) {
       bool failed = false;
       V0 = syev_batched(G, &failed, &w);
