@@ -379,7 +379,7 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
              : syev_batched_on(count) ? "cusolverDnXsyevBatched"
                                       : "torch.linalg.eigh")
          << "\", \"gram_dtype\": \""
-         << (!gram_eig_by_jacobi(q) && evd32_route_on(count, p, q, elem) ? "float32" : "float64")
+         << (!gram_eig_by_jacobi(q) && evd32_route_on(count, p, q, elem, /*x_tested=*/true) ? "float32" : "float64")
          << "\", \"calls\": \"svd, svdvals (svd_ex, which never synchronises, plans without it)\"";
       if (elem == sizeof(double))  // (eigh_precondition.h: the data may decline it)
         os << ", \"min_column_ratio\": " << start_limits(true, q).min_ratio;

@@ -48,14 +48,19 @@ bool start_f64_gram_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
 
 }  // namespace
 
-bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
+bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool x_tested) {
   if (knobs().start_evd32 == 0 || cols <= kEighJacobiMaxCols || !syev_batched_on(batch)) return false;
   if (knobs().start_evd32 == 1) return true;
   const bool f64 = elem == sizeof(double);
   const int64_t min_batch = f64 ? kEvd32MinBatchF64 : kEvd32MinBatchF32;
+  if (!f64 && x_tested && evd32_tall_on() && eigh_mid_cols(cols) && rows >= kEighMidRatio * cols &&
+      batch >= min_batch)
+    return true;
   return cols >= (f64 ? kEvd32MinColsF64 : kEvd32MinColsF32) && cols <= kEvd32MaxCols && rows < 2 * cols &&
          batch >= min_batch;
 }
+
+bool evd32_tall_on() { return knobs().start_evd32_tall != 0; }
 
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform) {
   if (!uniform || knobs().eigh == 0) return false;
@@ -165,7 +170,13 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // float64 on syevBatched's route: the Cholesky pivots' test (kEighMinEigRatioF64), read with the checks
   // before syevBatched, so that an ill-conditioned batch does not pay for it (not on the float32 solver's
   // route, whose own test on the pivots comes below).
-  const bool evd32_candidate = !batched && evd32_route_on(B, p, q, A.element_size());
+  // svd (reduced U) and svdvals: where M V0 is already converged in every matrix (start_converged.h), U,
+  // S and V without the Jacobi on X (float32 from G and V0 or from X; float64 from X, by the Jacobi's test).
+  const bool converged_outputs_ok = opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
+                                    knobs().start_converged;
+  const bool evd32_candidate = !batched && evd32_route_on(B, p, q, A.element_size(), !f64 && converged_outputs_ok);
+  // (float32's tall batches on the float32 solver: X tested, below)
+  const bool evd32_tall = evd32_candidate && !f64 && p >= kEighMidRatio * q && eigh_mid_cols(q);
   if (f64 && !batched && syev_batched_on(B) && knobs().eigh_cond == 1 && !evd32_candidate) {
     at::Tensor info;
     const at::Tensor L = potrf_batched(G, &info);
@@ -194,10 +205,6 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // solver's pivots' test reads them with its own flag, one wait for both)
   const bool pivots_test = evd32_candidate && knobs().start_evd32 != 1;
   if (!batched && !pivots_test && !ok()) return e.without_start(A, b, opt);
-  // svd (reduced U) and svdvals: where M V0 is already converged in every matrix (start_converged.h), U,
-  // S and V without the Jacobi on X (float32 from G and V0 or from X; float64 from X, by the Jacobi's test).
-  const bool converged_outputs_ok = opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
-                                    knobs().start_converged;
   const bool converged_route = !f64 && converged_outputs_ok;
   const bool test_x_f64 = f64 && converged_outputs_ok && knobs().start_converged_f64;  // (float64: X itself)
   // float32 on the eigen-solvers' routes: float64's test on X^T X at float32's tol (converged_fails' kX32;
@@ -234,7 +241,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // (float64: tall matrices only, near-square ones' X hardly passes: 200x256², 1x2048² paid 1%)
     // Gram matrices solved in float32 (evd32_route_on), where their Cholesky pivots leave few eigenvectors
     // below what float32 resolves (kEvd32PivotRatio; JSVD_START_EVD32=1: untested). X is then not
-    // converged (about eps32 lambda_max / gap, or its square after refine_eigenvectors), and never tested.
+    // converged (about eps32 lambda_max / gap, or its square after refine_eigenvectors), and not tested,
+    // but for float32's tall batches (evd32_tall), whose well-separated eigenvalues leave X converged after
+    // a second refinement: tested as the float64 solver's X is, without its eigenvalues' pre-test.
     bool evd32 = evd32_candidate;
     if (pivots_test) {
       at::Tensor info;
@@ -248,6 +257,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       if (!evd32 && (f64 || !start_f64_gram_on(B, p, q, A.element_size()))) return e.without_start(A, b, opt);
     }
     const bool test_x = !evd32 && (converged_route || (test_x_f64 && p >= kEighMidRatio * q));
+    may_pass = evd32 && evd32_tall;
     const at::Tensor fro = test_x ? G.diagonal(0, -2, -1).sum(-1) : at::Tensor();
     at::Tensor w;  // the eigenvalues, increasing
     if (evd32) {
@@ -260,6 +270,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       V0 = newton_schulz_step(V0.to(at::kDouble));
       if (f64) V0 = newton_schulz_step(V0);  // (~1e-9 -> float64's rounding)
       if (knobs().start_refine) V0 = refine_eigenvectors(G, V0, f64 ? 4 : 3);
+      for (int k = 1; evd32_tall && k < knobs().start_evd32_tall; ++k) V0 = refine_eigenvectors(G, V0, 1);
       // V = V0 V_x is only as orthogonal as V0. cuSOLVER documents its eigenvectors as orthogonal (2e-5 to
       // 7e-5 in float32 on every batch measured, ~4e-9 after the step); one batch where they, or the
       // refinement, left more (or where syevBatched did not converge) goes to the QR path rather than
@@ -336,7 +347,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       const at::Tensor C = at::empty({B, q, q}, G.options());
       gram_into(C, Xd);
       if (read_int(converged_fails(C, p, tol, x_test)) == 0) {
-        if (batched && !ok()) return e.without_start(A, b, opt);
+        if ((batched && !ok()) || (late_bad.defined() && late_bad.item<bool>())) return e.without_start(A, b, opt);
         CoreResult r = converged_outputs(C, Xd, V0, opt.compute_uv, A.scalar_type());
         r.polish = false;
         return r;

@@ -270,7 +270,17 @@ constexpr double kRefineMaxAngle = 0.1, kRefineMaxNorm = 0.25;
 constexpr double kEvd32MaxOrthF32 = 1e-7, kEvd32MaxOrthF64 = 1e-12;
 // Whether a uniform batch (rows >= cols) takes the start on that route (JSVD_START_EVD32=1: every batch on
 // syevBatched's routes), before its data's pre-test.
-bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem);
+// x_tested (svd's reduced U, svdvals: X = M V0 tested for convergence), with JSVD_START_EVD32_TALL=N > 0:
+// float32's tall batches (rows >= kEighMidRatio cols, 65 to kEighMidMaxCols columns, from kEvd32MinBatchF32
+// matrices) too, V0 refined N times and X tested as the float64 solver's is. Measured, not adopted (H200,
+// stop 65, one round, `--reps 7`, ms, N = 0 / 2 / 1): Gaussian 300x900x100 4.41 / 4.19 / 3.87, 200x1000x128
+// 4.21 / 3.86 / 3.50, 300x400x80 3.13 / 3.23 / 3.02, but 100x400x100 1.83 / 2.08 / 2.10, 100x200x100 1.66 /
+// 2.22 / 2.09, 37x300x77 1.37 / 2.04 / 1.83; singular values from 1 to 1/C: 300x900x100 C=1e2 4.05 / 3.99 /
+// 7.35, 40x300x77 C=3e2 1.42 / 3.38 / 2.17 (the pivots' test passes them, X then fails its test and the
+// Jacobi on X runs after the start). The float32 solver saves under 0.5 ms on the largest batches, the
+// refinements' launches cost 0.15-0.3 ms, and an X short of converged costs more than the solver saved.
+bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool x_tested = false);
+bool evd32_tall_on();
 
 // Whether a batch's Gram eigenvectors come from syevBatched (syev_batched.h), not a loop of syevd: more
 // than kEighMaxBatch matrices, where this build's cuSOLVER has it.
