@@ -53,14 +53,12 @@ bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool
   if (knobs().start_evd32 == 1) return true;
   const bool f64 = elem == sizeof(double);
   const int64_t min_batch = f64 ? kEvd32MinBatchF64 : kEvd32MinBatchF32;
-  if (!f64 && x_tested && evd32_tall_on() && eigh_mid_cols(cols) && rows >= kEighMidRatio * cols &&
+  if (!f64 && x_tested && knobs().start_evd32_tall > 0 && eigh_mid_cols(cols) && rows >= kEighMidRatio * cols &&
       batch >= min_batch)
     return true;
   return cols >= (f64 ? kEvd32MinColsF64 : kEvd32MinColsF32) && cols <= kEvd32MaxCols && rows < 2 * cols &&
          batch >= min_batch;
 }
-
-bool evd32_tall_on() { return knobs().start_evd32_tall != 0; }
 
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform) {
   if (!uniform || knobs().eigh == 0) return false;

@@ -280,7 +280,6 @@ constexpr double kEvd32MaxOrthF32 = 1e-7, kEvd32MaxOrthF64 = 1e-12;
 // Jacobi on X runs after the start). The float32 solver saves under 0.5 ms on the largest batches, the
 // refinements' launches cost 0.15-0.3 ms, and an X short of converged costs more than the solver saved.
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool x_tested = false);
-bool evd32_tall_on();
 
 // Whether a batch's Gram eigenvectors come from syevBatched (syev_batched.h), not a loop of syevd: more
 // than kEighMaxBatch matrices, where this build's cuSOLVER has it.
