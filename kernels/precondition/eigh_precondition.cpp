@@ -46,6 +46,12 @@ bool start_f64_gram_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
          (batch >= kEighManyMinBatch && rows >= kEighManyRatio * cols && work >= kEighManyMinWork);
 }
 
+// float32's tall batches that JSVD_START_EVD32_TALL puts on the float32 solver (evd32_route_on's x_tested).
+bool evd32_tall_shape(int64_t batch, int64_t rows, int64_t cols) {
+  return knobs().start_evd32_tall > 0 && eigh_mid_cols(cols) && rows >= kEighMidRatio * cols &&
+         batch >= kEvd32MinBatchF32;
+}
+
 }  // namespace
 
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool x_tested) {
@@ -53,9 +59,7 @@ bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool
   if (knobs().start_evd32 == 1) return true;
   const bool f64 = elem == sizeof(double);
   const int64_t min_batch = f64 ? kEvd32MinBatchF64 : kEvd32MinBatchF32;
-  if (!f64 && x_tested && knobs().start_evd32_tall > 0 && eigh_mid_cols(cols) && rows >= kEighMidRatio * cols &&
-      batch >= min_batch)
-    return true;
+  if (!f64 && x_tested && evd32_tall_shape(batch, rows, cols)) return true;
   return cols >= (f64 ? kEvd32MinColsF64 : kEvd32MinColsF32) && cols <= kEvd32MaxCols && rows < 2 * cols &&
          batch >= min_batch;
 }
@@ -172,9 +176,10 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // S and V without the Jacobi on X (float32 from G and V0 or from X; float64 from X, by the Jacobi's test).
   const bool converged_outputs_ok = opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
                                     knobs().start_converged;
-  const bool evd32_candidate = !batched && evd32_route_on(B, p, q, A.element_size(), !f64 && converged_outputs_ok);
-  // (float32's tall batches on the float32 solver: X tested, below)
-  const bool evd32_tall = evd32_candidate && !f64 && p >= kEighMidRatio * q && eigh_mid_cols(q);
+  const bool x_tested32 = !f64 && converged_outputs_ok;
+  const bool evd32_candidate = !batched && evd32_route_on(B, p, q, A.element_size(), x_tested32);
+  // (float32's tall batches on the float32 solver: X tested, below; only where the outputs may come from X)
+  const bool evd32_tall = evd32_candidate && x_tested32 && evd32_tall_shape(B, p, q);
   if (f64 && !batched && syev_batched_on(B) && knobs().eigh_cond == 1 && !evd32_candidate) {
     at::Tensor info;
     const at::Tensor L = potrf_batched(G, &info);
@@ -198,6 +203,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     checked.synchronize();
     return *bad_host.const_data_ptr<int32_t>() == 0;
   };
+  at::Tensor late_bad;  // (the float32 solver's route: its checks, on the device, read at the end)
+  // Whether the checks read last decline the batch (the batched route's, the float32 solver's late ones).
+  const auto declined_late = [&] { return (batched && !ok()) || (late_bad.defined() && late_bad.item<bool>()); };
   // (syevd synchronises anyway: read first; the batched Jacobi never does, so it is read last, where svd
   // reads its info next anyway, and a declined batch is then solved again without the start; the float32
   // solver's pivots' test reads them with its own flag, one wait for both)
@@ -214,7 +222,6 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
   bool may_pass = false;  // (whether X is tested; the eigen-solvers' routes: where the eigenvalues leave it a chance)
   bool by_syevd = false;  // V0 from syevd (a few large matrices)
-  at::Tensor late_bad;    // (the float32 solver's route: its checks, on the device, read at the end)
   if (batched) {
     // A batch of small Gram matrices: this engine's one-sided Jacobi on them, in one call (the warp or
     // shared-memory level), where torch.linalg.eigh would loop over them. Its V is orthogonal to working
@@ -345,7 +352,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       const at::Tensor C = at::empty({B, q, q}, G.options());
       gram_into(C, Xd);
       if (read_int(converged_fails(C, p, tol, x_test)) == 0) {
-        if ((batched && !ok()) || (late_bad.defined() && late_bad.item<bool>())) return e.without_start(A, b, opt);
+        if (declined_late()) return e.without_start(A, b, opt);
         CoreResult r = converged_outputs(C, Xd, V0, opt.compute_uv, A.scalar_type());
         r.polish = false;
         return r;
@@ -374,7 +381,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     bmm_into<double>(Vt, r.V.view({B, q, q}).to(at::kDouble), V0.mT(), 1.0, 0.0);
     r.V = Vt.to(A.scalar_type()).view({-1});
   }
-  if ((batched && !ok()) || (late_bad.defined() && late_bad.item<bool>())) return e.without_start(A, b, opt);
+  if (declined_late()) return e.without_start(A, b, opt);
   // The Jacobi on X took a few sweeps. After the batched solvers U and V measured at least as orthogonal
   // as gesvda's (H100, stop 56: 200x256² float32 ||U^T U - I||_F 2.4e-6 against 9.5e-6, 100x512² 1.8e-6
   // against 5.2e-5); after syevd, on the far wider X of one matrix, not (1x1536² 3.1e-6 against 1.4e-6).
