@@ -136,7 +136,8 @@ if not ONLY or any(k in "qr list" for k in ONLY):
 # convergence check of start_converged.cu (64 columns: its largest shared memory); a tall matrix of 300
 # columns passes it on the syevd route (converged_test_kernel), and 100 columns on the syevBatched route,
 # whose outputs come from converged_outputs_kernel; float64's syevBatched route passes its Cholesky test
-# (cholesky_checks_kernel), and a batch with a rank-one member is declined by it
+# (cholesky_checks_kernel), and a batch with a rank-one member is declined by it; near-square batches
+# solve their Gram matrices in float32 (start_refine.cu's scaling, refinement and orthogonality check)
 if not ONLY or any(k in "start" for k in ONLY):
     for name, A in [("start f32 split rows", torch.randn(40, 30000, 16, device=dev)),
                     ("start f32 12 columns", torch.randn(2000, 512, 12, device=dev)),
@@ -145,6 +146,9 @@ if not ONLY or any(k in "start" for k in ONLY):
                     ("start f32 syevd", torch.randn(1, 3000, 300, device=dev)),
                     ("start f32 syevBatched", torch.randn(20, 600, 100, device=dev)),
                     ("start f64 Cholesky", torch.randn(20, 300, 100, dtype=torch.float64, device=dev)),
+                    ("start f32 float32 solver", torch.randn(32, 160, 160, device=dev)),
+                    ("start f64 float32 solver", torch.randn(16, 128, 128, dtype=torch.float64, device=dev)),
+                    ("start f32 tall float32 solver", torch.randn(200, 130, 65, device=dev)),
                     ("start f64 declined", torch.cat([torch.randn(19, 300, 100, dtype=torch.float64, device=dev),
                                                       torch.ones(1, 300, 100, dtype=torch.float64, device=dev)]))]:
         U, S, Vh = torch_jsvd.svd(A, full_matrices=False)

@@ -1,8 +1,9 @@
 """The Gram eigenvectors' start with the Gram matrices solved in float32 (kernels/precondition/
 eigh_precondition.h, evd32_route_on): near-square batches of 129 (float64 128) to 256 columns on cuSOLVER's syevBatched,
 V0 made orthogonal in float64 (Newton-Schulz), the batch's Cholesky pivots' pre-test, and the optional
-first-order refinement of V0 (on by default; JSVD_START_REFINE=0 off); float32's tall batches of 65 to 128
-columns there too with JSVD_START_EVD32_TALL, their X tested. Skipped without a CUDA device.
+first-order refinement of V0 (on by default; JSVD_START_REFINE=0 off); float32's batches of 200 and more tall
+matrices of 65 to 128 columns there too (JSVD_START_EVD32_TALL=0: not), their X tested. Skipped without a
+CUDA device.
 """
 
 import pytest
@@ -158,27 +159,27 @@ def test_start_declined_by_its_checks(tmp_path, dtype, n, member):
     assert ((S[ok].double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(n, n, dtype)
 
 
-@pytest.mark.parametrize("member", ["none", "ill_conditioned", "clustered"])
+@pytest.mark.parametrize("member", ["none", "ill_conditioned", "moderately_conditioned", "clustered"])
 @pytest.mark.parametrize("m,n", [(300, 77), (260, 128), (1000, 65)], ids=str)
 def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
-    """JSVD_START_EVD32_TALL=2 (measured, not adopted: eigh_precondition.h): float32 batches of tall matrices
-    (rows >= 2 cols, 65 to 128 columns, from 32 matrices) solve their Gram matrices in float32 where svd
-    (reduced U) or svdvals tests X = M V0 for convergence (evd32_route_on's x_tested), V0 refined twice; by
-    default (0) the float64 solver. A batch of Gaussian members with a zero one, two equal columns and
-    members at 1e-30 and 1e30: the plan's Gram dtype float32 from 32 matrices with the knob, float64
-    without it; every output property, S and svdvals' S against LAPACK, U and V orthogonal to 3 sqrt(n)
-    eps32; S not the float64 solver's to the bit. A member whose singular values span 6 decades fails the
-    pivots' test and sends the batch to the float64 solver (S equal to the default's to the bit); members
-    of equal or two clustered singular values take the route with the Gaussian ones."""
+    """float32 batches of tall matrices (rows >= 2 cols, 65 to 128 columns, from 200 matrices) solve their
+    Gram matrices in float32 where svd (reduced U) or svdvals tests X = M V0 for convergence
+    (evd32_route_on's x_tested), V0 refined twice; JSVD_START_EVD32_TALL=0: the float64 solver. A batch
+    of Gaussian members with a zero one, two equal columns and members at 1e-30 and 1e30: the plan's Gram
+    dtype float32 from 200 matrices by default, float64 with the knob at 0; every output property, S and
+    svdvals' S against LAPACK, U and V orthogonal to 3 sqrt(n) eps32; S not the float64 solver's to the
+    bit. A member whose singular values span 6 decades, or 2 (kEvd32TallPivotRatio), fails the pivots'
+    test and sends the batch to the float64 solver (S equal to the knob's 0 to the bit); members of equal
+    or two clustered singular values take the route with the Gaussian ones."""
     g = torch.Generator().manual_seed(m + n)
-    A = torch.randn(40, m, n, generator=g, dtype=torch.float64)
+    A = torch.randn(200, m, n, generator=g, dtype=torch.float64)
     A[2] = 0
     A[4, :, 1] = A[4, :, 0]
     A[5] *= 1e-30
     A[6] *= 1e30
     Q1, Q2 = (torch.linalg.qr(torch.randn(r, n, generator=g, dtype=torch.float64))[0] for r in (m, n))
-    if member == "ill_conditioned":
-        A[3] = (Q1 * torch.logspace(0, -6, n, dtype=torch.float64)) @ Q2.mT
+    if member in ("ill_conditioned", "moderately_conditioned"):
+        A[3] = (Q1 * torch.logspace(0, -6 if member == "ill_conditioned" else -2, n, dtype=torch.float64)) @ Q2.mT
     elif member == "clustered":
         A[3] = Q1 @ Q2.mT
         A[7] = (Q1 * torch.where(torch.arange(n) < n // 2, 1.0, 0.5).double()) @ Q2.mT
@@ -190,21 +191,21 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
         gram = lambda count, dtype: torch_jsvd.plan([A.shape[1:]] * count, dtype=dtype, device="cuda")[
             "matrices"][0]["start_v"]["gram_dtype"]
         out = [t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)] + [torch_jsvd.svdvals(A).cpu()]
-        torch.save((out, [gram(40, torch.float32), gram(31, torch.float32), gram(40, torch.float64)]),
+        torch.save((out, [gram(200, torch.float32), gram(199, torch.float32), gram(200, torch.float64)]),
                    os.environ["OUT"])
     """
     res = {}
-    for knob in ("0", "2"):
-        run_child(code, JSVD_START_EVD32_TALL=knob, OUT=str(tmp_path / f"r{knob}.pt"))
+    for knob in ("0", "default"):
+        run_child(code, OUT=str(tmp_path / f"r{knob}.pt"), **({"JSVD_START_EVD32_TALL": knob} if knob == "0" else {}))
         res[knob] = torch.load(tmp_path / f"r{knob}.pt")
     assert res["0"][1] == ["float64"] * 3
-    assert res["2"][1] == ["float32", "float64", "float64"]  # (kEvd32MinBatchF32; float32 only)
-    U, S, Vh, S_values = res["2"][0]
+    assert res["default"][1] == ["float32", "float64", "float64"]  # (kEvd32TallMinBatch; float32 only)
+    U, S, Vh, S_values = res["default"][0]
     assert_valid_svd(A, U, S, Vh, False)
     ref = torch.linalg.svdvals(A.double())
     for s in (S, S_values):
         assert ((s.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, F32)
-    assert torch.equal(S, res["0"][0][1]) == (member == "ill_conditioned")
+    assert torch.equal(S, res["0"][0][1]) == member.endswith("_conditioned")
     if member == "none":
         lim = 3 * n**0.5 * torch.finfo(torch.float32).eps
         assert orthogonality_error(U).max().item() <= lim

@@ -18,6 +18,7 @@
 #include "precondition/start_cholqr.h"
 #include "precondition/start_checks.h"
 #include "precondition/start_converged.h"
+#include "precondition/start_refine.h"
 #include "precondition/syev_batched.h"
 #include "tuning_knobs.h"
 
@@ -49,7 +50,7 @@ bool start_f64_gram_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
 // float32's tall batches that JSVD_START_EVD32_TALL puts on the float32 solver (evd32_route_on's x_tested).
 bool evd32_tall_shape(int64_t batch, int64_t rows, int64_t cols) {
   return knobs().start_evd32_tall > 0 && eigh_mid_cols(cols) && rows >= kEighMidRatio * cols &&
-         batch >= kEvd32MinBatchF32;
+         batch >= kEvd32TallMinBatch;
 }
 
 }  // namespace
@@ -114,13 +115,9 @@ at::Tensor refine_eigenvectors(const at::Tensor& G, const at::Tensor& V0, int ns
   const at::Tensor GV = at::empty({B, q, q}, V0.options()), S = at::empty({B, q, q}, V0.options());
   bmm_into<double>(GV, G, V0, 1.0, 0.0);
   bmm_into<double>(S, V0.mT(), GV, 1.0, 0.0);
-  const at::Tensor d = S.diagonal(0, -2, -1);
-  const at::Tensor E = S / (d.unsqueeze(-2) - d.unsqueeze(-1));
-  E.masked_fill_(at::logical_not(E.abs() <= kRefineMaxAngle), 0.0);  // (and the diagonal's S_ii / 0)
-  const at::Tensor norm = E.square().sum({-2, -1}, /*keepdim=*/true).sqrt();
-  E.mul_(at::clamp_max(kRefineMaxNorm / norm, 1.0));  // (a zero E: inf, clamped to 1)
-  at::Tensor V = V0.clone(at::MemoryFormat::Contiguous);
-  bmm_into<double>(V, V0, E, 1.0, 1.0);
+  refine_rotation(S, GV, kRefineMaxAngle, kRefineMaxNorm);  // (I + E, over GV: read no more)
+  at::Tensor V = at::empty({B, q, q}, V0.options());
+  bmm_into<double>(V, V0, GV, 1.0, 0.0);
   for (int k = 0; k < ns_steps; ++k) V = newton_schulz_step(V);
   return V;
 }
@@ -254,7 +251,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       at::Tensor info;
       const at::Tensor L = potrf_batched(G, &info, kEvd32Shift);
       const at::Tensor spread = at::zeros({}, bad.options());
-      cholesky_checks(G, L, info, kEvd32PivotRatio, spread, q / kEvd32ColsPerSmallPivot);
+      cholesky_checks(G, L, info, evd32_tall ? kEvd32TallPivotRatio : kEvd32PivotRatio, spread,
+                      q / kEvd32ColsPerSmallPivot);
       evd32 = read_int(spread) == 0;
       if (!ok()) return e.without_start(A, b, opt);  // (G not finite or out of range: its pivots mean nothing)
       // (declined: float32 batches the float64 solver's rule takes go to it; float64 ones, whose rule would
@@ -267,11 +265,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     at::Tensor w;  // the eigenvalues, increasing
     if (evd32) {
       // (each G over its trace ||M||_F^2 first: float32's G would overflow from ||M||_F ~ 2^64; a zero
-      // matrix keeps its zero G)
-      const at::Tensor tr = G.diagonal(0, -2, -1).sum(-1);
-      const at::Tensor scale = at::where(tr > 0, tr.reciprocal(), at::ones_like(tr));
+      // matrix keeps its zero G; start_refine.h's kernels for this route's element-wise steps)
       at::Tensor failed;
-      V0 = syev_batched_async((G * scale.view({B, 1, 1})).to(at::kFloat), &failed, &w);
+      V0 = syev_batched_async(trace_scaled_float(G), &failed, &w);
       V0 = newton_schulz_step(V0.to(at::kDouble));
       if (f64) V0 = newton_schulz_step(V0);  // (~1e-9 -> float64's rounding)
       if (knobs().start_refine) V0 = refine_eigenvectors(G, V0, f64 ? 4 : 3);
@@ -284,9 +280,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       // was wasted, which no batch measured did.
       const at::Tensor F = at::empty({B, q, q}, V0.options());
       bmm_into<double>(F, V0.mT(), V0, 1.0, 0.0);
-      F.diagonal(0, -2, -1).sub_(1.0);
-      late_bad = failed.logical_or(
-          at::logical_not(at::linalg_matrix_norm(F).max() <= (f64 ? kEvd32MaxOrthF64 : kEvd32MaxOrthF32)));
+      late_bad = failed;
+      flag_orth_defect(F, f64 ? kEvd32MaxOrthF64 : kEvd32MaxOrthF32, late_bad);
       if (!knobs().start_late_check) {  // (read now, and not again at the end)
         if (late_bad.item<bool>()) return e.without_start(A, b, opt);
         late_bad = at::Tensor();

@@ -270,15 +270,23 @@ constexpr double kRefineMaxAngle = 0.1, kRefineMaxNorm = 0.25;
 constexpr double kEvd32MaxOrthF32 = 1e-7, kEvd32MaxOrthF64 = 1e-12;
 // Whether a uniform batch (rows >= cols) takes the start on that route (JSVD_START_EVD32=1: every batch on
 // syevBatched's routes), before its data's pre-test.
-// x_tested (svd's reduced U, svdvals: X = M V0 tested for convergence), with JSVD_START_EVD32_TALL=N > 0:
-// float32's tall batches (rows >= kEighMidRatio cols, 65 to kEighMidMaxCols columns, from kEvd32MinBatchF32
-// matrices) too, V0 refined N times and X tested as the float64 solver's is. Measured, not adopted (H200,
-// stop 65, one round, `--reps 7`, ms, N = 0 / 2 / 1): Gaussian 300x900x100 4.41 / 4.19 / 3.87, 200x1000x128
-// 4.21 / 3.86 / 3.50, 300x400x80 3.13 / 3.23 / 3.02, but 100x400x100 1.83 / 2.08 / 2.10, 100x200x100 1.66 /
-// 2.22 / 2.09, 37x300x77 1.37 / 2.04 / 1.83; singular values from 1 to 1/C: 300x900x100 C=1e2 4.05 / 3.99 /
-// 7.35, 40x300x77 C=3e2 1.42 / 3.38 / 2.17 (the pivots' test passes them, X then fails its test and the
-// Jacobi on X runs after the start). The float32 solver saves under 0.5 ms on the largest batches, the
-// refinements' launches cost 0.15-0.3 ms, and an X short of converged costs more than the solver saved.
+// x_tested (svd's reduced U, svdvals: X = M V0 tested for convergence): float32's tall batches too (rows >=
+// kEighMidRatio cols, 65 to kEighMidMaxCols columns, from kEvd32TallMinBatch matrices), V0 refined N times
+// (JSVD_START_EVD32_TALL=N, 2; 0: the float64 solver) and X tested as the float64 solver's is; their
+// pivots' test asks more (kEvd32TallPivotRatio), since X short of converged after the refinements costs
+// the Jacobi on X after the start: at stop 65 (H200, N = 0 / 2 / 1, ms) 40x300x77 with singular values from
+// 1 to 1/300 1.42 / 3.38 / 2.17, 300x900x100 to 1/100 4.05 / 3.99 / 7.35. Stop 66, with the element-wise
+// steps in one kernel each (start_refine.h), one build, two rounds, `--reps 7`, ms, N = 0 / 1 / 2: Gaussian
+// 300x900x100 4.31, 4.75 / 3.64, 3.63 / 3.93, 3.86; 200x1000x128 4.04, 3.91 / 3.21, 3.26 / 3.53, 3.59;
+// 300x400x80 3.20, 3.02 / 2.48, 2.50 / 2.75, 2.62; to 1/100 300x900x100 4.00, 4.01 / 7.15, 7.16 / 3.67, 3.69
+// (the ratio 1e-5's pivots' test); 37x300x77 1.01, 1.09 / 1.12, 1.15 / 1.25, 1.17; at stop 65, unfused,
+// 100x400x100 1.83 / 2.10 / 2.08 and 100x200x100 1.66 / 2.09 / 2.22: the solver's saving grows with the
+// batch, the refinements' launches do not. Two refinements, not one: one left X unconverged to 1/100.
+constexpr int64_t kEvd32TallMinBatch = 200;
+// Gram eigenvalues below 1e-3 lambda_max (more than q / kEvd32ColsPerSmallPivot pivots below it) send a
+// tall batch to the float64 solver: a spectrum to 1/100 (1e-4 in G) is declined, Gaussian tall members
+// (rows >= 2 cols: lambda_min / lambda_max >= ~0.03) pass, and so do a few zero singular values.
+constexpr double kEvd32TallPivotRatio = 1e-3;
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool x_tested = false);
 
 // Whether a batch's Gram eigenvectors come from syevBatched (syev_batched.h), not a loop of syevd: more
