@@ -171,7 +171,8 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
     bit. A member whose singular values span 6 decades fails the pivots' test and sends the batch to the
     float64 solver (S equal to the knob's 0 to the bit), one over 2 decades may pass it (kEvd32TallPivotRatio
     counts pivots) and gets valid outputs either way; members of equal or two clustered singular values take
-    the route with the Gaussian ones."""
+    the route with the Gaussian ones, to its end: V0 orthogonal enough that the batch is not solved again
+    without the start (S not JSVD_EIGH=0's to the bit)."""
     g = torch.Generator().manual_seed(m + n)
     A = torch.randn(200, m, n, generator=g, dtype=torch.float64)
     A[2] = 0
@@ -196,8 +197,8 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
                    os.environ["OUT"])
     """
     res = {}
-    for knob in ("0", "default"):
-        run_child(code, OUT=str(tmp_path / f"r{knob}.pt"), **({"JSVD_START_EVD32_TALL": knob} if knob == "0" else {}))
+    for knob, env in (("0", {"JSVD_START_EVD32_TALL": "0"}), ("default", {}), ("no start", {"JSVD_EIGH": "0"})):
+        run_child(code, OUT=str(tmp_path / f"r{knob}.pt"), **env)
         res[knob] = torch.load(tmp_path / f"r{knob}.pt")
     assert res["0"][1] == ["float64"] * 3
     assert res["default"][1] == ["float32", "float64", "float64"]  # (kEvd32TallMinBatch; float32 only)
@@ -208,6 +209,8 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
         assert ((s.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, F32)
     if member != "moderately_conditioned":  # (2 decades: the pivots' test may pass it; valid either way)
         assert torch.equal(S, res["0"][0][1]) == (member == "ill_conditioned")
+    if member in ("none", "clustered"):  # (the route kept to its end: not solved again without the start)
+        assert not torch.equal(S, res["no start"][0][1])
     if member == "none":
         lim = 3 * n**0.5 * torch.finfo(torch.float32).eps
         assert orthogonality_error(U).max().item() <= lim

@@ -270,8 +270,16 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       V0 = syev_batched_async(trace_scaled_float(G), &failed, &w);
       V0 = newton_schulz_step(V0.to(at::kDouble));
       if (f64) V0 = newton_schulz_step(V0);  // (~1e-9 -> float64's rounding)
-      if (knobs().start_refine) V0 = refine_eigenvectors(G, V0, f64 ? 4 : 3);
-      for (int k = 1; evd32_tall && k < knobs().start_evd32_tall; ++k) V0 = refine_eigenvectors(G, V0, 1);
+      // (float32's tall batches: JSVD_START_EVD32_TALL refinements of two Newton-Schulz steps each. Three
+      // and then one, as before 8e50a1b, left a member of equal or clustered singular values 2e-5 from
+      // orthogonal, whose batch then went back to the QR path after the start: the second refinement's capped
+      // E, ||E||_F <= kRefineMaxNorm within the cluster, needs more than one step. Two and two: 2e-10, as
+      // many GEMMs, and Gaussian members' X as converged: a CPU emulation, docs/experiments.md, stop 66.)
+      if (evd32_tall) {
+        for (int k = 0; k < knobs().start_evd32_tall; ++k) V0 = refine_eigenvectors(G, V0, 2);
+      } else if (knobs().start_refine) {
+        V0 = refine_eigenvectors(G, V0, f64 ? 4 : 3);
+      }
       // V = V0 V_x is only as orthogonal as V0. cuSOLVER documents its eigenvectors as orthogonal (2e-5 to
       // 7e-5 in float32 on every batch measured, ~4e-9 after the step); one batch where they, or the
       // refinement, left more (or where syevBatched did not converge) goes to the QR path rather than
