@@ -271,7 +271,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       V0 = newton_schulz_step(V0.to(at::kDouble));
       if (f64) V0 = newton_schulz_step(V0);  // (~1e-9 -> float64's rounding)
       // (float32's tall batches: JSVD_START_EVD32_TALL refinements of two Newton-Schulz steps each. Three
-      // and then one, as before 8e50a1b, left a member of equal or clustered singular values 2e-5 from
+      // and then one (stops 65-66) left a member of equal or clustered singular values 2e-5 from
       // orthogonal, whose batch then went back to the QR path after the start: the second refinement's capped
       // E, ||E||_F <= kRefineMaxNorm within the cluster, needs more than one step. Two and two: 2e-10, as
       // many GEMMs, and Gaussian members' X as converged: a CPU emulation, docs/experiments.md, stop 66.)

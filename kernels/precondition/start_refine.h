@@ -1,7 +1,8 @@
 // The element-wise steps around the float32-solved start's eigen-solver and refinement
 // (eigh_precondition.cpp: evd32), each one launch with a block a matrix. As ATen operations they were
-// about twenty-five launches a batch, each a pass over B q^2 float64 entries (H200, stop 66: ~10 us each
-// at 300 x 100^2), between the refinement's GEMMs.
+// about twenty-five launches a batch, most of them a pass over B q^2 float64 entries, between the
+// refinement's GEMMs; fused, they made float32's large tall batches worth the float32 solver (H200, stop 66:
+// docs/experiments.md).
 #pragma once
 
 #include <ATen/ATen.h>
