@@ -122,6 +122,22 @@ at::Tensor refine_eigenvectors(const at::Tensor& G, const at::Tensor& V0, int ns
   return V;
 }
 
+// Ogita and Aishima's full step (JSVD_START_OA=1, float32's tall route): V0 need not be orthogonal, its
+// R = I - V0^T V0 corrected in the step's own GEMMs (refine_rotation with F, start_refine.h), pairs of
+// eigenvalues closer than kRefineClusterGap left to the Jacobi on X. Four GEMMs, no Newton-Schulz step.
+at::Tensor refine_eigenvectors_full(const at::Tensor& G, const at::Tensor& V0) {
+  const int64_t B = V0.size(0), q = V0.size(1);
+  const at::Tensor F = at::empty({B, q, q}, V0.options()), GV = at::empty({B, q, q}, V0.options()),
+                   S = at::empty({B, q, q}, V0.options());
+  bmm_into<double>(F, V0.mT(), V0, 1.0, 0.0);
+  bmm_into<double>(GV, G, V0, 1.0, 0.0);
+  bmm_into<double>(S, V0.mT(), GV, 1.0, 0.0);
+  refine_rotation(S, GV, kRefineMaxAngle, kRefineMaxNorm, F, kRefineClusterGap);  // (I + E, over GV)
+  at::Tensor V = at::empty({B, q, q}, V0.options());
+  bmm_into<double>(V, V0, GV, 1.0, 0.0);
+  return V;
+}
+
 }  // namespace
 
 bool syev_batched_on(int64_t batch) { return kHaveSyevBatched && batch > kEighMaxBatch; }
@@ -275,7 +291,12 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       // orthogonal, whose batch then went back to the QR path after the start: the second refinement's capped
       // E, ||E||_F <= kRefineMaxNorm within the cluster, needs more than one step. Two and two: 2e-10, as
       // many GEMMs, and Gaussian members' X as converged: a CPU emulation, docs/experiments.md, stop 66.)
-      if (evd32_tall) {
+      // JSVD_START_OA=1: as many of Ogita and Aishima's full steps and one Newton-Schulz step (12 GEMMs
+      // against 16 for two; a CPU emulation, not measured on a GPU: docs/experiments.md, stop 66).
+      if (evd32_tall && knobs().start_oa) {
+        for (int k = 0; k < knobs().start_evd32_tall; ++k) V0 = refine_eigenvectors_full(G, V0);
+        V0 = newton_schulz_step(V0);
+      } else if (evd32_tall) {
         for (int k = 0; k < knobs().start_evd32_tall; ++k) V0 = refine_eigenvectors(G, V0, 2);
       } else if (knobs().start_refine) {
         V0 = refine_eigenvectors(G, V0, f64 ? 4 : 3);
