@@ -190,8 +190,8 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
     code = f"""
         import os, torch, torch_jsvd
         A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
-        gram = lambda count, dtype: torch_jsvd.plan([A.shape[1:]] * count, dtype=dtype, device="cuda")[
-            "matrices"][0]["start_v"]["gram_dtype"]
+        gram = lambda count, dtype: [torch_jsvd.plan([A.shape[1:]] * count, dtype=dtype, device="cuda")[
+            "matrices"][0]["start_v"].get(k) for k in ("gram_dtype", "gram_dtype_full_matrices")]
         out = [t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)] + [torch_jsvd.svdvals(A).cpu()]
         torch.save((out, [gram(200, torch.float32), gram(199, torch.float32), gram(200, torch.float64)]),
                    os.environ["OUT"])
@@ -202,10 +202,11 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
     for knob, env in runs:
         run_child(code, OUT=str(tmp_path / f"r{runs.index((knob, env))}.pt"), **env)
         res[knob] = torch.load(tmp_path / f"r{runs.index((knob, env))}.pt")
-    assert res["0"][1] == ["float64"] * 3
+    assert res["0"][1] == [["float64", None]] * 3
     ref = torch.linalg.svdvals(A.double())
     for route in ("default", "full step"):  # (JSVD_START_OA=1: Ogita and Aishima's full step on the route)
-        assert res[route][1] == ["float32", "float64", "float64"]  # (kEvd32TallMinBatch; float32 only)
+        # (kEvd32TallMinBatch; float32 only; svd(full_matrices=True) on the float64 solver)
+        assert res[route][1] == [["float32", "float64"], ["float64", None], ["float64", None]]
         U, S, Vh, S_values = res[route][0]
         assert_valid_svd(A, U, S, Vh, False)
         for s in (S, S_values):
