@@ -219,35 +219,3 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
             lim = 3 * n**0.5 * torch.finfo(torch.float32).eps
             assert orthogonality_error(U).max().item() <= lim
             assert orthogonality_error(Vh, rows=True).max().item() <= lim
-
-
-@pytest.mark.parametrize("member", ["none", "rank_deficient"])
-def test_float64_jacobi_on_x_without_v(tmp_path, member):
-    """JSVD_START_V_SOLVE=1 (built at stop 66, not yet measured: planner.cpp): float64 near-square batches on
-    the float32-solved start run the Jacobi on X = M V0 without V where that takes whole matrices (128
-    columns: 128 KB a matrix, against block pairs with V), V_x = X^T U_x S^-1 kept where orthogonal to
-    10 q eps and the other matrices' Jacobi run again with V (solve_v). The plan says so (not with the knob
-    off); svd with and without full_matrices gives valid outputs (reconstruction and U, V orthogonal to
-    10 n eps), S against LAPACK, with a member of two equal columns (a zero singular value: its V_x not
-    finite, its Jacobi run again)."""
-    g = torch.Generator().manual_seed(66)
-    A = torch.randn(24, 128, 128, generator=g, dtype=F64)
-    if member == "rank_deficient":
-        A[5, :, 7] = A[5, :, 3]
-    torch.save(A, tmp_path / "A.pt")
-    code = f"""
-        import os, torch, torch_jsvd
-        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
-        sv = torch_jsvd.plan([A.shape[1:]] * A.shape[0], dtype=A.dtype, device="cuda")["matrices"][0]["start_v"]
-        out = [[t.cpu() for t in torch_jsvd.svd(A, full_matrices=f)] for f in (False, True)]
-        torch.save((out, sv.get("v")), os.environ["OUT"])
-    """
-    res = {}
-    for knob in ("0", "1"):
-        run_child(code, JSVD_START_V_SOLVE=knob, OUT=str(tmp_path / f"r{knob}.pt"))
-        res[knob] = torch.load(tmp_path / f"r{knob}.pt")
-    assert res["0"][1] is None and res["1"][1].startswith("solve")
-    ref = torch.linalg.svdvals(A)
-    for full, (U, S, Vh) in zip((False, True), res["1"][0]):
-        assert_valid_svd(A, U, S, Vh, full)
-        assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(128, 128, F64)

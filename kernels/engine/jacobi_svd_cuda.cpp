@@ -304,7 +304,7 @@ CoreResult solve(const at::Tensor& input, const PackedBatch& batch, const SvdOpt
                                                    ? list_start_members(batch.rows, batch.cols, sizeof(scalar_t))
                                                    : std::vector<int64_t>();
     if (cp.eigh)
-      r = svd_eigh_preconditioned(A, batch, opt, {jacobi, without_start, alone, cp.v_solve});
+      r = svd_eigh_preconditioned(A, batch, opt, {jacobi, without_start, alone});
     else if (cp.qr.on())
       r = svd_qr_preconditioned(A, batch, opt, cp.qr, cp.v_solve, jacobi);
     else if (!start_members.empty() || !qr_members.empty()) {

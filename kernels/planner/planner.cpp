@@ -222,11 +222,6 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
   // on Gaussian matrices, but 8.2 -> 11.6 on graded ones, which the solve does not serve).
   const int vs = knobs().v_solve;  // (the QR is only for uniform batches: qr_choice)
   cp.v_solve = !forced && cp.qr.on() && compute_uv && may_sync && (vs > 0 || (vs < 0 && elem == sizeof(double)));
-  // (the Gram eigenvectors' start, float64, JSVD_START_V_SOLVE=1: its Jacobi on X = M V0 without V where
-  // that takes whole matrices and with V would not, V_x = X^T U_x S^-1 checked: solve_v, qr_precondition.h;
-  // built at stop 66, not yet measured)
-  const bool start_v = !forced && cp.eigh && compute_uv && knobs().start_v_solve && elem == sizeof(double);
-  cp.v_solve = cp.v_solve || start_v;
   if (uniform) {
     TunedLevel tuned;
     const bool carry_v = compute_uv && !cp.v_solve;
@@ -252,9 +247,8 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
       cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr);
       plan_variant(cp.jacobi_v, elem, true);
       // (JSVD_V_SOLVE=1: wherever it can run, for measurements)
-      const bool pays = start_v ? cp.jacobi_v.level != Level::kWholeSmem && cp.jacobi.level == Level::kWholeSmem
-                                : vs > 0 || (cp.jacobi_v.level != Level::kWholeSmem &&
-                                             (cp.jacobi.level == Level::kWholeSmem || cols >= 512));
+      const bool pays = vs > 0 || (cp.jacobi_v.level != Level::kWholeSmem &&
+                                   (cp.jacobi.level == Level::kWholeSmem || cols >= 512));
       // (and the warp level computes U only with V)
       if (cp.jacobi_v.level == Level::kWholeWarp || !pays) {
         cp.v_solve = false;
@@ -393,7 +387,6 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
       if (elem == sizeof(double))  // (eigh_precondition.h: the data may decline it)
         os << ", \"min_column_ratio\": " << start_limits(true, q).min_ratio;
       if (start_x_by_qr(count, p, q)) os << ", \"jacobi_on_x\": \"qr_path\"";  // (where X fails its test)
-      else if (cp.v_solve) os << ", \"v\": \"solve (V_x = X^T U_x S^-1, checked; svd without full_matrices)\"";
       SvdOptions reduced;  // (CholeskyQR2 first, without full_matrices; where it declines, the route above)
       if (x_by_cholqr(p, q, reduced)) os << ", \"x_qr\": \"cholesky_qr2 (float64; svd without full_matrices, svdvals)\"";
       os << "}";

@@ -396,16 +396,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     r = std::move(*by_cholqr);
   } else {
     if (!X.defined()) X = Xd.to(A.scalar_type());  // (X rounded once, only where the Jacobi reads it)
-    if (!start_x_by_qr(B, p, q) && e.v_solve && opt.compute_uv && opt.want_v && (!opt.full_matrices || p == q)) {
-      // JSVD_START_V_SOLVE=1 (float64, planner.cpp): the Jacobi on X without V, V_x = X^T U_x S^-1
-      const at::Tensor X0 = X.view({B, q, p}).clone();  // (the engine may overwrite X)
-      SvdOptions xo = opt;
-      xo.want_v = false;
-      r = e.jacobi(X.view({-1}), b, xo);
-      r.V = solve_v(X0, r, xo, e.jacobi, /*triangular=*/false);
-    } else {
-      r = (start_x_by_qr(B, p, q) ? e.without_start : e.jacobi)(X.view({-1}), b, opt);
-    }
+    r = (start_x_by_qr(B, p, q) ? e.without_start : e.jacobi)(X.view({-1}), b, opt);
   }
   // V = V0 V_x; packed, V^T = V_x^T V0^T. In float64: a float32 product's errors of about q eps
   // would cost V as much orthogonality again.

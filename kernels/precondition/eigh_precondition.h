@@ -314,7 +314,6 @@ bool gram_eig_by_jacobi(int64_t cols);
 // no start: the Gram matrices).
 struct StartEngines {
   Engine jacobi, without_start, alone;
-  bool v_solve = false;  // (CallPlan::v_solve: `jacobi` without want_v takes the plan without V)
 };
 
 // The SVD of a uniform packed batch A (1-D, or the 3-D (B, q, p) view) by the Jacobi on A V0; outputs

@@ -105,8 +105,6 @@ void apply_lapack_q_(const LapackQr& f, const at::Tensor& Mt) {
   Mt.transpose(1, 2).copy_(at::ormqr(f.a, f.tau, Mt.transpose(1, 2), /*left=*/true, /*transpose=*/false));
 }
 
-}  // namespace
-
 // X = U_x S V_x^T for the Jacobi's lower triangular X = R^T (X0: (B, q, q), row j X's column j, as
 // the engine got it), whose U_x and S are in rx: V_x = X^{-1} (U_x S), one batched triangular solve
 // instead of the Jacobi's rotations accumulated (xGEJSV computes V so where R is well conditioned).
@@ -115,14 +113,12 @@ void apply_lapack_q_(const LapackQr& f, const at::Tensor& Mt) {
 // made orthogonal to rounding by one Newton-Schulz step, V_x (3I - V_x^T V_x) / 2, from the check's
 // own product. Elsewhere (a singular X: rank-deficient inputs; and a few with strongly graded
 // columns; docs/experiments.md, stop 37) the matrix's Jacobi runs again, with V: the matrices are
-// found by one read on the host. A general X (not `triangular`): V_x = X^T U_x S^{-1}, one product,
-// whose rows carry errors of about eps ||X|| / sigma_j, which the same check bounds.
-at::Tensor solve_v(const at::Tensor& X0, CoreResult& rx, const SvdOptions& xo, const Engine& engine, bool triangular) {
-  const int64_t B = X0.size(0), q = X0.size(1), p = X0.size(2);
-  const at::Tensor U = rx.U.view({B, q, p}).mT(), S = rx.S.view({B, 1, q});
-  // (a zero singular value: an infinite or NaN row, which the check sends to the Jacobi with V)
-  const at::Tensor Vx = triangular ? at::linalg_solve_triangular(X0.mT(), U * S, /*upper=*/false)
-                                   : at::matmul(X0, U / S);
+// found by one read on the host.
+// Returns V_x packed, and fills rx's U, S and info of the matrices run again.
+at::Tensor solve_v(const at::Tensor& X0, CoreResult& rx, const SvdOptions& xo, const Engine& engine) {
+  const int64_t B = X0.size(0), q = X0.size(1);
+  const at::Tensor Y = rx.U.view({B, q, q}).mT() * rx.S.view({B, 1, q});
+  const at::Tensor Vx = at::linalg_solve_triangular(X0.mT(), Y, /*upper=*/false);
   const double eps = eps_of(X0.scalar_type());
   const at::Tensor F = at::matmul(Vx.mT(), Vx).sub_(at::eye(q, X0.options()));  // V_x^T V_x - I
   const at::Tensor redo = at::logical_not(at::linalg_matrix_norm(F) <= 10.0 * static_cast<double>(q) * eps);  // (NaN too)
@@ -132,14 +128,16 @@ at::Tensor solve_v(const at::Tensor& X0, CoreResult& rx, const SvdOptions& xo, c
     const at::Tensor idx = redo.nonzero().squeeze(1);
     SvdOptions vo = xo;
     vo.want_v = true;
-    const CoreResult rs = engine(X0.index_select(0, idx).view({-1}), PackedBatch::uniform_of(nredo, p, q, false), vo);
-    rx.U.view({B, q, p}).index_copy_(0, idx, rs.U.view({nredo, q, p}));
+    const CoreResult rs = engine(X0.index_select(0, idx).view({-1}), PackedBatch::uniform_of(nredo, q, q, false), vo);
+    rx.U.view({B, q, q}).index_copy_(0, idx, rs.U.view({nredo, q, q}));
     rx.S.view({B, q}).index_copy_(0, idx, rs.S.view({nredo, q}));
     rx.info.index_copy_(0, idx, rs.info);
     V.index_copy_(0, idx, rs.V.view({nredo, q, q}));
   }
   return V.view({-1});
 }
+
+}  // namespace
 
 bool qr_twice_on(bool f64) { return knobs().qr_twice < 0 ? f64 : knobs().qr_twice > 0; }
 

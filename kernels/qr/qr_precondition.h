@@ -43,14 +43,6 @@ using Engine = std::function<CoreResult(const at::Tensor&, const PackedBatch&, c
 CoreResult svd_qr_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
                                  const QrChoice& qc, bool v_solve, const Engine& engine);
 
-// V_x of X = U_x S V_x^T where the Jacobi on X (p x q, packed: X0 (B, q, p), row j its column j) carried no
-// V: U_x and S (reduced, packed) in rx. `triangular` (X = R^T, p = q): X^{-1} (U_x S), as above; else
-// X^T U_x S^{-1} (the Gram eigenvectors' start, JSVD_START_V_SOLVE). Kept where orthogonal to 10 q eps, then
-// one Newton-Schulz step; the other matrices' Jacobi runs again with V (`engine` with want_v), their U, S
-// and info written into rx. Returns V_x packed. Reads a count on the host.
-at::Tensor solve_v(const at::Tensor& X0, CoreResult& rx, const SvdOptions& xo, const Engine& engine,
-                   bool triangular = true);
-
 // Variable-size lists (qr_list.cpp): whether a member of a list of `count` takes the QR (what qr_choice
 // gives its shape in a uniform batch, where that is the one-launch QR), the members of b that do, and
 // the SVD of the list b with those members' Jacobi on their R^T, beside the others' on themselves, in
