@@ -1,6 +1,8 @@
 // The float32-solved start's element-wise steps, a block a matrix (start_refine.h).
 #include "precondition/start_refine.h"
 
+#include "common/jacobi_device.cuh"  // block_sum, block_max
+
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
@@ -12,28 +14,8 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// The block's sum of v (every thread gets it); `red` holds kThreads / 32 doubles.
-__device__ double block_sum(double v, double* red) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  v = 0;
-  for (int w = 0; w < kThreads / 32; ++w) v += red[w];  // (same order in every thread)
-  return v;
-}
-
-// The block's largest v (every thread gets it).
-__device__ double block_max(double v, double* red) {
-  for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  v = 0;
-  for (int w = 0; w < kThreads / 32; ++w) v = fmax(v, red[w]);
-  return v;
-}
-
 __global__ void __launch_bounds__(kThreads) trace_scaled_float_kernel(const double* G, float* out, int64_t q) {
-  __shared__ double red[kThreads / 32];
+  __shared__ double red[32];
   const int64_t n = q * q;
   const double* g = G + blockIdx.x * n;
   double t = 0;
@@ -50,7 +32,7 @@ __global__ void __launch_bounds__(kThreads) refine_rotation_kernel(const double*
                                                                    int q, double max_angle, double max_norm,
                                                                    double cluster_gap) {
   extern __shared__ double d[];  // the eigenvalues' estimates (q)
-  __shared__ double red[kThreads / 32];
+  __shared__ double red[32];
   const int n = q * q;
   const int64_t off = blockIdx.x * static_cast<int64_t>(n);
   const double* s = S + off;
@@ -72,7 +54,6 @@ __global__ void __launch_bounds__(kThreads) refine_rotation_kernel(const double*
     const double e = angle(k);
     sq += e * e;
   }
-  __syncthreads();  // (red again)
   const double scale = fmin(1.0, max_norm / sqrt(block_sum(sq, red)));  // (a zero E: inf, so 1)
   double* out = IE + off;
   for (int k = threadIdx.x; k < n; k += kThreads) {
@@ -82,7 +63,7 @@ __global__ void __launch_bounds__(kThreads) refine_rotation_kernel(const double*
 }
 
 __global__ void __launch_bounds__(kThreads) orth_defect_kernel(const double* F, int q, double limit, bool* flag) {
-  __shared__ double red[kThreads / 32];
+  __shared__ double red[32];
   const int n = q * q;
   const double* f = F + blockIdx.x * static_cast<int64_t>(n);
   double sq = 0;
