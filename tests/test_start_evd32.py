@@ -191,7 +191,7 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
         import os, torch, torch_jsvd
         A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
         gram = lambda count, dtype: [torch_jsvd.plan([A.shape[1:]] * count, dtype=dtype, device="cuda")[
-            "matrices"][0].get("start_v", {}).get(k) for k in ("gram_dtype", "gram_dtype_full_matrices")]
+            "matrices"][0].get("start_v", {{}}).get(k) for k in ("gram_dtype", "gram_dtype_full_matrices")]
         out = [t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)] + [torch_jsvd.svdvals(A).cpu()]
         torch.save((out, [gram(200, torch.float32), gram(199, torch.float32), gram(200, torch.float64)]),
                    os.environ["OUT"])
