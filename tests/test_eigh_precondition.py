@@ -432,51 +432,6 @@ def test_non_finite_member_on_syev_batched_route(dtype, shape, bad):
     assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(*shape[1:], dtype)
 
 
-@pytest.mark.parametrize("member", ["none", "nan", "overflow", "ill_conditioned"])
-def test_float32_on_the_float64_solver_reads_once(tmp_path, member):
-    """float32 batches on syevBatched's float64 route (37 x 300 x 77) read the checks' flag, syevBatched's
-    info and the eigenvalues' pre-test with the test on X, one wait (JSVD_START_LATE_CHECK=0: each where it
-    is formed). The same arithmetic either way: svd's U, S, Vh and svdvals' S equal to the bit in child
-    processes with the knob 0 and 1, for a Gaussian batch (X converged), one whose Gram matrix overflows
-    float32's range (declined after syevBatched ran on zeros) and one spanning 5 decades (the pre-test
-    fails: the Jacobi on X), every member a valid SVD; a NaN member (declined) raises with either.
-    (svd_ex never takes the start: it does not synchronise.)"""
-    g = torch.Generator().manual_seed(77)
-    A = torch.randn(37, 300, 77, generator=g, dtype=torch.float64)
-    if member == "nan":
-        A[3, 5, 7] = float("nan")
-    elif member == "overflow":
-        A[3] *= 1e36
-    elif member == "ill_conditioned":
-        A[3] = random_spectrum(300, 77, 5, g)
-    A = A.float()
-    assert start_v([(300, 77)] * 37)[0]["solver"] == "cusolverDnXsyevBatched"
-    torch.save(A, tmp_path / "A.pt")
-    code = f"""
-        import os, torch, torch_jsvd
-        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
-        try:
-            out = [t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)] + [torch_jsvd.svdvals(A).cpu()]
-        except torch.linalg.LinAlgError:
-            out = "raised"
-        torch.save(out, os.environ["OUT"])
-    """
-    out = {}
-    for late in ("0", "1"):
-        run_child(code, JSVD_START_LATE_CHECK=late, OUT=str(tmp_path / f"r{late}.pt"))
-        out[late] = torch.load(tmp_path / f"r{late}.pt")
-    if member == "nan":
-        assert out["0"] == out["1"] == "raised"
-        return
-    for a, b in zip(out["0"], out["1"]):
-        assert torch.equal(a, b)
-    U, S, Vh, S_values = out["1"]
-    assert_valid_svd(A, U, S, Vh, False)
-    ref = torch.linalg.svdvals(A.double())
-    for s in (S, S_values):
-        assert ((s.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(300, 77, torch.float32)
-
-
 @pytest.mark.parametrize("env", [{"JSVD_EIGH": "1"}, {"JSVD_EIGH": "1", "JSVD_QR": "0"}], ids=str)
 def test_forced_on_small_float64_and_batches(env):
     run_child("""

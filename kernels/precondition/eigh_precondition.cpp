@@ -210,32 +210,14 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     checked.synchronize();
     return *bad_host.const_data_ptr<int32_t>() == 0;
   };
-  // (two flags or counts in one wait: int32 or bool scalars on the device)
-  const auto read_two = [&](const at::Tensor& a, const at::Tensor& c) {
-    const at::Tensor host = at::empty({2}, bad.options().device(at::kCPU).pinned_memory(true));
-    host.copy_(at::stack({a.to(at::kInt), c.to(at::kInt)}), /*non_blocking=*/true);
-    at::cuda::CUDAEvent read;
-    read.record(at::cuda::getCurrentCUDAStream());
-    read.synchronize();
-    return std::make_pair(host.const_data_ptr<int32_t>()[0], host.const_data_ptr<int32_t>()[1]);
-  };
-  at::Tensor late_bad;  // (the float32 solver's route, and float32 on the float64 one's: checks on the device, read late)
+  at::Tensor late_bad;  // (the float32 solver's route: its checks, on the device, read at the end)
   // Whether the checks read last decline the batch (the batched route's, the float32 solver's late ones).
   const auto declined_late = [&] { return (batched && !ok()) || (late_bad.defined() && late_bad.item<bool>()); };
   // (syevd synchronises anyway: read first; the batched Jacobi never does, so it is read last, where svd
   // reads its info next anyway, and a declined batch is then solved again without the start; the float32
   // solver's pivots' test reads them with its own flag, one wait for both)
   const bool pivots_test = evd32_candidate && knobs().start_evd32 != 1;
-  // float32 on syevBatched's float64 route: the checks' flag, syevBatched's info and the eigenvalues'
-  // pre-test all read with the test on X, one wait where there were four (docs/experiments.md, stop 67;
-  // JSVD_START_LATE_CHECK=0: each where it is formed). A batch they decline has paid for syevBatched.
-  const bool late_f64_solver = !f64 && !batched && !evd32_candidate && syev_batched_on(B) &&
-                               knobs().start_late_check;
-  if (late_f64_solver) {
-    late_bad = bad.ne(0);
-    G.masked_fill_(late_bad, 0.0);  // (a batch the checks decline: syevBatched on zeros, never on inf or NaN)
-  }
-  if (!batched && !pivots_test && !late_f64_solver && !ok()) return e.without_start(A, b, opt);
+  if (!batched && !pivots_test && !ok()) return e.without_start(A, b, opt);
   const bool converged_route = !f64 && converged_outputs_ok;
   const bool test_x_f64 = f64 && converged_outputs_ok && knobs().start_converged_f64;  // (float64: X itself)
   // float32 on the eigen-solvers' routes: float64's test on X^T X at float32's tol (converged_fails' kX32;
@@ -247,7 +229,6 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
   bool may_pass = false;  // (whether X is tested; the eigen-solvers' routes: where the eigenvalues leave it a chance)
   bool by_syevd = false;  // V0 from syevd (a few large matrices)
-  at::Tensor pre_failed;  // (late_f64_solver: the eigenvalues' pre-test, on the device)
   if (batched) {
     // A batch of small Gram matrices: this engine's one-sided Jacobi on them, in one call (the warp or
     // shared-memory level), where torch.linalg.eigh would loop over them. Its V is orthogonal to working
@@ -328,13 +309,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
         late_bad = at::Tensor();
       }
     } else if (syev_batched_on(B)) {
-      at::Tensor failed;
-      V0 = syev_batched_async(G, &failed, &w);
-      if (late_f64_solver) {
-        late_bad = late_bad.logical_or(failed);
-      } else if (failed.item<bool>()) {
-        return e.without_start(A, b, opt);
-      }
+      bool failed = false;
+      V0 = syev_batched(G, &failed, &w);
+      if (failed) return e.without_start(A, b, opt);
       // float64: a matrix whose eigenvalues span more than kEighMinEigRatioF64 sends the batch to the QR path
       // (eigh_precondition.h: V0 then leaves the Jacobi on X nearly as many sweeps as on M).
       if (f64 && knobs().eigh_cond &&
@@ -353,13 +330,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // eigenvalue is below half of column_ok's bound cannot pass, and the test is not formed.
     if (test_x) {
       const ConvergedStart unit = converged_start(x_test, 1.0, p, q, tol);
-      const at::Tensor pass = w.select(-1, 0).ge(fro * (0.5 * unit.col_min)).all();
-      if (late_f64_solver) {  // (C formed and tested whatever the pre-test says: a failed one fails C's test)
-        pre_failed = pass.logical_not();
-        may_pass = true;
-      } else {
-        may_pass = pass.item<bool>();
-      }
+      may_pass = w.select(-1, 0).ge(fro * (0.5 * unit.col_min)).all().item<bool>();
     }
   }
   // The batched start: C = V0^T G V0 (start_converged.h), read with the checks' flag (svd synchronises
@@ -397,14 +368,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       // U = X D^-1 from X itself.
       const at::Tensor C = at::empty({B, q, q}, G.options());
       gram_into(C, Xd);
-      at::Tensor fails = converged_fails(C, p, tol, x_test);
-      if (pre_failed.defined()) fails = fails + pre_failed.to(at::kInt);
-      // (the late checks read with the test: one wait; the batched route's own flag read at the end)
-      const auto [failing, declined] = read_two(fails, late_bad.defined() ? late_bad : at::zeros_like(fails));
-      if (declined) return e.without_start(A, b, opt);
-      late_bad = at::Tensor();
-      if (failing == 0) {
-        if (batched && !ok()) return e.without_start(A, b, opt);
+      if (read_int(converged_fails(C, p, tol, x_test)) == 0) {
+        if (declined_late()) return e.without_start(A, b, opt);
         CoreResult r = converged_outputs(C, Xd, V0, opt.compute_uv, A.scalar_type());
         r.polish = false;
         return r;
