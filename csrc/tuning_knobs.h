@@ -35,7 +35,6 @@ struct Knobs {
   int start_evd32_tall = 2;  // JSVD_START_EVD32_TALL=N: float32's large tall batches on the float32 solver, V0 refined N times (0: the float64 solver; eigh_precondition.h)
   int gram_eig_jacobi_cols = 64;  // JSVD_GRAM_EIG_JACOBI_COLS: the batched start's Gram matrices up to this many columns (at most kEighJacobiMaxCols) by this engine's Jacobi, beyond it by syevBatched (32 measured slower, experiments.md stop 64)
   bool start_late_check = true;  // JSVD_START_LATE_CHECK=0: the float32-solved V0's checks read before the Jacobi on X is queued (eigh_precondition.cpp)
-  bool start_oa = false;  // JSVD_START_OA=1: float32's tall route refines V0 by Ogita and Aishima's full step (emulated on the CPU, not yet measured: eigh_precondition.cpp)
   bool start_refine = true;  // JSVD_START_REFINE=0: the float32-solved V0 not refined by a first-order step (refine_eigenvectors, eigh_precondition.h)
   int eigh_cond = 1;     // JSVD_EIGH_COND: float64 batches on syevBatched's route declined by their Cholesky pivots and eigenvalues (1), eigenvalues only (2), never (0)
   int start_x_qr = -1;  // JSVD_START_X_QR: the start's Jacobi on X by the QR path; -1 by the rule (start_x_by_qr), 0 never, 1 always
@@ -109,7 +108,6 @@ inline Knobs read() {
   k.gram_eig_jacobi_cols = integer("JSVD_GRAM_EIG_JACOBI_COLS", k.gram_eig_jacobi_cols);
   k.start_late_check = on("JSVD_START_LATE_CHECK", k.start_late_check);
   k.start_refine = on("JSVD_START_REFINE", k.start_refine);
-  k.start_oa = on("JSVD_START_OA", k.start_oa);
   k.eigh_cond = integer("JSVD_EIGH_COND", k.eigh_cond);
   k.start_x_qr = integer("JSVD_START_X_QR", k.start_x_qr);
   k.x_cholqr = integer("JSVD_X_CHOLQR", k.x_cholqr);

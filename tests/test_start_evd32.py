@@ -174,7 +174,7 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
     float64 solver (S equal to the knob's 0 to the bit), one over 2 decades may pass it (kEvd32TallPivotRatio
     counts pivots) and gets valid outputs either way; members of equal or two clustered singular values take
     the route with the Gaussian ones, to its end: V0 orthogonal enough that the batch is not solved again
-    without the start (S not JSVD_EIGH=0's to the bit). The same of JSVD_START_OA=1's refinement."""
+    without the start (S not JSVD_EIGH=0's to the bit)."""
     g = torch.Generator().manual_seed(m + n)
     A = torch.randn(200, m, n, generator=g, dtype=torch.float64)
     A[2] = 0
@@ -199,25 +199,23 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
                    os.environ["OUT"])
     """
     res = {}
-    runs = (("0", {"JSVD_START_EVD32_TALL": "0"}), ("default", {}), ("no start", {"JSVD_EIGH": "0"}),
-            ("full step", {"JSVD_START_OA": "1"}))
-    for knob, env in runs:
-        run_child(code, OUT=str(tmp_path / f"r{runs.index((knob, env))}.pt"), **env)
-        res[knob] = torch.load(tmp_path / f"r{runs.index((knob, env))}.pt")
+    runs = (("0", {"JSVD_START_EVD32_TALL": "0"}), ("default", {}), ("no start", {"JSVD_EIGH": "0"}))
+    for i, (knob, env) in enumerate(runs):
+        run_child(code, OUT=str(tmp_path / f"r{i}.pt"), **env)
+        res[knob] = torch.load(tmp_path / f"r{i}.pt")
     assert res["0"][1] == [["float64", None]] * 3
     ref = torch.linalg.svdvals(A.double())
-    for route in ("default", "full step"):  # (JSVD_START_OA=1: Ogita and Aishima's full step on the route)
-        # (kEvd32TallMinBatch; float32 only; svd(full_matrices=True) on the float64 solver)
-        assert res[route][1] == [["float32", "float64"], ["float64", None], ["float64", None]]
-        U, S, Vh, S_values = res[route][0]
-        assert_valid_svd(A, U, S, Vh, False)
-        for s in (S, S_values):
-            assert ((s.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, F32)
-        if member != "moderately_conditioned":  # (2 decades: the pivots' test may pass it; valid either way)
-            assert torch.equal(S, res["0"][0][1]) == (member == "ill_conditioned")
-        if member in ("none", "clustered"):  # (the route kept to its end: not solved again without the start)
-            assert not torch.equal(S, res["no start"][0][1])
-        if member == "none":
-            lim = 3 * n**0.5 * torch.finfo(torch.float32).eps
-            assert orthogonality_error(U).max().item() <= lim
-            assert orthogonality_error(Vh, rows=True).max().item() <= lim
+    # (kEvd32TallMinBatch; float32 only; svd(full_matrices=True) on the float64 solver)
+    assert res["default"][1] == [["float32", "float64"], ["float64", None], ["float64", None]]
+    U, S, Vh, S_values = res["default"][0]
+    assert_valid_svd(A, U, S, Vh, False)
+    for s in (S, S_values):
+        assert ((s.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, F32)
+    if member != "moderately_conditioned":  # (2 decades: the pivots' test may pass it; valid either way)
+        assert torch.equal(S, res["0"][0][1]) == (member == "ill_conditioned")
+    if member in ("none", "clustered"):  # (the route kept to its end: not solved again without the start)
+        assert not torch.equal(S, res["no start"][0][1])
+    if member == "none":
+        lim = 3 * n**0.5 * torch.finfo(torch.float32).eps
+        assert orthogonality_error(U).max().item() <= lim
+        assert orthogonality_error(Vh, rows=True).max().item() <= lim

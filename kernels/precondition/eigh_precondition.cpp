@@ -109,23 +109,17 @@ at::Tensor newton_schulz_step(const at::Tensor& V0) {
 // cap, so E is scaled to ||E||_F <= kRefineMaxNorm: V0 (I + E) is then within ||E||_F^2 of orthogonal,
 // which three steps take below 1e-11 and four to rounding (NS: F -> -3/4 F^2 + F^3/4 for V^T V = I + F).
 // Without that scaling an orthogonal M (every eigenvalue 1) kept ||V0^T V0 - I|| 0.17 after two steps
-// (this machine's CPU, an emulation in float64: .scratch/s54_refine_cluster.py).
-// `full` (JSVD_START_OA=1, float32's tall route): their full step, for a V0 not yet orthogonal, its R =
-// I - V0^T V0 corrected in the step's own GEMMs (refine_rotation with F, start_refine.h), pairs of
-// eigenvalues closer than kRefineClusterGap left to the Jacobi on X; one GEMM more, no Newton-Schulz step
-// needed between two of them.
-at::Tensor refine_eigenvectors(const at::Tensor& G, const at::Tensor& V0, int ns_steps, bool full = false) {
+// (this machine's CPU, an emulation in float64: .scratch/s54_refine_cluster.py). Their full step, for a V0
+// not yet orthogonal (I - V0^T V0 corrected in the step's own GEMMs, no Newton-Schulz step between two),
+// was built for float32's tall route and not adopted: about 4% faster there, and U ten times less
+// orthogonal at 300x900x100 with singular values to 1/100 (1.8e-6 against 1.7e-7; H200, stop 67).
+at::Tensor refine_eigenvectors(const at::Tensor& G, const at::Tensor& V0, int ns_steps) {
   const int64_t B = V0.size(0), q = V0.size(1);
   const at::Tensor GV = at::empty({B, q, q}, V0.options()), S = at::empty({B, q, q}, V0.options());
-  at::Tensor F;
-  if (full) {
-    F = at::empty({B, q, q}, V0.options());
-    bmm_into<double>(F, V0.mT(), V0, 1.0, 0.0);
-  }
   bmm_into<double>(GV, G, V0, 1.0, 0.0);
   bmm_into<double>(S, V0.mT(), GV, 1.0, 0.0);
   // (I + E, over GV: read no more)
-  refine_rotation(S, GV, kRefineMaxAngle, kRefineMaxNorm, F, full ? kRefineClusterGap : 0.0);
+  refine_rotation(S, GV, kRefineMaxAngle, kRefineMaxNorm);
   at::Tensor V = at::empty({B, q, q}, V0.options());
   bmm_into<double>(V, V0, GV, 1.0, 0.0);
   for (int k = 0; k < ns_steps; ++k) V = newton_schulz_step(V);
@@ -285,12 +279,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       // orthogonal, whose batch then went back to the QR path after the start: the second refinement's capped
       // E, ||E||_F <= kRefineMaxNorm within the cluster, needs more than one step. Two and two: 2e-10, as
       // many GEMMs, and Gaussian members' X as converged: a CPU emulation, docs/experiments.md, stop 66.)
-      // JSVD_START_OA=1: as many of Ogita and Aishima's full steps and one Newton-Schulz step (12 GEMMs
-      // against 16 for two; a CPU emulation, not measured on a GPU: docs/experiments.md, stop 66).
       if (evd32_tall) {
-        const bool full = knobs().start_oa;
-        for (int k = 0; k < knobs().start_evd32_tall; ++k) V0 = refine_eigenvectors(G, V0, full ? 0 : 2, full);
-        if (full) V0 = newton_schulz_step(V0);
+        for (int k = 0; k < knobs().start_evd32_tall; ++k) V0 = refine_eigenvectors(G, V0, 2);
       } else if (knobs().start_refine) {
         V0 = refine_eigenvectors(G, V0, f64 ? 4 : 3);
       }

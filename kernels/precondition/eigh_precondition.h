@@ -265,10 +265,6 @@ constexpr int64_t kEvd32ColsPerSmallPivot = 32;
 // 4.1-4.7, float64 16x200² 3.9-4.0 / 3.7-4.2; tests/test_start_evd32.py passed both ways. On by default
 // since stop 55 (JSVD_START_REFINE=0 off).
 constexpr double kRefineMaxAngle = 0.1, kRefineMaxNorm = 0.25;
-// Ogita and Aishima's full step (JSVD_START_OA=1) leaves pairs of eigenvalues closer than this share of the
-// largest to the Jacobi on X: without it a cluster's capped rotations, each step's new, kept V0 1e-2 from
-// orthogonal; at 1e-4 a spectrum to 1/100 kept X's cosines at 7e-4 (CPU emulation, stop 66).
-constexpr double kRefineClusterGap = 1e-6;
 // The largest ||V0^T V0 - I||_F the route keeps (a solver's eigenvectors to ~3.6e-4 from orthogonal pass,
 // in float64 to ~1.2e-3 after its two steps; float64's rounding leaves ~1e-14 at 200 columns).
 constexpr double kEvd32MaxOrthF32 = 1e-7, kEvd32MaxOrthF64 = 1e-12;

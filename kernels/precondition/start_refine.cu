@@ -1,7 +1,7 @@
 // The float32-solved start's element-wise steps, a block a matrix (start_refine.h).
 #include "precondition/start_refine.h"
 
-#include "common/jacobi_device.cuh"  // block_sum, block_max
+#include "common/jacobi_device.cuh"  // block_sum
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
@@ -26,28 +26,21 @@ __global__ void __launch_bounds__(kThreads) trace_scaled_float_kernel(const doub
   for (int64_t k = threadIdx.x; k < n; k += kThreads) o[k] = static_cast<float>(g[k] * scale);
 }
 
-// Two passes over S (the second from L2): the rotations' norm, then I + E scaled. F: null, or V0^T V0
-// (start_refine.h).
-__global__ void __launch_bounds__(kThreads) refine_rotation_kernel(const double* S, const double* F, double* IE,
-                                                                   int q, double max_angle, double max_norm,
-                                                                   double cluster_gap) {
+// Two passes over S (the second from L2): the rotations' norm, then I + E scaled (start_refine.h).
+__global__ void __launch_bounds__(kThreads) refine_rotation_kernel(const double* S, double* IE, int q,
+                                                                   double max_angle, double max_norm) {
   extern __shared__ double d[];  // the eigenvalues' estimates (q)
   __shared__ double red[32];
   const int n = q * q;
   const int64_t off = blockIdx.x * static_cast<int64_t>(n);
   const double* s = S + off;
-  const double* f = F ? F + off : nullptr;
-  double top = 0;
-  for (int j = threadIdx.x; j < q; j += kThreads) {
-    d[j] = f ? s[j * q + j] / f[j * q + j] : s[j * q + j];
-    top = fmax(top, fabs(d[j]));
-  }
-  const double gap = cluster_gap * block_max(top, red);  // (its __syncthreads covers d)
-  // (equal estimates and the diagonal: an infinite or NaN ratio, which the tests drop)
+  for (int j = threadIdx.x; j < q; j += kThreads) d[j] = s[j * q + j];
+  __syncthreads();
+  // (equal estimates and the diagonal: an infinite or NaN ratio, which the test drops)
   const auto angle = [&](int k) {
     const int i = k / q, j = k - i * q;
-    const double e = f ? (s[k] - d[j] * f[k]) / (d[j] - d[i]) + 0.5 * f[k] : s[k] / (d[j] - d[i]);
-    return fabs(e) <= max_angle && fabs(d[j] - d[i]) > gap ? e : 0.0;
+    const double e = s[k] / (d[j] - d[i]);
+    return fabs(e) <= max_angle ? e : 0.0;
   };
   double sq = 0;
   for (int k = threadIdx.x; k < n; k += kThreads) {
@@ -58,7 +51,7 @@ __global__ void __launch_bounds__(kThreads) refine_rotation_kernel(const double*
   double* out = IE + off;
   for (int k = threadIdx.x; k < n; k += kThreads) {
     const double eye = k % (q + 1) == 0 ? 1.0 : 0.0;
-    out[k] = eye + (f ? 0.5 * (eye - f[k]) : 0.0) + angle(k) * scale;
+    out[k] = eye + angle(k) * scale;
   }
 }
 
@@ -94,18 +87,14 @@ at::Tensor trace_scaled_float(const at::Tensor& G) {
   return out;
 }
 
-void refine_rotation(const at::Tensor& S, const at::Tensor& IE, double max_angle, double max_norm,
-                     const at::Tensor& F, double cluster_gap) {
+void refine_rotation(const at::Tensor& S, const at::Tensor& IE, double max_angle, double max_norm) {
   check_square(S, "refine_rotation");
   check_square(IE, "refine_rotation");
-  if (F.defined()) check_square(F, "refine_rotation");
-  TORCH_CHECK(IE.sizes() == S.sizes() && (!F.defined() || F.sizes() == S.sizes()) && S.size(1) <= 4096,
-              "jsvd internal: refine_rotation's shapes");
+  TORCH_CHECK(IE.sizes() == S.sizes() && S.size(1) <= 4096, "jsvd internal: refine_rotation's shapes");
   if (S.numel() == 0) return;
   const int q = static_cast<int>(S.size(1));
   refine_rotation_kernel<<<S.size(0), kThreads, q * sizeof(double), at::cuda::getCurrentCUDAStream()>>>(
-      S.const_data_ptr<double>(), F.defined() ? F.const_data_ptr<double>() : nullptr,
-      IE.mutable_data_ptr<double>(), q, max_angle, max_norm, cluster_gap);
+      S.const_data_ptr<double>(), IE.mutable_data_ptr<double>(), q, max_angle, max_norm);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

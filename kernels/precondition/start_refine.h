@@ -16,12 +16,8 @@ at::Tensor trace_scaled_float(const at::Tensor& G);
 
 // S = V0^T G V0: (B, q, q) contiguous float64. Writes IE = I + E, E the refinement's first-order rotation
 // (refine_eigenvectors, eigh_precondition.cpp): E_ij = S_ij / (S_jj - S_ii) where |E_ij| <= max_angle, else
-// 0 (the diagonal too), the whole scaled to ||E||_F <= max_norm. With F = V0^T V0 (same layout), Ogita and
-// Aishima's full step for a V0 not yet orthogonal: E = R / 2 + A, R = I - F, lambda_i = S_ii / F_ii, and
-// A_ij = (S_ij - lambda_j F_ij) / (lambda_j - lambda_i) + F_ij / 2 where |A_ij| <= max_angle and
-// |lambda_j - lambda_i| > cluster_gap max_k |lambda_k|, else 0, A scaled to ||A||_F <= max_norm.
-void refine_rotation(const at::Tensor& S, const at::Tensor& IE, double max_angle, double max_norm,
-                     const at::Tensor& F = at::Tensor(), double cluster_gap = 0);
+// 0 (the diagonal too), the whole scaled to ||E||_F <= max_norm.
+void refine_rotation(const at::Tensor& S, const at::Tensor& IE, double max_angle, double max_norm);
 
 // F = V0^T V0: (B, q, q) contiguous float64. Sets `flag` (a device bool scalar) where some matrix has
 // ||F - I||_F above `limit` or not a number; leaves it as it was otherwise.
