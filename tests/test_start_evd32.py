@@ -162,17 +162,18 @@ def test_start_declined_by_its_checks(tmp_path, dtype, n, member):
 
 
 @pytest.mark.parametrize("member", ["none", "ill_conditioned", "moderately_conditioned", "clustered"])
-@pytest.mark.parametrize("m,n", [(300, 77), (260, 128), (1000, 65)], ids=str)
+@pytest.mark.parametrize("m,n", [(300, 77), (260, 128), (1000, 65), (128, 128), (100, 100), (150, 100)], ids=str)
 def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
-    """float32 batches of tall matrices (rows >= 2 cols, 65 to 128 columns, from 200 matrices) solve their
-    Gram matrices in float32 where svd (reduced U) or svdvals tests X = M V0 for convergence
-    (evd32_route_on's x_tested), V0 refined twice; JSVD_START_EVD32_TALL=0: the float64 solver. A batch
+    """float32 batches of 65 to 128 columns, from 200 matrices, solve their Gram matrices in float32 where svd
+    (reduced U) or svdvals tests X = M V0 for convergence (evd32_route_on's x_tested), V0 refined twice;
+    JSVD_START_EVD32_TALL=0: tall ones (rows >= 2 cols) on the float64 solver, near-square ones without
+    the start, as they are with full_matrices (S equal to JSVD_EIGH=0's to the bit). A batch
     of Gaussian members with a zero one, two equal columns and members at 1e-30 and 1e30: the plan's Gram
     dtype float32 from 200 matrices by default, float64 with the knob at 0; every output property, S and
     svdvals' S against LAPACK, U and V orthogonal to 3 sqrt(n) eps32; S not the float64 solver's to the
-    bit. A member whose singular values span 6 decades fails the pivots' test and sends the batch to the
-    float64 solver (S equal to the knob's 0 to the bit), one over 2 decades may pass it (kEvd32TallPivotRatio
-    counts pivots) and gets valid outputs either way; members of equal or two clustered singular values take
+    bit. A member whose singular values span 6 decades fails the pivots' test and sends the batch where the
+    knob's 0 does (S equal to the bit), one over 2 decades may pass it (kEvd32TallPivotRatio, near-square
+    kEvd32PivotRatio, counts pivots) and gets valid outputs either way; members of equal or two clustered singular values take
     the route with the Gaussian ones, to its end: V0 orthogonal enough that the batch is not solved again
     without the start (S not JSVD_EIGH=0's to the bit)."""
     g = torch.Generator().manual_seed(m + n)
@@ -195,6 +196,7 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
         gram = lambda count, dtype: [torch_jsvd.plan([A.shape[1:]] * count, dtype=dtype, device="cuda")[
             "matrices"][0].get("start_v", {{}}).get(k) for k in ("gram_dtype", "gram_dtype_full_matrices")]
         out = [t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)] + [torch_jsvd.svdvals(A).cpu()]
+        out.append(torch_jsvd.svd(A, full_matrices=True).S.cpu())
         torch.save((out, [gram(200, torch.float32), gram(199, torch.float32), gram(200, torch.float64)]),
                    os.environ["OUT"])
     """
@@ -203,11 +205,16 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
     for i, (knob, env) in enumerate(runs):
         run_child(code, OUT=str(tmp_path / f"r{i}.pt"), **env)
         res[knob] = torch.load(tmp_path / f"r{i}.pt")
-    assert res["0"][1] == [["float64", None]] * 3
     ref = torch.linalg.svdvals(A.double())
-    # (kEvd32TallMinBatch; float32 only; svd(full_matrices=True) on the float64 solver)
-    assert res["default"][1] == [["float32", "float64"], ["float64", None], ["float64", None]]
-    U, S, Vh, S_values = res["default"][0]
+    # (kEvd32TallMinBatch; float32 only; svd(full_matrices=True) on the float64 solver, or without the start)
+    if m >= 2 * n:
+        assert res["0"][1] == [["float64", None]] * 3
+        assert res["default"][1] == [["float32", "float64"], ["float64", None], ["float64", None]]
+    else:
+        assert res["0"][1][:2] == [[None, None]] * 2
+        assert res["default"][1][:2] == [["float32", None], [None, None]]
+        assert torch.equal(res["default"][0][4], res["no start"][0][4])
+    U, S, Vh, S_values, _ = res["default"][0]
     assert_valid_svd(A, U, S, Vh, False)
     for s in (S, S_values):
         assert ((s.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, F32)

@@ -25,9 +25,6 @@
 namespace jsvd {
 namespace cuda {
 
-namespace {
-
-// The start with float64 Gram eigen-solvers (eigh_precondition_on's rules before stop 54).
 bool start_f64_gram_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
   if (knobs().eigh == 1) return true;
   const bool f64 = elem == sizeof(double);
@@ -47,10 +44,13 @@ bool start_f64_gram_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
          (batch >= kEighManyMinBatch && rows >= kEighManyRatio * cols && work >= kEighManyMinWork);
 }
 
-// float32's tall batches that JSVD_START_EVD32_TALL puts on the float32 solver (evd32_route_on's x_tested).
+namespace {
+
+// float32's large batches of 65 to 128 columns that JSVD_START_EVD32_TALL puts on the float32 solver
+// (evd32_route_on's x_tested): tall ones, and near-square ones too (JSVD_START_EVD32_SQUARE).
 bool evd32_tall_shape(int64_t batch, int64_t rows, int64_t cols) {
-  return knobs().start_evd32_tall > 0 && eigh_mid_cols(cols) && rows >= kEighMidRatio * cols &&
-         batch >= kEvd32TallMinBatch;
+  return knobs().start_evd32_tall > 0 && eigh_mid_cols(cols) &&
+         (rows >= kEighMidRatio * cols || knobs().start_evd32_square) && batch >= kEvd32TallMinBatch;
 }
 
 }  // namespace
@@ -67,7 +67,8 @@ bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool
 
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform) {
   if (!uniform || knobs().eigh == 0) return false;
-  return start_f64_gram_on(batch, rows, cols, elem) || evd32_route_on(batch, rows, cols, elem);
+  // (x_tested: the call's options decide it, svd_eigh_preconditioned's first test)
+  return start_f64_gram_on(batch, rows, cols, elem) || evd32_route_on(batch, rows, cols, elem, /*x_tested=*/true);
 }
 
 bool gram_eig_by_jacobi(int64_t cols) {
@@ -148,6 +149,15 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   const at::NoTF32Guard no_tf32;  // (full-precision GEMMs whatever allow_tf32 says)
   const at::Tensor W = A.dim() == 3 ? A : A.view({B, q, p});  // row j of W: column j of the matrix M
   const bool f64 = A.scalar_type() == at::kDouble;
+  // svd (reduced U) and svdvals: where M V0 is already converged in every matrix (start_converged.h), U,
+  // S and V without the Jacobi on X (float32 from G and V0 or from X; float64 from X, by the Jacobi's test).
+  const bool converged_outputs_ok = opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
+                                    knobs().start_converged;
+  const bool x_tested32 = !f64 && converged_outputs_ok;
+  // (float32's near-square batches take the start only where X is tested: full_matrices leaves them here,
+  // before any of its work)
+  if (!start_f64_gram_on(B, p, q, A.element_size()) && !evd32_route_on(B, p, q, A.element_size(), x_tested32))
+    return e.without_start(A, b, opt);
   // The Gram matrix, its eigenvectors and X = M V0 in float64 (products of float32 entries are exact
   // there, and their squares neither overflow nor underflow), X rounded once: its columns start
   // orthogonal to about float32's rounding. W is the caller's tensor where it came unpacked (the
@@ -173,11 +183,6 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // float64 on syevBatched's route: the Cholesky pivots' test (kEighMinEigRatioF64), read with the checks
   // before syevBatched, so that an ill-conditioned batch does not pay for it (not on the float32 solver's
   // route, whose own test on the pivots comes below).
-  // svd (reduced U) and svdvals: where M V0 is already converged in every matrix (start_converged.h), U,
-  // S and V without the Jacobi on X (float32 from G and V0 or from X; float64 from X, by the Jacobi's test).
-  const bool converged_outputs_ok = opt.may_sync && (!opt.compute_uv || (opt.want_v && !opt.full_matrices)) &&
-                                    knobs().start_converged;
-  const bool x_tested32 = !f64 && converged_outputs_ok;
   const bool evd32_candidate = !batched && evd32_route_on(B, p, q, A.element_size(), x_tested32);
   // (float32's tall batches on the float32 solver: X tested, below; only where the outputs may come from X)
   const bool evd32_tall = evd32_candidate && x_tested32 && evd32_tall_shape(B, p, q);
@@ -255,7 +260,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       at::Tensor info;
       const at::Tensor L = potrf_batched(G, &info, kEvd32Shift);
       const at::Tensor spread = at::zeros({}, bad.options());
-      cholesky_checks(G, L, info, evd32_tall ? kEvd32TallPivotRatio : kEvd32PivotRatio, spread,
+      const double ratio = evd32_tall && p >= kEighMidRatio * q ? kEvd32TallPivotRatio : kEvd32PivotRatio;
+      cholesky_checks(G, L, info, ratio, spread,
                       q / kEvd32ColsPerSmallPivot);
       evd32 = read_int(spread) == 0;
       if (!ok()) return e.without_start(A, b, opt);  // (G not finite or out of range: its pivots mean nothing)

@@ -202,6 +202,9 @@ constexpr double kEighMinEigRatioF64 = 32 * DBL_EPSILON;
 // 1.2e-7 -> 1.3e-7, 1.1e-7 -> 1.5e-7, 1.5e-7 -> 1.9e-7.
 constexpr double kGramTolF32 = FLT_EPSILON / 8.0;
 bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool uniform);
+// The start with float64 Gram eigen-solvers (eigh_precondition_on's rules before stop 54; the float32
+// solver's routes below are the others).
+bool start_f64_gram_on(int64_t batch, int64_t rows, int64_t cols, size_t elem);
 
 // Batches of near-square matrices (rows < 2 cols) of kEvd32MinColsF32 (float64 kEvd32MinColsF64) to
 // kEvd32MaxCols columns, float32 from kEvd32MinBatchF32 matrices and float64 from kEvd32MinBatchF64, solve
@@ -271,7 +274,8 @@ constexpr double kEvd32MaxOrthF32 = 1e-7, kEvd32MaxOrthF64 = 1e-12;
 // Whether a uniform batch (rows >= cols) takes the start on that route (JSVD_START_EVD32=1: every batch on
 // syevBatched's routes), before its data's pre-test.
 // x_tested (svd's reduced U, svdvals: X = M V0 tested for convergence): float32's tall batches too (rows >=
-// kEighMidRatio cols, 65 to kEighMidMaxCols columns, from kEvd32TallMinBatch matrices), V0 refined N times
+// kEighMidRatio cols, 65 to kEighMidMaxCols columns, from kEvd32TallMinBatch matrices; near-square ones
+// too, JSVD_START_EVD32_SQUARE, below), V0 refined N times
 // (JSVD_START_EVD32_TALL=N, 2; 0: the float64 solver) and X tested as the float64 solver's is; their
 // pivots' test asks more (kEvd32TallPivotRatio), since X short of converged after the refinements costs
 // the Jacobi on X after the start: at stop 65 (H200, N = 0 / 2 / 1, ms) 40x300x77 with singular values from
@@ -286,6 +290,11 @@ constexpr int64_t kEvd32TallMinBatch = 200;
 // Gram eigenvalues below 1e-3 lambda_max (more than q / kEvd32ColsPerSmallPivot pivots below it) send a
 // tall batch to the float64 solver: a spectrum to 1/100 (1e-4 in G) is declined, Gaussian tall members
 // (rows >= 2 cols: lambda_min / lambda_max >= ~0.03) pass, and so do a few zero singular values.
+// Near-square ones (rows < 2 cols), whose Gaussian members have eigenvalues to 1e-7 lambda_max and a dozen
+// below 1e-3, keep kEvd32PivotRatio: their alternative is the Jacobi on M, not the float64 solver. Two
+// refinements leave X converged in 48 of 48 Gaussian 128² and 100² members (largest cosine 4e-11 and 5e-9
+// against kX32's 1.2e-6; after one, 40 and 45), where the whole-matrix Jacobi on M takes ten sweeps: a CPU
+// emulation, .scratch/s67_square_evd32.py, docs/experiments.md stop 67.
 constexpr double kEvd32TallPivotRatio = 1e-3;
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool x_tested = false);
 
