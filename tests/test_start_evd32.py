@@ -166,8 +166,9 @@ def test_start_declined_by_its_checks(tmp_path, dtype, n, member):
 def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
     """float32 batches of 65 to 128 columns, from 200 matrices, solve their Gram matrices in float32 where svd
     (reduced U) or svdvals tests X = M V0 for convergence (evd32_route_on's x_tested), V0 refined twice;
-    JSVD_START_EVD32_TALL=0: tall ones (rows >= 2 cols) on the float64 solver, near-square ones without
-    the start, as they are with full_matrices (S equal to JSVD_EIGH=0's to the bit). A batch
+    JSVD_START_EVD32_TALL=0: tall ones (rows >= 2 cols) on the float64 solver; near-square ones with
+    JSVD_START_EVD32_SQUARE=1 (off by default), else without the start, as they are with full_matrices (S
+    equal to JSVD_EIGH=0's to the bit). A batch
     of Gaussian members with a zero one, two equal columns and members at 1e-30 and 1e30: the plan's Gram
     dtype float32 from 200 matrices by default, float64 with the knob at 0; every output property, S and
     svdvals' S against LAPACK, U and V orthogonal to 3 sqrt(n) eps32; S not the float64 solver's to the
@@ -202,8 +203,9 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
     """
     res = {}
     runs = (("0", {"JSVD_START_EVD32_TALL": "0"}), ("default", {}), ("no start", {"JSVD_EIGH": "0"}))
+    square = {} if m >= 2 * n else {"JSVD_START_EVD32_SQUARE": "1"}
     for i, (knob, env) in enumerate(runs):
-        run_child(code, OUT=str(tmp_path / f"r{i}.pt"), **env)
+        run_child(code, OUT=str(tmp_path / f"r{i}.pt"), **env, **square)
         res[knob] = torch.load(tmp_path / f"r{i}.pt")
     ref = torch.linalg.svdvals(A.double())
     # (kEvd32TallMinBatch; float32 only; svd(full_matrices=True) on the float64 solver, or without the start)

@@ -290,11 +290,15 @@ constexpr int64_t kEvd32TallMinBatch = 200;
 // Gram eigenvalues below 1e-3 lambda_max (more than q / kEvd32ColsPerSmallPivot pivots below it) send a
 // tall batch to the float64 solver: a spectrum to 1/100 (1e-4 in G) is declined, Gaussian tall members
 // (rows >= 2 cols: lambda_min / lambda_max >= ~0.03) pass, and so do a few zero singular values.
-// Near-square ones (rows < 2 cols), whose Gaussian members have eigenvalues to 1e-7 lambda_max and a dozen
-// below 1e-3, keep kEvd32PivotRatio: their alternative is the Jacobi on M, not the float64 solver. Two
-// refinements leave X converged in 48 of 48 Gaussian 128² and 100² members (largest cosine 4e-11 and 5e-9
-// against kX32's 1.2e-6; after one, 40 and 45), where the whole-matrix Jacobi on M takes ten sweeps: a CPU
-// emulation, .scratch/s67_square_evd32.py, docs/experiments.md stop 67.
+// Near-square ones (rows < 2 cols; JSVD_START_EVD32_SQUARE=1, off), whose Gaussian members have eigenvalues
+// to 1e-7 lambda_max and a dozen below 1e-3, keep kEvd32PivotRatio: their alternative is the Jacobi on M,
+// not the float64 solver. Two refinements left X converged in 48 of 48 Gaussian 128² and 100² members
+// (largest cosine 4e-11 and 5e-9 against kX32's 1.2e-6), 200 of 200 128² and 198 of 200 100² (a CPU
+// emulation, .scratch/s67_square_evd32.py). H200, stop 67, two rounds, ms, on / off: 200x128² 3.17, 3.09 /
+// 3.48, 3.49, with singular values to 1/100 2.97, 2.93 / 4.29, 4.22, 200x100² 2.56, 2.71 / 2.59, 2.51; but
+// ||U^T U - I||_F 9.5e-7 / 4.2e-7 (gesvda's 4.3e-7 at 200x128²): a batch with one member whose X fails
+// runs the Jacobi on X, whose U is not polished after the start (r.polish), where the Jacobi on M's is.
+// Not adopted; polishing after it would cost about 0.28 ms at 200x128² (not measured).
 constexpr double kEvd32TallPivotRatio = 1e-3;
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool x_tested = false);
 
