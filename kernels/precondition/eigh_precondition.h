@@ -296,9 +296,10 @@ constexpr int64_t kEvd32TallMinBatch = 200;
 // (largest cosine 4e-11 and 5e-9 against kX32's 1.2e-6), 200 of 200 128² and 198 of 200 100² (a CPU
 // emulation, .scratch/s67_square_evd32.py). H200, stop 67, two rounds, ms, on / off: 200x128² 3.17, 3.09 /
 // 3.48, 3.49, with singular values to 1/100 2.97, 2.93 / 4.29, 4.22, 200x100² 2.56, 2.71 / 2.59, 2.51; but
-// ||U^T U - I||_F 9.5e-7 / 4.2e-7 (gesvda's 4.3e-7 at 200x128²): a batch with one member whose X fails
-// runs the Jacobi on X, whose U is not polished after the start (r.polish), where the Jacobi on M's is.
-// Not adopted; polishing after it would cost about 0.28 ms at 200x128² (not measured).
+// ||U^T U - I||_F 9.5e-7 / 4.2e-7 (gesvda's 4.3e-7 at 200x128²), the unpolished Jacobi's level (r.polish
+// is off after the start; the Jacobi on M's U is polished): presumably some member's X failed its test and
+// the batch ran the Jacobi on X, not looked into on the GPU. Not adopted; the polish after it would cost
+// about 0.28 ms at 200x128² (its time in the Jacobi on M's route, stop 63).
 constexpr double kEvd32TallPivotRatio = 1e-3;
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool x_tested = false);
 
