@@ -397,8 +397,10 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   if (declined_late()) return e.without_start(A, b, opt);
   // The Jacobi on X took a few sweeps. After the batched solvers U and V measured at least as orthogonal
   // as gesvda's (H100, stop 56: 200x256² float32 ||U^T U - I||_F 2.4e-6 against 9.5e-6, 100x512² 1.8e-6
-  // against 5.2e-5); after syevd, on the far wider X of one matrix, not (1x1536² 3.1e-6 against 1.4e-6).
-  r.polish = r.polish && by_syevd;
+  // against 5.2e-5); after syevd, on the far wider X of one matrix, not (1x1536² 3.1e-6 against 1.4e-6);
+  // after the float32 solver's near-square batches (JSVD_START_EVD32_SQUARE=1), not (200x128² 9.5e-7
+  // against 4.3e-7; polished since stop 67, not yet measured).
+  r.polish = r.polish && (by_syevd || (evd32_tall && p < kEighMidRatio * q));
   return r;
 }
 

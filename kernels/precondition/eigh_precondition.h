@@ -298,8 +298,9 @@ constexpr int64_t kEvd32TallMinBatch = 200;
 // 3.48, 3.49, with singular values to 1/100 2.97, 2.93 / 4.29, 4.22, 200x100² 2.56, 2.71 / 2.59, 2.51; but
 // ||U^T U - I||_F 9.5e-7 / 4.2e-7 (gesvda's 4.3e-7 at 200x128²), the unpolished Jacobi's level (r.polish
 // is off after the start; the Jacobi on M's U is polished): presumably some member's X failed its test and
-// the batch ran the Jacobi on X, not looked into on the GPU. Not adopted; the polish after it would cost
-// about 0.28 ms at 200x128² (its time in the Jacobi on M's route, stop 63).
+// the batch ran the Jacobi on X, not looked into on the GPU. Not adopted; since then that U is polished
+// (svd_eigh_preconditioned's last step), about 0.28 ms at 200x128² (the polish's time on the Jacobi on M's
+// route, stop 63), not yet measured on this route.
 constexpr double kEvd32TallPivotRatio = 1e-3;
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool x_tested = false);
 
