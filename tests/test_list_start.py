@@ -107,8 +107,9 @@ def test_declined_members_as_without_the_start(tmp_path):
     g = torch.Generator().manual_seed(7)
     shapes = _large_shapes(40, 256, 300, seed=8)
     A = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
-    n0, n2 = shapes[0][1], shapes[2][1]
-    A[0] *= torch.logspace(0, -12, n0, dtype=torch.float64)[torch.randperm(n0, generator=g)]
+    n0, n2 = shapes[0][0], shapes[2][1]  # (member 0 is wide: the engine's columns are its rows)
+    assert n0 < shapes[0][1]
+    A[0] *= torch.logspace(0, -12, n0, dtype=torch.float64)[torch.randperm(n0, generator=g)][:, None]
     A[1][:, 5] = 0
     A[2] = random_spectrum(shapes[2][0], n2, 12, g)
     torch.save(A, tmp_path / "A.pt")

@@ -150,7 +150,8 @@ def test_whole_matrix_qr_rank_deficient_graded_and_non_finite():
 
 def test_whole_matrix_qr_float32_and_once():
     """The one-launch QR's float32 and single-QR paths, which the default rules do not take (float32
-    QRs only from 256 columns): forced in a fresh process, as the knobs are read once."""
+    QRs only from 256 columns): forced in a fresh process, as the knobs are read once, without the Gram
+    eigenvectors' start (JSVD_EIGH=0), which svd would take on 3 x 96 x 40 instead of the QR."""
     code = (
         "import torch, torch_jsvd, jsvd_testutils as t\n"
         "g = torch.Generator(device='cuda').manual_seed(3)\n"
@@ -159,12 +160,13 @@ def test_whole_matrix_qr_float32_and_once():
         "        A = torch.randn(*shape, dtype=dt, device='cuda', generator=g)\n"
         "        pre = torch_jsvd.plan([shape[1:]], dtype=dt, device='cuda')['matrices'][0]['precondition']\n"
         "        assert pre['kernel'] == 'householder_qr_whole_smem', pre\n"
+        "        assert torch_jsvd.plan([shape[1:]] * shape[0], dtype=dt, device='cuda')['matrices'][0].get('precondition')\n"
         "        for full in (False, True):\n"
         "            U, S, Vh = torch_jsvd.svd(A, full_matrices=full)\n"
         "            t.assert_valid_svd(A, U, S, Vh, full)\n"
         "print('ok')\n")
     # (and float32 rows sorted as float64's are)
-    out = run_child(code, timeout=300, JSVD_QR_MIN_COLS="16", JSVD_QR_TWICE="0", JSVD_QR_ROW_SORT="1")
+    out = run_child(code, timeout=300, JSVD_QR_MIN_COLS="16", JSVD_QR_TWICE="0", JSVD_QR_ROW_SORT="1", JSVD_EIGH="0")
     assert out.strip().endswith("ok"), out[-2000:]
 
 
@@ -210,24 +212,34 @@ def test_whole_matrix_qr_identity_reflectors_and_row_order(dtype, shape, kernel)
 @pytest.mark.parametrize("dtype,shape", [(torch.float64, (5, 600, 16)), (torch.float64, (5, 128, 32)),
                                          (torch.float64, (4, 100, 40)), (torch.float32, (5, 1024, 16)),
                                          (torch.float64, (4, 20, 520))], ids=str)
-def test_whole_qr_reads_the_callers_tensor(dtype, shape):
+def test_whole_qr_reads_the_callers_tensor(tmp_path, dtype, shape):
     """The one-launch QRs read the caller's tensor in place, whatever its strides (row-major, column-major,
-    a slice of a larger one, a wide matrix read as its transpose), leave it untouched, and agree with the
-    packed path's results to rounding (JSVD_QR_IN_PLACE=0 packs first)."""
-    g = torch.Generator(device="cuda").manual_seed(31)
+    a slice of a larger one, a wide matrix read as its transpose), leave it untouched, and agree with each
+    other and with the packed path's results to rounding (JSVD_QR_IN_PLACE=0 packs first, in a child)."""
     m, n = shape[-2:]
+    make = f"""
+        import os, torch, torch_jsvd
+        g = torch.Generator(device="cuda").manual_seed(31)
+        big = torch.randn({shape[0]}, {m + 3}, {2 * n}, dtype=torch.{str(dtype)[6:]}, device="cuda", generator=g)
+        sliced = big[:, 1:{m + 1}, ::2]
+    """
+    run_child(make + """
+        plan = torch_jsvd.plan([tuple(sliced.shape[-2:])] * sliced.shape[0], dtype=sliced.dtype, device="cuda")
+        out = torch_jsvd.svd_ex(sliced, full_matrices=False) if plan["matrices"][0].get("start_v") else \
+            torch_jsvd.svd(sliced, full_matrices=False)
+        torch.save(out.S.cpu(), os.environ["OUT"])
+    """, JSVD_QR_IN_PLACE="0", OUT=str(tmp_path / "S.pt"))
+    packed = torch.load(tmp_path / "S.pt").cuda()
+    g = torch.Generator(device="cuda").manual_seed(31)
     big = torch.randn(shape[0], m + 3, 2 * n, dtype=dtype, device="cuda", generator=g)
     sliced = big[:, 1:m + 1, ::2]
     views = {"row-major": sliced.contiguous(), "column-major": sliced.mT.contiguous().mT, "slice": sliced}
-    ref = None
     for name, A in views.items():
         before = A.clone()
         U, S, Vh = _svd(A, False)
         assert torch.equal(A, before), name
         assert_valid_svd(A, U, S, Vh, False)
-        if ref is None:
-            ref = S
-        torch.testing.assert_close(S, ref, rtol=0, atol=bound(m, n, dtype) * ref.max().item(), msg=name)
+        torch.testing.assert_close(S, packed, rtol=0, atol=bound(m, n, dtype) * packed.max().item(), msg=name)
 
 
 def test_register_qr_every_width_and_against_shared_memory():
@@ -273,7 +285,7 @@ def test_cusolver_qr_beyond_the_panels():
         if dtype == torch.float64:
             A[0] *= torch.logspace(0, -12, shape[-2], dtype=dtype, device="cuda")[:, None]  # graded rows
             ref = torch_jsvd.svdvals(A[0].cpu())  # the CPU engine's, relatively accurate
-            S = torch_jsvd.svdvals(A[0])
+            S = torch_jsvd.svd_ex(A[0], compute_uv=False).S  # (the QR; svdvals would take the start)
             assert ((S.cpu() - ref).abs() / ref).max() <= 100 * shape[-2] * torch.finfo(dtype).eps
         for full in fulls:
             _check(A, full)
@@ -298,7 +310,7 @@ def test_cusolver_qr_rank_deficient_zero_and_non_finite():
     A[2, :, 20:] = A[2, :, :20]
     assert _precondition([(3800, 40)] * 3, torch.float64)[0]["kernel"] == "geqrf (cuSOLVER)"
     for full in (False, True):
-        U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
+        U, S, Vh = _svd(A, full)  # (svd would start from the Gram matrix)
         assert_valid_svd(A, U, S, Vh, full)
     assert (S[1] == 0).all() and (S[0, 5:] <= 1e-12 * S[0, 0]).all() and (S[2, 20:] <= 1e-12 * S[2, 0]).all()
     A[0, 7, 3] = float("nan")
@@ -494,6 +506,6 @@ def test_graded_float64_small_singular_values_on_every_qr_kernel(kernel, shape, 
     rows = torch.logspace(0, -12, m, dtype=torch.float64)[torch.randperm(m, generator=g)]
     A = rows[:, None] * Q
     ref = torch_jsvd.svdvals(A)
-    S = torch_jsvd.svdvals(A.cuda()).cpu()
+    S = torch_jsvd.svd_ex(A.cuda(), compute_uv=False).S.cpu()  # (svdvals would start from the Gram matrix)
     rel = ((S - ref).abs() / ref).max().item()
     assert rel <= 1e-12, (kernel, "rows", rel)

@@ -126,8 +126,8 @@ def test_start_declined_by_its_checks(tmp_path, dtype, n, member):
     Its checks are read with the pivots' test, so the batch leaves before syevBatched whichever
     JSVD_START_LATE_CHECK says (the knob moves only the later read of syevBatched's info and V0's
     orthogonality, which these batches never reach); in child processes with the knob 0 and 1: svd's U, S
-    and Vh equal to the bit and valid, S against LAPACK; the NaN member raises with either. (svd, not
-    svd_ex, which never takes the start.)"""
+    and Vh equal to the bit to those without the start (JSVD_EIGH=0) and valid, S against LAPACK; the NaN
+    member raises with each. (svd, not svd_ex, which never takes the start.)"""
     g = torch.Generator().manual_seed(n)
     A = torch.randn(32, n, n, generator=g, dtype=torch.float64)
     if member == "nan":
@@ -147,14 +147,16 @@ def test_start_declined_by_its_checks(tmp_path, dtype, n, member):
         torch.save(out, os.environ["OUT"])
     """
     out = {}
-    for late in ("0", "1"):
-        run_child(code, JSVD_START_LATE_CHECK=late, OUT=str(tmp_path / f"r{late}.pt"))
-        out[late] = torch.load(tmp_path / f"r{late}.pt")
+    for knob, env in (("0", {"JSVD_START_LATE_CHECK": "0"}), ("1", {"JSVD_START_LATE_CHECK": "1"}),
+                      ("no start", {"JSVD_EIGH": "0"})):
+        run_child(code, OUT=str(tmp_path / "r.pt"), **env)
+        out[knob] = torch.load(tmp_path / "r.pt")
     if member == "nan":
-        assert out["0"] == out["1"] == "raised"
+        assert out["0"] == out["1"] == out["no start"] == "raised"
         return
-    for a, b in zip(out["0"], out["1"]):
-        assert torch.equal(a, b)
+    for knob in ("0", "1"):
+        for a, b in zip(out[knob], out["no start"]):
+            assert torch.equal(a, b)
     U, S, Vh = out["1"]
     assert_valid_svd(A, U, S, Vh, False)
     ref = torch.linalg.svdvals(A.double())
