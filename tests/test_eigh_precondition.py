@@ -433,6 +433,33 @@ def test_non_finite_member_on_syev_batched_route(dtype, shape, bad):
     assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(*shape[1:], dtype)
 
 
+def test_gram_jacobi_beyond_64_columns():
+    """JSVD_GRAM_EIG_JACOBI_COLS=96 (in a child: knobs are read once) moves the Gram matrices of 65 to 96
+    columns from syevBatched to the engine's batched Jacobi (plan: the jsvd solver), and 97 not: float32
+    37 x 300 x 77 and float64 8 x 300 x 90 with Gaussian, zero, two-equal-column and 1e-30 members, svd with
+    and without full_matrices and svdvals: every output property, S against LAPACK."""
+    run_child("""
+        import torch, torch_jsvd
+        from jsvd_testutils import assert_valid_svd, bound, start_v
+        g = torch.Generator().manual_seed(96)
+        assert start_v([(300, 97)] * 37)[0]["solver"] == "cusolverDnXsyevBatched"
+        for dtype, shape in ((torch.float32, (37, 300, 77)), (torch.float64, (8, 300, 90))):
+            assert start_v([shape[1:]] * shape[0], dtype)[0]["solver"].startswith("jsvd"), shape
+            A = torch.randn(shape, generator=g, dtype=torch.float64)
+            A[1] = 0
+            A[2, :, 1] = A[2, :, 0]
+            A[3] *= 1e-30
+            A = A.to(dtype).cuda()
+            ref = torch.linalg.svdvals(A.double())
+            for full in (False, True):
+                U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
+                assert_valid_svd(A, U, S, Vh, full)
+            for s in (S, torch_jsvd.svdvals(A)):
+                err = ((s.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max()
+                assert err <= bound(*shape[1:], dtype), (shape, err)
+    """, JSVD_GRAM_EIG_JACOBI_COLS="96")
+
+
 @pytest.mark.parametrize("env", [{"JSVD_EIGH": "1"}, {"JSVD_EIGH": "1", "JSVD_QR": "0"}], ids=str)
 def test_forced_on_small_float64_and_batches(env):
     run_child("""

@@ -72,7 +72,7 @@ bool eigh_precondition_on(int64_t batch, int64_t rows, int64_t cols, size_t elem
 }
 
 bool gram_eig_by_jacobi(int64_t cols) {
-  return cols <= std::min<int64_t>(kEighJacobiMaxCols, knobs().gram_eig_jacobi_cols);
+  return cols <= std::min<int64_t>(kGramJacobiKnobMaxCols, knobs().gram_eig_jacobi_cols);
 }
 
 bool eigh_few_tall(int64_t batch, int64_t rows, int64_t cols) {

@@ -317,7 +317,11 @@ int64_t syev_batched_min_batch(int64_t cols, size_t elem);
 
 // Whether the Gram matrices' eigenvectors come from this engine's Jacobi (a batch in one call, the warp
 // or shared-memory level: at most kEighJacobiMaxCols columns) rather than torch.linalg.eigh (syevd, one
-// matrix at a time).
+// matrix at a time). JSVD_GRAM_EIG_JACOBI_COLS may move that bound down, or up to kGramJacobiKnobMaxCols
+// (float64 A and V of 96 columns fit one block, as do start_converged's three q x q), for an A/B against
+// syevBatched on the batches of 65 to 96 columns it would take (37x300x77: float64 syevBatched's graph,
+// not the host's waits, is the suspect for its time; docs/experiments.md, stop 67; not yet measured).
+constexpr int64_t kGramJacobiKnobMaxCols = 96;
 bool gram_eig_by_jacobi(int64_t cols);
 
 // The engines the start runs: `jacobi`, the call's planned Jacobi (on A V0); `without_start`, the call
