@@ -216,23 +216,17 @@ def test_whole_qr_reads_the_callers_tensor(tmp_path, dtype, shape):
     """The one-launch QRs read the caller's tensor in place, whatever its strides (row-major, column-major,
     a slice of a larger one, a wide matrix read as its transpose), leave it untouched, and agree with each
     other and with the packed path's results to rounding (JSVD_QR_IN_PLACE=0 packs first, in a child)."""
-    m, n = shape[-2:]
-    make = f"""
-        import os, torch, torch_jsvd
-        g = torch.Generator(device="cuda").manual_seed(31)
-        big = torch.randn({shape[0]}, {m + 3}, {2 * n}, dtype=torch.{str(dtype)[6:]}, device="cuda", generator=g)
-        sliced = big[:, 1:{m + 1}, ::2]
-    """
-    run_child(make + """
-        plan = torch_jsvd.plan([tuple(sliced.shape[-2:])] * sliced.shape[0], dtype=sliced.dtype, device="cuda")
-        out = torch_jsvd.svd_ex(sliced, full_matrices=False) if plan["matrices"][0].get("start_v") else \
-            torch_jsvd.svd(sliced, full_matrices=False)
-        torch.save(out.S.cpu(), os.environ["OUT"])
-    """, JSVD_QR_IN_PLACE="0", OUT=str(tmp_path / "S.pt"))
-    packed = torch.load(tmp_path / "S.pt").cuda()
     g = torch.Generator(device="cuda").manual_seed(31)
+    m, n = shape[-2:]
     big = torch.randn(shape[0], m + 3, 2 * n, dtype=dtype, device="cuda", generator=g)
     sliced = big[:, 1:m + 1, ::2]
+    torch.save(sliced, tmp_path / "A.pt")  # (a view: its strides come back with it)
+    run_child(f"""
+        import os, torch
+        from test_qr_precondition import _svd
+        torch.save(_svd(torch.load({str(tmp_path / "A.pt")!r}), False)[1].cpu(), os.environ["OUT"])
+    """, JSVD_QR_IN_PLACE="0", OUT=str(tmp_path / "S.pt"))
+    packed = torch.load(tmp_path / "S.pt").cuda()
     views = {"row-major": sliced.contiguous(), "column-major": sliced.mT.contiguous().mT, "slice": sliced}
     for name, A in views.items():
         before = A.clone()

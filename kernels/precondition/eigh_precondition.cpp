@@ -186,6 +186,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   const bool evd32_candidate = !batched && evd32_route_on(B, p, q, A.element_size(), x_tested32);
   // (float32's tall batches on the float32 solver: X tested, below; only where the outputs may come from X)
   const bool evd32_tall = evd32_candidate && x_tested32 && evd32_tall_shape(B, p, q);
+  const bool evd32_square = evd32_tall && p < kEighMidRatio * q;  // (JSVD_START_EVD32_SQUARE's)
   if (f64 && !batched && syev_batched_on(B) && knobs().eigh_cond == 1 && !evd32_candidate) {
     at::Tensor info;
     const at::Tensor L = potrf_batched(G, &info);
@@ -260,9 +261,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       at::Tensor info;
       const at::Tensor L = potrf_batched(G, &info, kEvd32Shift);
       const at::Tensor spread = at::zeros({}, bad.options());
-      const double ratio = evd32_tall && p >= kEighMidRatio * q ? kEvd32TallPivotRatio : kEvd32PivotRatio;
-      cholesky_checks(G, L, info, ratio, spread,
-                      q / kEvd32ColsPerSmallPivot);
+      const double ratio = evd32_tall && !evd32_square ? kEvd32TallPivotRatio : kEvd32PivotRatio;
+      cholesky_checks(G, L, info, ratio, spread, q / kEvd32ColsPerSmallPivot);
       evd32 = read_int(spread) == 0;
       if (!ok()) return e.without_start(A, b, opt);  // (G not finite or out of range: its pivots mean nothing)
       // (declined: float32 batches the float64 solver's rule takes go to it; float64 ones, whose rule would
@@ -400,7 +400,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // against 5.2e-5); after syevd, on the far wider X of one matrix, not (1x1536² 3.1e-6 against 1.4e-6);
   // after the float32 solver's near-square batches (JSVD_START_EVD32_SQUARE=1), not (200x128² 9.5e-7
   // against 4.3e-7; polished since stop 67, not yet measured).
-  r.polish = r.polish && (by_syevd || (evd32_tall && p < kEighMidRatio * q));
+  r.polish = r.polish && (by_syevd || evd32_square);
   return r;
 }
 
