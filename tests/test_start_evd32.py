@@ -2,7 +2,7 @@
 eigh_precondition.h, evd32_route_on): near-square batches of 129 (float64 128) to 256 columns on cuSOLVER's syevBatched,
 V0 made orthogonal in float64 (Newton-Schulz), the batch's Cholesky pivots' pre-test, and the optional
 first-order refinement of V0 (on by default; JSVD_START_REFINE=0 off); float32's batches of 200 and more tall
-matrices of 65 to 128 columns there too (JSVD_START_EVD32_TALL=0: not), their X tested. Skipped without a
+and near-square matrices of 65 to 128 columns there too (JSVD_START_EVD32_TALL=0: not), their X tested. Skipped without a
 CUDA device.
 """
 
@@ -168,8 +168,8 @@ def test_start_declined_by_its_checks(tmp_path, dtype, n, member):
 def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
     """float32 batches of 65 to 128 columns, from 200 matrices, solve their Gram matrices in float32 where svd
     (reduced U) or svdvals tests X = M V0 for convergence (evd32_route_on's x_tested), V0 refined twice;
-    JSVD_START_EVD32_TALL=0: tall ones (rows >= 2 cols) on the float64 solver; near-square ones with
-    JSVD_START_EVD32_SQUARE=1 (off by default), else without the start, as they are with full_matrices (S
+    JSVD_START_EVD32_TALL=0: tall ones (rows >= 2 cols) on the float64 solver, near-square ones without the
+    start, as they are with full_matrices (S
     equal to JSVD_EIGH=0's to the bit). A batch
     of Gaussian members with a zero one, two equal columns and members at 1e-30 and 1e30: the plan's Gram
     dtype float32 from 200 matrices by default, float64 with the knob at 0; every output property, S and
@@ -205,9 +205,8 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
     """
     res = {}
     runs = (("0", {"JSVD_START_EVD32_TALL": "0"}), ("default", {}), ("no start", {"JSVD_EIGH": "0"}))
-    square = {} if m >= 2 * n else {"JSVD_START_EVD32_SQUARE": "1"}
     for i, (knob, env) in enumerate(runs):
-        run_child(code, OUT=str(tmp_path / f"r{i}.pt"), **env, **square)
+        run_child(code, OUT=str(tmp_path / f"r{i}.pt"), **env)
         res[knob] = torch.load(tmp_path / f"r{i}.pt")
     ref = torch.linalg.svdvals(A.double())
     # (kEvd32TallMinBatch; float32 only; svd(full_matrices=True) on the float64 solver, or without the start)
@@ -230,3 +229,17 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
         lim = 3 * n**0.5 * torch.finfo(torch.float32).eps
         assert orthogonality_error(U).max().item() <= lim
         assert orthogonality_error(Vh, rows=True).max().item() <= lim
+
+
+def test_square_route_knob():
+    """JSVD_START_EVD32_SQUARE=0 (in a child) keeps float32's near-square batches of 65 to 128 columns off the
+    float32 solver's tested route (no start: the Jacobi on M) and its tall ones on it; by default both take it."""
+    code = """
+        import torch
+        from jsvd_testutils import start_v
+        for shape in ((128, 128), (160, 112), (300, 100)):
+            s = start_v([shape] * 200, torch.float32)[0]
+            print(shape[0], None if s is None else s["gram_dtype"])
+    """
+    assert run_child(code).split() == ["128", "float32", "160", "float32", "300", "float32"]
+    assert run_child(code, JSVD_START_EVD32_SQUARE="0").split() == ["128", "None", "160", "None", "300", "float32"]

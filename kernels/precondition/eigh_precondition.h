@@ -290,7 +290,7 @@ constexpr int64_t kEvd32TallMinBatch = 200;
 // Gram eigenvalues below 1e-3 lambda_max (more than q / kEvd32ColsPerSmallPivot pivots below it) send a
 // tall batch to the float64 solver: a spectrum to 1/100 (1e-4 in G) is declined, Gaussian tall members
 // (rows >= 2 cols: lambda_min / lambda_max >= ~0.03) pass, and so do a few zero singular values.
-// Near-square ones (rows < 2 cols; JSVD_START_EVD32_SQUARE=1, off), whose Gaussian members have eigenvalues
+// Near-square ones (rows < 2 cols; JSVD_START_EVD32_SQUARE=0: not on the route), whose Gaussian members have eigenvalues
 // to 1e-7 lambda_max and a dozen below 1e-3, keep kEvd32PivotRatio: their alternative is the Jacobi on M,
 // not the float64 solver. Two refinements left X converged in 48 of 48 Gaussian 128² and 100² members
 // (largest cosine 4e-11 and 5e-9 against kX32's 1.2e-6), 200 of 200 128² and 198 of 200 100² (a CPU
@@ -298,9 +298,14 @@ constexpr int64_t kEvd32TallMinBatch = 200;
 // 3.48, 3.49, with singular values to 1/100 2.97, 2.93 / 4.29, 4.22, 200x100² 2.56, 2.71 / 2.59, 2.51; but
 // ||U^T U - I||_F 9.5e-7 / 4.2e-7 (gesvda's 4.3e-7 at 200x128²), the unpolished Jacobi's level (r.polish
 // is off after the start; the Jacobi on M's U is polished): presumably some member's X failed its test and
-// the batch ran the Jacobi on X, not looked into on the GPU. Not adopted; since then that U is polished
-// (svd_eigh_preconditioned's last step), about 0.28 ms at 200x128² (the polish's time on the Jacobi on M's
-// route, stop 63), not yet measured on this route.
+// the batch ran the Jacobi on X, not looked into on the GPU. Not adopted then; that U is polished since
+// (svd_eigh_preconditioned's last step): H200, stop 68, on / off, ms, two rounds, U 3.7e-7 to 4.5e-7 from
+// orthogonal either way, reconstruction 5e-8 against 9e-7: 200x128² 3.69, 3.48 / 3.69, 3.63; 200x120²
+// 3.44, 3.28 / 3.30, 3.34; 200x112² 2.96, 2.87 / 3.02, 2.82; 200x100² 3.06, 2.76 / 2.55, 2.50 (the one
+// loss); 200x96² 2.37, 2.38 / 2.35, 2.19; 400x112² 4.94, 4.95 / 5.28, 5.45; not quite square, where the
+// Jacobi on M is slow, 200x160x112 2.73, 2.48 / 5.39, 5.46, 200x200x120 2.80, 3.03 / 6.90, 6.93; singular
+// values to 1/100: 200x128² 3.44, 3.48 / 4.27, 4.43, 200x120² 2.62, 2.83 / 4.01, 3.98, 200x100² 2.21,
+// 2.42 / 3.05, 3.03. On by default.
 constexpr double kEvd32TallPivotRatio = 1e-3;
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool x_tested = false);
 
