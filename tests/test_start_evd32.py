@@ -200,10 +200,11 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
             "matrices"][0].get("start_v", {{}}).get(k) for k in ("gram_dtype", "gram_dtype_full_matrices")]
         out = [t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)] + [torch_jsvd.svdvals(A).cpu()]
         out.append(torch_jsvd.svd(A, full_matrices=True).S.cpu())
-        torch.save((out, [gram(200, torch.float32), gram(199, torch.float32), gram(200, torch.float64)]),
+        torch.save((out, [gram(200, torch.float32), gram({few}, torch.float32), gram(200, torch.float64)]),
                    os.environ["OUT"])
     """
     res = {}
+    few = 199 if m >= 2 * n else 39  # (one short of kEvd32TallMinBatch, of JSVD_START_EVD32_SQUARE's 40)
     runs = (("0", {"JSVD_START_EVD32_TALL": "0"}), ("default", {}), ("no start", {"JSVD_EIGH": "0"}))
     for i, (knob, env) in enumerate(runs):
         run_child(code, OUT=str(tmp_path / f"r{i}.pt"), **env)
@@ -232,14 +233,19 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
 
 
 def test_square_route_knob():
-    """JSVD_START_EVD32_SQUARE=0 (in a child) keeps float32's near-square batches of 65 to 128 columns off the
-    float32 solver's tested route (no start: the Jacobi on M) and its tall ones on it; by default both take it."""
+    """JSVD_START_EVD32_SQUARE=N (in a child): float32's near-square batches of 65 to 128 columns on the float32
+    solver's tested route from N matrices (40 by default; 0: never, the Jacobi on M), its tall ones from 200
+    whatever N is."""
     code = """
         import torch
         from jsvd_testutils import start_v
         for shape in ((128, 128), (160, 112), (300, 100)):
-            s = start_v([shape] * 200, torch.float32)[0]
-            print(shape[0], None if s is None else s["gram_dtype"])
+            for count in (39, 40, 199, 200):
+                s = start_v([shape] * count, torch.float32)[0]
+                print(s["gram_dtype"] if s and s["solver"] == "cusolverDnXsyevBatched" else None)
     """
-    assert run_child(code).split() == ["128", "float32", "160", "float32", "300", "float32"]
-    assert run_child(code, JSVD_START_EVD32_SQUARE="0").split() == ["128", "None", "160", "None", "300", "float32"]
+    square = lambda few, many: [few, many, many, many] * 2
+    tall = ["float64", "float64", "float64", "float32"]
+    assert run_child(code).split() == square("None", "float32") + tall
+    assert run_child(code, JSVD_START_EVD32_SQUARE="0").split() == square("None", "None") + tall
+    assert run_child(code, JSVD_START_EVD32_SQUARE="200").split() == ["None"] * 3 + ["float32"] + ["None"] * 3 + ["float32"] + tall

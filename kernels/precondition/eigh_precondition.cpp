@@ -47,10 +47,12 @@ bool start_f64_gram_on(int64_t batch, int64_t rows, int64_t cols, size_t elem) {
 namespace {
 
 // float32's large batches of 65 to 128 columns that JSVD_START_EVD32_TALL puts on the float32 solver
-// (evd32_route_on's x_tested): tall ones, and near-square ones too (JSVD_START_EVD32_SQUARE=0: not).
+// (evd32_route_on's x_tested): tall ones from kEvd32TallMinBatch matrices, near-square ones from
+// JSVD_START_EVD32_SQUARE's (0: not).
 bool evd32_tall_shape(int64_t batch, int64_t rows, int64_t cols) {
-  return knobs().start_evd32_tall > 0 && eigh_mid_cols(cols) &&
-         (rows >= kEighMidRatio * cols || knobs().start_evd32_square) && batch >= kEvd32TallMinBatch;
+  if (knobs().start_evd32_tall <= 0 || !eigh_mid_cols(cols)) return false;
+  if (rows >= kEighMidRatio * cols) return batch >= kEvd32TallMinBatch;
+  return knobs().start_evd32_square > 0 && batch >= knobs().start_evd32_square;
 }
 
 }  // namespace
