@@ -60,8 +60,8 @@ def test_plan_single_or_few_large_matrices(dtype):
     assert gram32([(255, 255)] * small) and not gram32([(255, 255)] * (small - 1))
     assert gram32([(129, 129)] * 100) and gram32([(300, 256)] * 100) and not gram32([(258, 129)] * 100)
     lo = 128 if f64 else 129  # (kEvd32MinColsF64, kEvd32MinColsF32)
-    # (float32's 128² from 40 matrices: the tested route, test_plan_mid_columns)
-    assert gram32([(lo, lo)] * small) and not gram32([(lo - 1, lo - 1)] * (200 if f64 else 39))
+    # (float32's 128² from 200 matrices: the tested route, test_plan_mid_columns)
+    assert gram32([(lo, lo)] * small) and not gram32([(lo - 1, lo - 1)] * 199)
     ratio = start_v([(1024, 1024)], dtype)[0].get("min_column_ratio")
     if dtype == torch.float64:  # (float64: the data may decline the start)
         assert ratio == pytest.approx(math.sqrt(1024 * torch.finfo(torch.float64).eps))
@@ -194,8 +194,8 @@ def test_plan_tall_batches(dtype):
 def test_plan_mid_columns(dtype):
     """Batches of 65 to 128 columns, beyond the engine's Gram Jacobi: V0 from syevBatched from 5 matrices,
     float32 of at least 2 rows a column (wide ones on their transpose), float64 near-square ones too (its
-    squares of 128 columns solved in float32: evd32_route_on), float32's near-square ones from 40 matrices
-    (JSVD_START_EVD32_SQUARE; in float32 where X is tested: test_start_evd32.py), not fewer; nor from 129 columns
+    squares of 128 columns solved in float32: evd32_route_on), float32's near-square ones of 1.4 rows a column
+    from 40 matrices, squarer ones from 200 (in float32 where X is tested: test_start_evd32.py), not fewer; nor from 129 columns
     of tall ones, nor fewer matrices (but up to 4 tall ones: test_start_few_tall.py)."""
     syevb = lambda shapes: (start_v(shapes, dtype)[0] or {}).get("solver") == "cusolverDnXsyevBatched"
     f32 = dtype == torch.float32
@@ -203,8 +203,9 @@ def test_plan_mid_columns(dtype):
     assert syevb([(1000, 128)] * 200) and syevb([(65, 200)] * 40) and syevb([(130, 65)] * 10)
     assert syevb([(2048, 128)] * 10) and syevb([(2049, 128)] * 10) and syevb([(8192, 100)] * 20)
     assert syevb([(129, 65)] * 10) == syevb([(100, 100)] * 39) == syevb([(65, 120)] * 39) == (not f32)
-    assert syevb([(100, 100)] * 40) and syevb([(65, 120)] * 40) and syevb([(129, 65)] * 199) == (not f32)
-    square = start_v([(128, 128)] * 40, dtype)[0]  # (float32: without full_matrices only, "null" with it)
+    assert syevb([(100, 100)] * 199) == syevb([(129, 65)] * 199) == (not f32)
+    assert syevb([(100, 100)] * 200) and syevb([(65, 120)] * 40)
+    square = start_v([(128, 128)] * 200, dtype)[0]  # (float32: without full_matrices only, "null" with it)
     assert square["gram_dtype"] == "float32" and ("gram_dtype_full_matrices" in square) == f32
     assert start_v([(128, 128)] * 4, dtype) == [None] * 4
     assert start_v([(300, 100)] * 4, dtype)[0]["solver"] == "torch.linalg.eigh"  # (few tall: syevd)

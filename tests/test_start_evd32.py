@@ -193,6 +193,7 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
         A[7] = (Q1 * torch.where(torch.arange(n) < n // 2, 1.0, 0.5).double()) @ Q2.mT
     A = A.float()
     torch.save(A, tmp_path / "A.pt")
+    few = 39 if 1.4 * n <= m < 2 * n else 199  # (one short of the route's minimum count: 40, or 200)
     code = f"""
         import os, torch, torch_jsvd
         A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
@@ -204,7 +205,6 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
                    os.environ["OUT"])
     """
     res = {}
-    few = 199 if m >= 2 * n else 39  # (one short of kEvd32TallMinBatch, of JSVD_START_EVD32_SQUARE's 40)
     runs = (("0", {"JSVD_START_EVD32_TALL": "0"}), ("default", {}), ("no start", {"JSVD_EIGH": "0"}))
     for i, (knob, env) in enumerate(runs):
         run_child(code, OUT=str(tmp_path / f"r{i}.pt"), **env)
@@ -233,9 +233,9 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
 
 
 def test_square_route_knob():
-    """JSVD_START_EVD32_SQUARE=N (in a child): float32's near-square batches of 65 to 128 columns on the float32
-    solver's tested route from N matrices (40 by default; 0: never, the Jacobi on M), its tall ones from 200
-    whatever N is."""
+    """JSVD_START_EVD32_SQUARE=N (in a child): float32's near-square batches of 65 to 128 columns, of at least 1.4
+    rows a column, on the float32 solver's tested route from N matrices (40 by default; 0: never, the Jacobi on
+    M), squarer ones from max(N, 200), tall ones from 200 whatever N is."""
     code = """
         import torch
         from jsvd_testutils import start_v
@@ -244,8 +244,8 @@ def test_square_route_knob():
                 s = start_v([shape] * count, torch.float32)[0]
                 print(s["gram_dtype"] if s and s["solver"] == "cusolverDnXsyevBatched" else None)
     """
-    square = lambda few, many: [few, many, many, many] * 2
+    late, on, off = ["None"] * 3 + ["float32"], ["None"] + ["float32"] * 3, ["None"] * 4
     tall = ["float64", "float64", "float64", "float32"]
-    assert run_child(code).split() == square("None", "float32") + tall
-    assert run_child(code, JSVD_START_EVD32_SQUARE="0").split() == square("None", "None") + tall
-    assert run_child(code, JSVD_START_EVD32_SQUARE="200").split() == ["None"] * 3 + ["float32"] + ["None"] * 3 + ["float32"] + tall
+    assert run_child(code).split() == late + on + tall
+    assert run_child(code, JSVD_START_EVD32_SQUARE="0").split() == off + off + tall
+    assert run_child(code, JSVD_START_EVD32_SQUARE="200").split() == late + late + tall

@@ -307,6 +307,13 @@ constexpr int64_t kEvd32TallMinBatch = 200;
 // values to 1/100: 200x128² 3.44, 3.48 / 4.27, 4.43, 200x120² 2.62, 2.83 / 4.01, 3.98, 200x100² 2.21,
 // 2.42 / 3.05, 3.03. On by default.
 constexpr double kEvd32TallPivotRatio = 1e-3;
+// Near-square batches of at least kEvd32SquareLongRatio rows a column take that route from 40 matrices
+// (JSVD_START_EVD32_SQUARE), squarer ones from kEvd32TallMinBatch: H200, stop 68, route / without, ms, two
+// rounds: 40x200x120 1.45, 1.51 / 3.69, 3.72; 100x160x112 2.00, 2.18 / 2.79, 3.00; but Gaussian squares,
+// whose Jacobi on M fills one wave, lose below 200: 100x128² 2.30, 2.44 / 2.02, 1.94; 100x100² 1.92, 2.11 /
+// 1.34, 1.37; 40x100² 1.38, 1.44 / 1.30, 1.28; 40x128² 1.53, 1.80 / 1.79, 1.78 (with singular values to
+// 1/100 1.67, 1.85 / 2.23, 2.12; 16x128² 1.44, 1.33 / 1.74, 1.74).
+constexpr double kEvd32SquareLongRatio = 1.4;
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool x_tested = false);
 
 // Whether a batch's Gram eigenvectors come from syevBatched (syev_batched.h), not a loop of syevd: more
