@@ -194,9 +194,10 @@ def test_plan_tall_batches(dtype):
 def test_plan_mid_columns(dtype):
     """Batches of 65 to 128 columns, beyond the engine's Gram Jacobi: V0 from syevBatched from 5 matrices,
     float32 of at least 2 rows a column (wide ones on their transpose), float64 near-square ones too (its
-    squares of 128 columns solved in float32: evd32_route_on), float32's near-square ones of 1.4 rows a column
-    from 40 matrices, squarer ones from 200 (in float32 where X is tested: test_start_evd32.py), not fewer; nor from 129 columns
-    of tall ones, nor fewer matrices (but up to 4 tall ones: test_start_few_tall.py)."""
+    squares of 128 columns solved in float32: evd32_route_on), float32's near-square ones of 1.4 rows a
+    column from 40 matrices, squarer ones from 200 (in float32 where X is tested: test_start_evd32.py), not
+    fewer; nor from 129 columns of tall ones, nor fewer matrices (but up to 4 tall ones:
+    test_start_few_tall.py)."""
     syevb = lambda shapes: (start_v(shapes, dtype)[0] or {}).get("solver") == "cusolverDnXsyevBatched"
     f32 = dtype == torch.float32
     assert syevb([(300, 100)] * 5)

@@ -1,9 +1,9 @@
 """The Gram eigenvectors' start with the Gram matrices solved in float32 (kernels/precondition/
 eigh_precondition.h, evd32_route_on): near-square batches of 129 (float64 128) to 256 columns on cuSOLVER's syevBatched,
 V0 made orthogonal in float64 (Newton-Schulz), the batch's Cholesky pivots' pre-test, and the optional
-first-order refinement of V0 (on by default; JSVD_START_REFINE=0 off); float32's batches of 200 and more tall
-and near-square matrices of 65 to 128 columns there too (JSVD_START_EVD32_TALL=0: not), their X tested. Skipped without a
-CUDA device.
+first-order refinement of V0 (on by default; JSVD_START_REFINE=0 off); float32's batches of 65 to 128
+columns there too (JSVD_START_EVD32_TALL=0: not), their X tested: tall and square ones from 200 matrices,
+those of 1.4 to 2 rows a column from 40 (JSVD_START_EVD32_SQUARE). Skipped without a CUDA device.
 """
 
 import pytest
@@ -169,8 +169,7 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
     """float32 batches of 65 to 128 columns, from 200 matrices, solve their Gram matrices in float32 where svd
     (reduced U) or svdvals tests X = M V0 for convergence (evd32_route_on's x_tested), V0 refined twice;
     JSVD_START_EVD32_TALL=0: tall ones (rows >= 2 cols) on the float64 solver, near-square ones without the
-    start, as they are with full_matrices (S
-    equal to JSVD_EIGH=0's to the bit). A batch
+    start, as they are with full_matrices (S equal to JSVD_EIGH=0's to the bit). A batch
     of Gaussian members with a zero one, two equal columns and members at 1e-30 and 1e30: the plan's Gram
     dtype float32 from 200 matrices by default, float64 with the knob at 0; every output property, S and
     svdvals' S against LAPACK, U and V orthogonal to 3 sqrt(n) eps32; S not the float64 solver's to the
@@ -233,9 +232,9 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
 
 
 def test_square_route_knob():
-    """JSVD_START_EVD32_SQUARE=N (in a child): float32's near-square batches of 65 to 128 columns, of at least 1.4
-    rows a column, on the float32 solver's tested route from N matrices (40 by default; 0: never, the Jacobi on
-    M), squarer ones from max(N, 200), tall ones from 200 whatever N is."""
+    """JSVD_START_EVD32_SQUARE=N (in a child): float32's near-square batches of 65 to 128 columns, of at least
+    1.4 rows a column, on the float32 solver's tested route from N matrices (40 by default; 0: never, the
+    Jacobi on M), squarer ones from max(N, 200), tall ones from 200 whatever N is."""
     code = """
         import torch
         from jsvd_testutils import start_v

@@ -290,8 +290,8 @@ constexpr int64_t kEvd32TallMinBatch = 200;
 // Gram eigenvalues below 1e-3 lambda_max (more than q / kEvd32ColsPerSmallPivot pivots below it) send a
 // tall batch to the float64 solver: a spectrum to 1/100 (1e-4 in G) is declined, Gaussian tall members
 // (rows >= 2 cols: lambda_min / lambda_max >= ~0.03) pass, and so do a few zero singular values.
-// Near-square ones (rows < 2 cols; JSVD_START_EVD32_SQUARE=0: not on the route), whose Gaussian members have eigenvalues
-// to 1e-7 lambda_max and a dozen below 1e-3, keep kEvd32PivotRatio: their alternative is the Jacobi on M,
+// Near-square ones (rows < 2 cols; JSVD_START_EVD32_SQUARE=0: not on the route), whose Gaussian members
+// have eigenvalues to 1e-7 lambda_max and a dozen below 1e-3, keep kEvd32PivotRatio: their alternative is the Jacobi on M,
 // not the float64 solver. Two refinements left X converged in 48 of 48 Gaussian 128² and 100² members
 // (largest cosine 4e-11 and 5e-9 against kX32's 1.2e-6), 200 of 200 128² and 198 of 200 100² (a CPU
 // emulation, .scratch/s67_square_evd32.py). H200, stop 67, two rounds, ms, on / off: 200x128² 3.17, 3.09 /
