@@ -248,3 +248,37 @@ def test_square_route_knob():
     assert run_child(code).split() == late + on + tall
     assert run_child(code, JSVD_START_EVD32_SQUARE="0").split() == off + off + tall
     assert run_child(code, JSVD_START_EVD32_SQUARE="200").split() == late + late + tall
+
+
+@pytest.mark.parametrize("shape", [(40, 112, 160), (40, 120, 200), (200, 100, 100)], ids=str)
+def test_near_square_route_wide_and_few(tmp_path, shape):
+    """The near-square route on its transpose (wide members) and from 40 matrices: a float32 batch of Gaussian
+    members with a zero one, one with two equal columns and one at 1e-30 takes it (the plan's Gram dtype
+    float32; a member of low rank would decline it, as in test_gram_eigenvectors_in_float32) and gives every
+    output property, S and svdvals' S against LAPACK's, U and V orthogonal to
+    3 sqrt(k) eps32, and S not JSVD_START_EVD32_SQUARE=0's to the bit (the route ran)."""
+    b, m, n = shape
+    k = min(m, n)
+    g = torch.Generator().manual_seed(b + m + n)
+    A = torch.randn(b, m, n, generator=g, dtype=torch.float64)
+    A[1] = 0
+    A[2, :, 1] = A[2, :, 0]
+    A[3] *= 1e-30
+    A = A.float()
+    plan = torch_jsvd.plan([(m, n)] * b, dtype=torch.float32, device="cuda")["matrices"][0]
+    assert plan["start_v"]["gram_dtype"] == "float32"
+    U, S, Vh = (t.cpu() for t in torch_jsvd.svd(A.cuda(), full_matrices=False))
+    assert_valid_svd(A, U, S, Vh, False)
+    ref = torch.linalg.svdvals(A.double())
+    for s in (S, torch_jsvd.svdvals(A.cuda()).cpu()):
+        assert ((s.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, F32)
+    lim = 3 * k**0.5 * torch.finfo(torch.float32).eps
+    assert orthogonality_error(U).max().item() <= lim
+    assert orthogonality_error(Vh, rows=True).max().item() <= lim
+    torch.save(A, tmp_path / "A.pt")
+    run_child(f"""
+        import os, torch, torch_jsvd
+        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
+        torch.save(torch_jsvd.svd(A, full_matrices=False).S.cpu(), os.environ["OUT"])
+    """, JSVD_START_EVD32_SQUARE="0", OUT=str(tmp_path / "S0.pt"))
+    assert not torch.equal(S, torch.load(tmp_path / "S0.pt"))
