@@ -65,6 +65,35 @@ def test_whole_level_lanes_per_rotation():
     check_svd(A.mT, full_matrices=True)
 
 
+
+def test_whole_level_wide_lanes(tmp_path):
+    """Whole matrices whose 16 lanes a rotation hold no register bucket (A's rows and V's beyond 256: 160 x
+    112 float32) take the shared-memory steps; JSVD_WHOLE_WIDE_LANES=1 (in a child; planner.cpp,
+    wider_lanes) gives them 32 lanes and the register steps (bucket 16, pairs in passes), and valid outputs:
+    a batch with a rank-deficient member and graded columns, wide members (on their transpose) and
+    full_matrices."""
+    g = torch.Generator().manual_seed(160)
+    A = torch.randn(10, 160, 112, generator=g)
+    A[1] = A[1, :, :40] @ torch.randn(40, 112, generator=g)  # (rank 40)
+    A[2] *= torch.logspace(0, -5, 112)
+    torch.save(A, tmp_path / "A.pt")
+    code = f"""
+        import os, torch, torch_jsvd
+        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
+        lv = torch_jsvd.plan([(160, 112)] * 10, device="cuda")["matrices"][0]["levels"][0]
+        out = [[t.cpu() for t in torch_jsvd.svd(X, full_matrices=f)] for X, f in ((A, False), (A.mT, True))]
+        torch.save((lv, out), os.environ["OUT"])
+    """
+    for i, env in enumerate(({}, {"JSVD_WHOLE_WIDE_LANES": "1"})):
+        run_child(code, OUT=str(tmp_path / f"r{i}.pt"), **env)
+        lv, out = torch.load(tmp_path / f"r{i}.pt")
+        assert lv["kernel"] == "whole_svd_smem", lv
+        assert (lv["lanes_per_rotation"], lv["steps"]) == ((32, "registers") if env else (16, "shared")), lv
+        ref = torch.linalg.svdvals(A.double())
+        for X, (U, S, Vh), full in ((A, out[0], False), (A.mT, out[1], True)):
+            assert_valid_svd(X, U, S, Vh, full)
+            assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(160, 112, torch.float32)
+
 # Every register shape of the warp level (lanes per matrix x rows per lane, or a thread per matrix of at
 # most 4 rows), with batches that leave warps (or the thread kernel's 128-thread blocks) partly empty.
 WARP_SHAPES = [(3, 4, 3), (130, 3, 3), (5, 2, 2), (4, 1, 1), (3, 4, 4), (6, 4, 2), (2, 3, 1), (5, 8, 4), (2, 16, 4), (9, 8, 8), (3, 16, 8), (5, 32, 8), (7, 16, 16),

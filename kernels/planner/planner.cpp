@@ -184,6 +184,21 @@ void more_lane_rows(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, boo
   plan_variant(alt, elem, compute_uv);
   if (alt.launch.reg_rows > 0 || mp.launch.reg_rows == 0) mp = alt;
 }
+
+// Whole matrices whose lanes a rotation (16, every pair of a step in flight) hold no register bucket:
+// more than 256 rows with V's (A's rows and V's: 160 x 112 has 272), so the shared-memory steps. At 32 lanes
+// bucket 16 holds 512, in passes of 32 pairs (levels_in_registers). JSVD_WHOLE_WIDE_LANES=1 takes that where
+// it gets the register steps: for an A/B of the near-square shapes whose Jacobi on M is slow (H200, stop
+// 68: 200x160x112 5.4 ms, 200x200x120 6.9, against 200x128² 3.6, whose 256 rows fill bucket 16 at 16 lanes).
+void wider_lanes(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool compute_uv, const DeviceLimits& lim) {
+  if (!knobs().whole_wide_lanes || mp.level != Level::kWholeSmem || mp.launch.reg_rows > 0 || mp.launch.tpp >= 32)
+    return;
+  MatrixPlan alt = mp;
+  alt.launch = svd_smem_config_lanes(rows, compute_uv ? cols : 0, cols, elem, 32);
+  if (alt.launch.smem > smem_budget(lim)) return;
+  plan_variant(alt, elem, compute_uv);
+  if (alt.launch.reg_rows > 0) mp = alt;
+}
 }  // namespace
 
 void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv) {
@@ -243,6 +258,7 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
     cp.jacobi = plan_matrix(p, cols, elem, carry_v, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr);
     plan_variant(cp.jacobi, elem, carry_v);
     if (!forced) more_lane_rows(cp.jacobi, p, cols, elem, carry_v, batch, lim);
+    if (!forced) wider_lanes(cp.jacobi, p, cols, elem, carry_v, lim);
     if (cp.v_solve) {
       cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr);
       plan_variant(cp.jacobi_v, elem, true);

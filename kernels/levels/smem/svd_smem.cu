@@ -270,13 +270,16 @@ size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem, int lane
 }
 
 SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem, int lane_rows) {
+  return svd_smem_config_lanes(p, vrows, c, elem, lanes_per_rotation(p, c, lane_rows));
+}
+
+SmemLaunch svd_smem_config_lanes(int64_t p, int64_t vrows, int64_t c, size_t elem, int tpp) {
   SmemLaunch cfg;
   const int64_t pairs = (c + 1) / 2;
-  const int tpp = lanes_per_rotation(p, c, lane_rows);
   cfg.tpp = tpp;
   const int64_t groups = std::min<int64_t>(pairs, 1024 / tpp);
   cfg.threads = static_cast<int>(std::max<int64_t>(groups * tpp, 32));
-  cfg.smem = svd_smem_bytes(p, vrows, c, elem, lane_rows);
+  cfg.smem = smem_bytes_at(c, column_stride(static_cast<int>(p + vrows), tpp), elem);  // (as in the kernel)
   cfg.rows = p + vrows;
   cfg.cols = c;
   const HalvingOrder order{static_cast<int>(c), static_cast<int>((c + 1) / 2)};

@@ -88,6 +88,8 @@ constexpr size_t kSmemKernelStatic = 512;
 
 // Block shape for c columns of p rows (plus vrows rows of V).
 SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem, int lane_rows = 4);
+// The same with tpp lanes a rotation (16 or 32; more pairs than 1024 / tpp groups: in passes).
+SmemLaunch svd_smem_config_lanes(int64_t p, int64_t vrows, int64_t c, size_t elem, int tpp);
 
 // Block pairs of c columns of p x q matrices: svd_smem_config with the rows
 // carried under each column (with V: V's rows or J's, or E's where `delta`,
