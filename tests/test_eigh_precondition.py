@@ -413,7 +413,8 @@ def test_non_finite_input_is_reported(dtype):
 
 
 @pytest.mark.parametrize("dtype,shape", [(torch.float32, (100, 300, 272)), (torch.float32, (37, 300, 77)),
-                                         (torch.float64, (40, 300, 272))], ids=str)
+                                         (torch.float32, (40, 160, 112)), (torch.float64, (40, 300, 272))],
+                         ids=str)
 @pytest.mark.parametrize("bad", ["nan", "inf", "overflow"])
 def test_non_finite_member_on_syev_batched_route(dtype, shape, bad):
     """On syevBatched's route a member with a NaN, an Inf, or entries whose Gram matrix would overflow,

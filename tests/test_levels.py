@@ -65,7 +65,6 @@ def test_whole_level_lanes_per_rotation():
     check_svd(A.mT, full_matrices=True)
 
 
-
 def test_whole_level_wide_lanes(tmp_path):
     """Whole matrices whose 16 lanes a rotation hold no register bucket (A's rows and V's beyond 256: 160 x
     112 float32) take the shared-memory steps; JSVD_WHOLE_WIDE_LANES=1 (in a child; planner.cpp,
@@ -93,6 +92,7 @@ def test_whole_level_wide_lanes(tmp_path):
         for X, (U, S, Vh), full in ((A, out[0], False), (A.mT, out[1], True)):
             assert_valid_svd(X, U, S, Vh, full)
             assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(160, 112, torch.float32)
+
 
 # Every register shape of the warp level (lanes per matrix x rows per lane, or a thread per matrix of at
 # most 4 rows), with batches that leave warps (or the thread kernel's 128-thread blocks) partly empty.

@@ -257,8 +257,10 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
     }
     cp.jacobi = plan_matrix(p, cols, elem, carry_v, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr);
     plan_variant(cp.jacobi, elem, carry_v);
-    if (!forced) more_lane_rows(cp.jacobi, p, cols, elem, carry_v, batch, lim);
-    if (!forced) wider_lanes(cp.jacobi, p, cols, elem, carry_v, lim);
+    if (!forced) {
+      more_lane_rows(cp.jacobi, p, cols, elem, carry_v, batch, lim);
+      wider_lanes(cp.jacobi, p, cols, elem, carry_v, lim);
+    }
     if (cp.v_solve) {
       cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr);
       plan_variant(cp.jacobi_v, elem, true);

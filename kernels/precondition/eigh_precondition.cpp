@@ -50,7 +50,7 @@ namespace {
 // (evd32_route_on's x_tested): tall ones from kEvd32TallMinBatch matrices, near-square ones of at least
 // kEvd32SquareLongRatio rows a column from JSVD_START_EVD32_SQUARE's (0: not), squarer ones from
 // kEvd32TallMinBatch too.
-bool evd32_tall_shape(int64_t batch, int64_t rows, int64_t cols) {
+bool evd32_tested_shape(int64_t batch, int64_t rows, int64_t cols) {
   if (knobs().start_evd32_tall <= 0 || !eigh_mid_cols(cols)) return false;
   if (rows >= kEighMidRatio * cols) return batch >= kEvd32TallMinBatch;
   const int64_t n = knobs().start_evd32_square;
@@ -64,7 +64,7 @@ bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool
   if (knobs().start_evd32 == 1) return true;
   const bool f64 = elem == sizeof(double);
   const int64_t min_batch = f64 ? kEvd32MinBatchF64 : kEvd32MinBatchF32;
-  if (!f64 && x_tested && evd32_tall_shape(batch, rows, cols)) return true;
+  if (!f64 && x_tested && evd32_tested_shape(batch, rows, cols)) return true;
   return cols >= (f64 ? kEvd32MinColsF64 : kEvd32MinColsF32) && cols <= kEvd32MaxCols && rows < 2 * cols &&
          batch >= min_batch;
 }
@@ -188,9 +188,10 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // before syevBatched, so that an ill-conditioned batch does not pay for it (not on the float32 solver's
   // route, whose own test on the pivots comes below).
   const bool evd32_candidate = !batched && evd32_route_on(B, p, q, A.element_size(), x_tested32);
-  // (float32's tall batches on the float32 solver: X tested, below; only where the outputs may come from X)
-  const bool evd32_tall = evd32_candidate && x_tested32 && evd32_tall_shape(B, p, q);
-  const bool evd32_square = evd32_tall && p < kEighMidRatio * q;  // (JSVD_START_EVD32_SQUARE's)
+  // (float32's batches of 65 to 128 columns on the float32 solver: X tested, below; only where the outputs
+  // may come from X. Tall ones and near-square ones: JSVD_START_EVD32_SQUARE's)
+  const bool evd32_tested = evd32_candidate && x_tested32 && evd32_tested_shape(B, p, q);
+  const bool evd32_square = evd32_tested && p < kEighMidRatio * q;
   if (f64 && !batched && syev_batched_on(B) && knobs().eigh_cond == 1 && !evd32_candidate) {
     at::Tensor info;
     const at::Tensor L = potrf_batched(G, &info);
@@ -258,14 +259,14 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     // Gram matrices solved in float32 (evd32_route_on), where their Cholesky pivots leave few eigenvectors
     // below what float32 resolves (kEvd32PivotRatio; JSVD_START_EVD32=1: untested). X is then not
     // converged (about eps32 lambda_max / gap, or its square after refine_eigenvectors), and not tested,
-    // but for float32's tall batches (evd32_tall), whose well-separated eigenvalues leave X converged after
-    // a second refinement: tested as the float64 solver's X is, without its eigenvalues' pre-test.
+    // but for float32's batches of 65 to 128 columns (evd32_tested), whose X is mostly converged after a
+    // second refinement: tested as the float64 solver's X is, without its eigenvalues' pre-test.
     bool evd32 = evd32_candidate;
     if (pivots_test) {
       at::Tensor info;
       const at::Tensor L = potrf_batched(G, &info, kEvd32Shift);
       const at::Tensor spread = at::zeros({}, bad.options());
-      const double ratio = evd32_tall && !evd32_square ? kEvd32TallPivotRatio : kEvd32PivotRatio;
+      const double ratio = evd32_tested && !evd32_square ? kEvd32TallPivotRatio : kEvd32PivotRatio;
       cholesky_checks(G, L, info, ratio, spread, q / kEvd32ColsPerSmallPivot);
       evd32 = read_int(spread) == 0;
       if (!ok()) return e.without_start(A, b, opt);  // (G not finite or out of range: its pivots mean nothing)
@@ -274,7 +275,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       if (!evd32 && (f64 || !start_f64_gram_on(B, p, q, A.element_size()))) return e.without_start(A, b, opt);
     }
     const bool test_x = !evd32 && (converged_route || (test_x_f64 && p >= kEighMidRatio * q));
-    may_pass = evd32 && evd32_tall;
+    may_pass = evd32 && evd32_tested;
     const at::Tensor fro = test_x ? G.diagonal(0, -2, -1).sum(-1) : at::Tensor();
     at::Tensor w;  // the eigenvalues, increasing
     if (evd32) {
@@ -289,7 +290,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       // orthogonal, whose batch then went back to the QR path after the start: the second refinement's capped
       // E, ||E||_F <= kRefineMaxNorm within the cluster, needs more than one step. Two and two: 2e-10, as
       // many GEMMs, and Gaussian members' X as converged: a CPU emulation, docs/experiments.md, stop 66.)
-      if (evd32_tall) {
+      if (evd32_tested) {
         for (int k = 0; k < knobs().start_evd32_tall; ++k) V0 = refine_eigenvectors(G, V0, 2);
       } else if (knobs().start_refine) {
         V0 = refine_eigenvectors(G, V0, f64 ? 4 : 3);

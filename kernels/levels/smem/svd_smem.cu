@@ -75,6 +75,11 @@ size_t smem_bytes_at(int64_t c, int64_t ld, size_t elem) {
          static_cast<size_t>(c) * sizeof(int) + 16;
 }
 
+// The same for c columns of p + vrows rows at tpp lanes a rotation (the kernel's column stride).
+size_t smem_bytes_lanes(int64_t p, int64_t vrows, int64_t c, size_t elem, int tpp) {
+  return smem_bytes_at(c, column_stride(static_cast<int>(p + vrows), tpp), elem);
+}
+
 // The kernel of a block-pair launch. Its signature, for every instantiation.
 template <typename T>
 using PairKernel = void (*)(EngineArgs<T>, const int32_t*, const PairTask*);
@@ -265,8 +270,7 @@ bool pair_delta_fits(int64_t p, int64_t q, int64_t w, size_t elem) {
 }
 
 size_t svd_smem_bytes(int64_t p, int64_t vrows, int64_t c, size_t elem, int lane_rows) {
-  const int64_t ld = column_stride(static_cast<int>(p + vrows), lanes_per_rotation(p, c, lane_rows));  // as in the kernel
-  return smem_bytes_at(c, ld, elem);
+  return smem_bytes_lanes(p, vrows, c, elem, lanes_per_rotation(p, c, lane_rows));
 }
 
 SmemLaunch svd_smem_config(int64_t p, int64_t vrows, int64_t c, size_t elem, int lane_rows) {
@@ -279,7 +283,7 @@ SmemLaunch svd_smem_config_lanes(int64_t p, int64_t vrows, int64_t c, size_t ele
   cfg.tpp = tpp;
   const int64_t groups = std::min<int64_t>(pairs, 1024 / tpp);
   cfg.threads = static_cast<int>(std::max<int64_t>(groups * tpp, 32));
-  cfg.smem = smem_bytes_at(c, column_stride(static_cast<int>(p + vrows), tpp), elem);  // (as in the kernel)
+  cfg.smem = smem_bytes_lanes(p, vrows, c, elem, tpp);
   cfg.rows = p + vrows;
   cfg.cols = c;
   const HalvingOrder order{static_cast<int>(c), static_cast<int>((c + 1) / 2)};
