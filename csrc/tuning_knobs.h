@@ -59,7 +59,7 @@ struct Knobs {
   bool pdl = true;             // JSVD_PDL=0: no programmatic dependent launch between steps
   int whole_regs = 1;          // JSVD_WHOLE_REGS: whole matrices' register steps (0 off, 1 where free, 2 always)
   bool pad_rows = true;        // JSVD_PAD_ROWS=0: whole matrices' register steps on unpadded rows
-  bool whole_wide_lanes = false;  // JSVD_WHOLE_WIDE_LANES=1: whole matrices without register steps try 32 lanes a rotation (planner.cpp, wider_lanes; experiments)
+  bool whole_wide_lanes = false;  // JSVD_WHOLE_WIDE_LANES=1: whole matrices without register steps try 32 lanes a rotation (planner.cpp, wider_lanes; measured slower, experiments.md stop 69)
   bool pair_delta = true;      // JSVD_PAIR_DELTA=0: float32 512-row pairs carry V's rows, not E = J - I
   bool list_streams = true;    // JSVD_LIST_STREAMS=0: a list's launch groups one after another on the current stream
   bool whole_merge = true;     // JSVD_WHOLE_MERGE=0: a list's whole matrices grouped by block size, not only lanes per rotation

@@ -188,8 +188,8 @@ void more_lane_rows(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, boo
 // Whole matrices whose lanes a rotation (16, every pair of a step in flight) hold no register bucket:
 // more than 256 rows with V's (A's rows and V's: 160 x 112 has 272), so the shared-memory steps. At 32 lanes
 // bucket 16 holds 512, in passes of 32 pairs (levels_in_registers). JSVD_WHOLE_WIDE_LANES=1 takes that where
-// it gets the register steps: for an A/B of the near-square shapes whose Jacobi on M is slow (H200, stop
-// 68: 200x160x112 5.4 ms, 200x200x120 6.9, against 200x128² 3.6, whose 256 rows fill bucket 16 at 16 lanes).
+// it gets the register steps; off, since it lost where measured but at 100 columns (H200, stop 69, ms, on /
+// off: 200x160x112 6.8 / 5.5, 200x200x120 7.5 / 7.0, 10x160x112 3.5 / 2.7; 100x180x100 2.1 / 2.6).
 void wider_lanes(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool compute_uv, const DeviceLimits& lim) {
   if (!knobs().whole_wide_lanes || mp.level != Level::kWholeSmem || mp.launch.reg_rows > 0 || mp.launch.tpp >= 32)
     return;
