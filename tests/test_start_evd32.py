@@ -234,7 +234,8 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
 def test_square_route_knob():
     """JSVD_START_EVD32_SQUARE=N (in a child): float32's near-square batches of 65 to 128 columns, of at least
     1.4 rows a column, on the float32 solver's tested route from N matrices (40 by default; 0: never, the
-    Jacobi on M), squarer ones from max(N, 200), tall ones from 200 whatever N is."""
+    Jacobi on M), squarer ones from max(N, 200), tall ones from 200 whatever N is; JSVD_START_EVD32_SQUARE_RATIO=R
+    moves the 1.4 to R/100 (128² counts as long at R = 100, 160 x 112 as square at R = 150)."""
     code = """
         import torch
         from jsvd_testutils import start_v
@@ -248,6 +249,8 @@ def test_square_route_knob():
     assert run_child(code).split() == late + on + tall
     assert run_child(code, JSVD_START_EVD32_SQUARE="0").split() == off + off + tall
     assert run_child(code, JSVD_START_EVD32_SQUARE="200").split() == late + late + tall
+    assert run_child(code, JSVD_START_EVD32_SQUARE_RATIO="100").split() == on + on + tall
+    assert run_child(code, JSVD_START_EVD32_SQUARE_RATIO="150").split() == late + late + tall
 
 
 @pytest.mark.parametrize("shape", [(40, 112, 160), (40, 120, 200), (200, 100, 100)], ids=str)
