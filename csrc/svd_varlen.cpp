@@ -130,11 +130,17 @@ ListSolve solve_list(const std::vector<Piece>& members, const SvdOptions& opt, E
   const Tensor& base = *members[0].base;
   const auto popts = base.options().dtype(compute_dtype(base.scalar_type()));
   ls.parts.resize(prows.size());  // (not resized again: the pieces below point at the parts' buffers)
+  // (a group of square members without full_matrices, which asks nothing more of them: as svd_ex_common)
+  const auto part_opt = [&](size_t g) {
+    SvdOptions o = opt;
+    o.full_matrices = opt.full_matrices && !(static_cast<int32_t>(g) < ngroups && prows[g][0] == pcols[g][0]);
+    return o;
+  };
   for (size_t g = 0; g < prows.size(); ++g) {
     auto& pt = ls.parts[g];
     pt.pb = static_cast<int32_t>(g) < ngroups
                 ? PackedBatch::uniform_of(static_cast<int64_t>(prows[g].size()), prows[g][0], pcols[g][0],
-                                          opt.full_matrices)
+                                          part_opt(g).full_matrices)
                 : PackedBatch::make(prows[g], pcols[g], opt.full_matrices);
     pt.packed = at::empty({pt.pb.a_numel}, popts);
   }
@@ -150,7 +156,7 @@ ListSolve solve_list(const std::vector<Piece>& members, const SvdOptions& opt, E
                     Piece{&pt.packed, pt.pb.a_at(s), pt.pb.q(s), pt.pb.p(s), pt.pb.p(s), 1});
   }
   copy_all(in, batched_copy);
-  for (auto& pt : ls.parts) pt.r = engine(pt.packed, pt.pb, opt);
+  for (size_t g = 0; g < ls.parts.size(); ++g) ls.parts[g].r = engine(ls.parts[g].packed, ls.parts[g].pb, part_opt(g));
   return ls;
 }
 

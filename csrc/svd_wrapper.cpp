@@ -135,10 +135,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
                                                          const char* op, bool may_sync,
                                                          SvdOptions* opt_out = nullptr) {
   check_matrix(A, op, "A");
-  const SvdOptions opt = make_options(full_matrices, compute_uv, tol, max_sweeps, may_sync, op);
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  // A square matrix's full U and Vh are its reduced ones: the engines see full_matrices only where it asks
+  // for more, so that svd's default (full_matrices=True) takes the routes that return U from M V0.
+  const bool full = full_matrices && m != n;
+  const SvdOptions opt = make_options(full, compute_uv, tol, max_sweeps, may_sync, op);
   if (opt_out) *opt_out = opt;
 
-  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
   const auto batch = A.sizes().slice(0, A.dim() - 2);
   const int64_t B = c10::multiply_integers(batch);
   const auto opts = A.options();
@@ -170,7 +173,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
     input = input.view({-1});
   }
 
-  const PackedBatch pb = PackedBatch::uniform_of(B, p, q, full_matrices);
+  const PackedBatch pb = PackedBatch::uniform_of(B, p, q, full);
   const CoreResult r = engine(input, pb, opt);
 
   Tensor S = r.S.view(with_tail(batch, {k}));

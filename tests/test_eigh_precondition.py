@@ -206,8 +206,11 @@ def test_plan_mid_columns(dtype):
     assert syevb([(129, 65)] * 10) == syevb([(100, 100)] * 39) == syevb([(65, 120)] * 39) == (not f32)
     assert syevb([(100, 100)] * 199) == syevb([(128, 100)] * 199) == (not f32)  # (squarer than 1.4: from 200)
     assert syevb([(100, 100)] * 200) and syevb([(65, 120)] * 40) and syevb([(129, 65)] * 40)
-    square = start_v([(128, 128)] * 200, dtype)[0]  # (float32: without full_matrices only, "null" with it)
-    assert square["gram_dtype"] == "float32" and ("gram_dtype_full_matrices" in square) == f32
+    # (squares: the same with full_matrices, which changes nothing for them; near-square float32 ones take
+    # the route without full_matrices only: "null" with it)
+    square = start_v([(128, 128)] * 200, dtype)[0]
+    assert square["gram_dtype"] == "float32" and "gram_dtype_full_matrices" not in square
+    assert ("gram_dtype_full_matrices" in start_v([(160, 112)] * 200, dtype)[0]) == f32
     assert start_v([(128, 128)] * 4, dtype) == [None] * 4
     assert start_v([(300, 100)] * 4, dtype)[0]["solver"] == "torch.linalg.eigh"  # (few tall: syevd)
     assert start_v([(180, 100)] * 4, dtype) == [None] * 4

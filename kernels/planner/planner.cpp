@@ -400,8 +400,9 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
          << (!gram_eig_by_jacobi(q) && evd32_route_on(count, p, q, elem, /*x_tested=*/true) ? "float32" : "float64")
          << "\", \"calls\": \"svd, svdvals (svd_ex, which never synchronises, plans without it)\"";
       // (float32's large batches of 65 to 128 columns: where X is tested, eigh_precondition.h; with
-      // full_matrices tall ones on the float64 solver, near-square ones without the start)
-      if (!gram_eig_by_jacobi(q) && evd32_route_on(count, p, q, elem, true) && !evd32_route_on(count, p, q, elem))
+      // full_matrices tall ones on the float64 solver, near-square ones without the start; squares, whose
+      // full_matrices the engines never see, as without it)
+      if (p > q && !gram_eig_by_jacobi(q) && evd32_route_on(count, p, q, elem, true) && !evd32_route_on(count, p, q, elem))
         os << ", \"gram_dtype_full_matrices\": "
            << (start_f64_gram_on(count, p, q, elem) ? "\"float64\"" : "null");
       if (elem == sizeof(double))  // (eigh_precondition.h: the data may decline it)
