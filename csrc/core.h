@@ -65,6 +65,14 @@ inline int64_t resolve_max_sweeps(const SvdOptions& o) {
   return o.max_sweeps > 0 ? o.max_sweeps : kDefaultMaxSweeps;
 }
 
+// The options for p x q matrices: a square matrix's full U and Vh are its reduced ones, so full_matrices
+// asks nothing more of it and the engines do not see it (svd's default then takes the routes that return
+// U from M V0, as without it).
+inline SvdOptions for_shape(SvdOptions o, int64_t p, int64_t q) {
+  o.full_matrices = o.full_matrices && p != q;
+  return o;
+}
+
 // A batch of real matrices packed into flat buffers. Matrix k is p_k x q_k with
 // p_k >= q_k >= 1, column-major: element (i, j) is A[a_off[k] + j * p_k + i].
 // Outputs are packed the same way:

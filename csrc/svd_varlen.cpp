@@ -130,11 +130,9 @@ ListSolve solve_list(const std::vector<Piece>& members, const SvdOptions& opt, E
   const Tensor& base = *members[0].base;
   const auto popts = base.options().dtype(compute_dtype(base.scalar_type()));
   ls.parts.resize(prows.size());  // (not resized again: the pieces below point at the parts' buffers)
-  // (a group of square members without full_matrices, which asks nothing more of them: as svd_ex_common)
+  // (a shape group's options for its shape, for_shape; the rest's as given)
   const auto part_opt = [&](size_t g) {
-    SvdOptions o = opt;
-    o.full_matrices = opt.full_matrices && !(static_cast<int32_t>(g) < ngroups && prows[g][0] == pcols[g][0]);
-    return o;
+    return static_cast<int32_t>(g) < ngroups ? for_shape(opt, prows[g][0], pcols[g][0]) : opt;
   };
   for (size_t g = 0; g < prows.size(); ++g) {
     auto& pt = ls.parts[g];

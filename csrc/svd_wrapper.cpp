@@ -136,10 +136,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
                                                          SvdOptions* opt_out = nullptr) {
   check_matrix(A, op, "A");
   const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
-  // A square matrix's full U and Vh are its reduced ones: the engines see full_matrices only where it asks
-  // for more, so that svd's default (full_matrices=True) takes the routes that return U from M V0.
-  const bool full = full_matrices && m != n;
-  const SvdOptions opt = make_options(full, compute_uv, tol, max_sweeps, may_sync, op);
+  const SvdOptions opt = for_shape(make_options(full_matrices, compute_uv, tol, max_sweeps, may_sync, op), m, n);
   if (opt_out) *opt_out = opt;
 
   const auto batch = A.sizes().slice(0, A.dim() - 2);
@@ -173,7 +170,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
     input = input.view({-1});
   }
 
-  const PackedBatch pb = PackedBatch::uniform_of(B, p, q, full);
+  const PackedBatch pb = PackedBatch::uniform_of(B, p, q, opt.full_matrices);
   const CoreResult r = engine(input, pb, opt);
 
   Tensor S = r.S.view(with_tail(batch, {k}));

@@ -343,9 +343,7 @@ CoreResult list_cpu(const at::Tensor& A, const PackedBatch& batch, const SvdOpti
       Ag = at::empty({n * p * q}, A.options());
       for (int64_t i = 0; i < n; ++i) Ag.narrow(0, i * p * q, p * q).copy_(A.narrow(0, batch.a_at((*members)[i]), p * q));
     }
-    SvdOptions go = opt;  // (a square group's full_matrices asks nothing more of it: as svd_ex_common)
-    go.full_matrices = uc > q;
-    const CoreResult rg = start_cpu(Ag, g, go);
+    const CoreResult rg = start_cpu(Ag, g, for_shape(opt, p, q));
     for (int64_t i = 0; i < n; ++i) {
       const int64_t k = (*members)[i];
       r.S.narrow(0, batch.s_at(k), q).copy_(rg.S.narrow(0, i * q, q));
