@@ -34,7 +34,7 @@ struct Knobs {
   int start_evd32 = -1;  // JSVD_START_EVD32=0|1: the syevBatched start never solves the Gram matrices in float32 | always, untested (-1: evd32_route_on's rule and the pivots' test; eigh_precondition.h)
   int start_evd32_tall = 2;  // JSVD_START_EVD32_TALL=N: float32's large tall batches on the float32 solver, V0 refined N times (0: the float64 solver; eigh_precondition.h)
   int start_evd32_square = 40;  // JSVD_START_EVD32_SQUARE=N: that route for near-square batches of N matrices and more too (0: tall ones only; squarer than kEvd32SquareLongRatio from 200 too; eigh_precondition.h)
-  int start_evd32_square_ratio = 0;  // JSVD_START_EVD32_SQUARE_RATIO=R: N's batches are those of at least R/100 rows a column (0: kEvd32SquareLongRatio; eigh_precondition.h)
+  int start_evd32_square_ratio = 0;  // JSVD_START_EVD32_SQUARE_RATIO=R: N's batches are those of at least R/100 rows a column (0: kEvd32SquareLongRatio, or kEvd32SquareMidRatio from kEvd32SquareMidCols columns; eigh_precondition.h)
   int gram_eig_jacobi_cols = 64;  // JSVD_GRAM_EIG_JACOBI_COLS: the batched start's Gram matrices up to this many columns (at most kGramJacobiKnobMaxCols, 96) by this engine's Jacobi, beyond it by syevBatched (32 measured slower, experiments.md stop 64)
   bool start_late_check = true;  // JSVD_START_LATE_CHECK=0: the float32-solved V0's checks read before the Jacobi on X is queued (eigh_precondition.cpp)
   bool start_refine = true;  // JSVD_START_REFINE=0: the float32-solved V0 not refined by a first-order step (refine_eigenvectors, eigh_precondition.h)
@@ -60,7 +60,7 @@ struct Knobs {
   bool pdl = true;             // JSVD_PDL=0: no programmatic dependent launch between steps
   int whole_regs = 1;          // JSVD_WHOLE_REGS: whole matrices' register steps (0 off, 1 where free, 2 always)
   bool pad_rows = true;        // JSVD_PAD_ROWS=0: whole matrices' register steps on unpadded rows
-  bool whole_wide_lanes = false;  // JSVD_WHOLE_WIDE_LANES=1: whole matrices without register steps try 32 lanes a rotation (planner.cpp, wider_lanes; measured slower, experiments.md stop 69)
+  int whole_wide_lanes = -1;   // JSVD_WHOLE_WIDE_LANES: whole matrices without register steps at 32 lanes a rotation (planner.cpp, wider_lanes): -1 where that pads their rows, 1 always, 0 never
   bool pair_delta = true;      // JSVD_PAIR_DELTA=0: float32 512-row pairs carry V's rows, not E = J - I
   bool list_streams = true;    // JSVD_LIST_STREAMS=0: a list's launch groups one after another on the current stream
   bool whole_merge = true;     // JSVD_WHOLE_MERGE=0: a list's whole matrices grouped by block size, not only lanes per rotation
@@ -135,7 +135,7 @@ inline Knobs read() {
   k.pdl = on("JSVD_PDL", k.pdl);
   k.whole_regs = integer("JSVD_WHOLE_REGS", k.whole_regs);
   k.pad_rows = on("JSVD_PAD_ROWS", k.pad_rows);
-  k.whole_wide_lanes = on("JSVD_WHOLE_WIDE_LANES", k.whole_wide_lanes);
+  k.whole_wide_lanes = integer("JSVD_WHOLE_WIDE_LANES", k.whole_wide_lanes);
   k.pair_delta = on("JSVD_PAIR_DELTA", k.pair_delta);
   k.list_streams = on("JSVD_LIST_STREAMS", k.list_streams);
   k.whole_merge = on("JSVD_WHOLE_MERGE", k.whole_merge);

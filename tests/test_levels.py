@@ -66,32 +66,44 @@ def test_whole_level_lanes_per_rotation():
 
 
 def test_whole_level_wide_lanes(tmp_path):
-    """Whole matrices whose 16 lanes a rotation hold no register bucket (A's rows and V's beyond 256: 160 x
-    112 float32) take the shared-memory steps; JSVD_WHOLE_WIDE_LANES=1 (in a child; planner.cpp,
-    wider_lanes) gives them 32 lanes and the register steps (bucket 16, pairs in passes), and valid outputs:
-    a batch with a rank-deficient member and graded columns, wide members (on their transpose) and
-    full_matrices."""
+    """Whole matrices whose 16 lanes a rotation hold no register bucket (A's rows and V's beyond 256) take
+    32 lanes and the register steps (bucket 16, pairs in passes; planner.cpp, wider_lanes) where their rows
+    are then padded to the bucket (180 x 100 float32: 280 rows to 512), and the shared-memory steps at 16
+    lanes where not (160 x 112: 512 padded rows of 112 columns exceed a block); JSVD_WHOLE_WIDE_LANES=1 (in
+    a child) gives both 32 lanes, 0 neither. Each gives valid outputs: a batch with a rank-deficient member
+    and graded columns, wide members (on their transpose) and full_matrices."""
     g = torch.Generator().manual_seed(160)
-    A = torch.randn(10, 160, 112, generator=g)
-    A[1] = A[1, :, :40] @ torch.randn(40, 112, generator=g)  # (rank 40)
-    A[2] *= torch.logspace(0, -5, 112)
-    torch.save(A, tmp_path / "A.pt")
+    cases = {}
+    for m, n in ((160, 112), (180, 100)):
+        A = torch.randn(10, m, n, generator=g)
+        A[1] = A[1, :, :40] @ torch.randn(40, n, generator=g)  # (rank 40)
+        A[2] *= torch.logspace(0, -5, n)
+        cases[(m, n)] = A
+    torch.save(cases, tmp_path / "A.pt")
     code = f"""
         import os, torch, torch_jsvd
-        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
-        lv = torch_jsvd.plan([(160, 112)] * 10, device="cuda")["matrices"][0]["levels"][0]
-        out = [[t.cpu() for t in torch_jsvd.svd(X, full_matrices=f)] for X, f in ((A, False), (A.mT, True))]
-        torch.save((lv, out), os.environ["OUT"])
+        out = {{}}
+        for (m, n), A in torch.load({str(tmp_path / "A.pt")!r}).items():
+            A = A.cuda()
+            lv = torch_jsvd.plan([(m, n)] * 10, device="cuda")["matrices"][0]["levels"][0]
+            out[(m, n)] = lv, [[t.cpu() for t in torch_jsvd.svd(X, full_matrices=f)] for X, f in ((A, False), (A.mT, True))]
+        torch.save(out, os.environ["OUT"])
     """
-    for i, env in enumerate(({}, {"JSVD_WHOLE_WIDE_LANES": "1"})):
-        run_child(code, OUT=str(tmp_path / f"r{i}.pt"), **env)
-        lv, out = torch.load(tmp_path / f"r{i}.pt")
-        assert lv["kernel"] == "whole_svd_smem", lv
-        assert (lv["lanes_per_rotation"], lv["steps"]) == ((32, "registers") if env else (16, "shared")), lv
-        ref = torch.linalg.svdvals(A.double())
-        for X, (U, S, Vh), full in ((A, out[0], False), (A.mT, out[1], True)):
-            assert_valid_svd(X, U, S, Vh, full)
-            assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(160, 112, torch.float32)
+    wide = {"": {(180, 100)}, "1": {(160, 112), (180, 100)}, "0": set()}
+    for knob, wide_shapes in wide.items():
+        env = {"JSVD_WHOLE_WIDE_LANES": knob} if knob else {}
+        run_child(code, OUT=str(tmp_path / f"r{knob}.pt"), **env)
+        for (m, n), (lv, out) in torch.load(tmp_path / f"r{knob}.pt").items():
+            assert lv["kernel"] == "whole_svd_smem", lv
+            want = (32, "registers") if (m, n) in wide_shapes else (16, "shared")
+            assert (lv["lanes_per_rotation"], lv["steps"]) == want, (knob, m, n, lv)
+            if (m, n) in wide_shapes and knob == "":
+                assert lv["rows_padded_to"] == 512, lv
+            A = cases[(m, n)]
+            ref = torch.linalg.svdvals(A.double())
+            for X, (U, S, Vh), full in ((A, out[0], False), (A.mT, out[1], True)):
+                assert_valid_svd(X, U, S, Vh, full)
+                assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float32)
 
 
 # Every register shape of the warp level (lanes per matrix x rows per lane, or a thread per matrix of at

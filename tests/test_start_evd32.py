@@ -235,24 +235,26 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
 
 def test_square_route_knob():
     """JSVD_START_EVD32_SQUARE=N (in a child): float32's near-square batches of 65 to 128 columns, of at least
-    1.4 rows a column, on the float32 solver's tested route from N matrices (40 by default; 0: never, the
-    Jacobi on M), squarer ones from max(N, 200), tall ones from 200 whatever N is; JSVD_START_EVD32_SQUARE_RATIO=R
-    moves the 1.4 to R/100 (128² counts as long at R = 100, 160 x 112 as square at R = 150)."""
+    1.4 rows a column (or 1.15 from 112 columns), on the float32 solver's tested route from N matrices (40 by
+    default; 0: never, the Jacobi on M), squarer ones from max(N, 200), tall ones from 200 whatever N is;
+    JSVD_START_EVD32_SQUARE_RATIO=R makes R/100 rows a column the one test (128² counts as long at R = 100,
+    150 x 120 as square at R = 140, 160 x 112 too at R = 150)."""
     code = """
         import torch
         from jsvd_testutils import start_v
-        for shape in ((128, 128), (160, 112), (300, 100)):
+        for shape in ((128, 128), (160, 112), (150, 120), (120, 100), (300, 100)):
             for count in (39, 40, 199, 200):
                 s = start_v([shape] * count, torch.float32)[0]
                 print(s["gram_dtype"] if s and s["solver"] == "cusolverDnXsyevBatched" else None)
     """
     late, on, off = ["None"] * 3 + ["float32"], ["None"] + ["float32"] * 3, ["None"] * 4
     tall = ["float64", "float64", "float64", "float32"]
-    assert run_child(code).split() == late + on + tall
-    assert run_child(code, JSVD_START_EVD32_SQUARE="0").split() == off + off + tall
-    assert run_child(code, JSVD_START_EVD32_SQUARE="200").split() == late + late + tall
-    assert run_child(code, JSVD_START_EVD32_SQUARE_RATIO="100").split() == on + on + tall
-    assert run_child(code, JSVD_START_EVD32_SQUARE_RATIO="150").split() == late + late + tall
+    assert run_child(code).split() == late + on + on + late + tall
+    assert run_child(code, JSVD_START_EVD32_SQUARE="0").split() == off + off + off + off + tall
+    assert run_child(code, JSVD_START_EVD32_SQUARE="200").split() == late * 4 + tall
+    assert run_child(code, JSVD_START_EVD32_SQUARE_RATIO="100").split() == on * 4 + tall
+    assert run_child(code, JSVD_START_EVD32_SQUARE_RATIO="140").split() == late + on + late + late + tall
+    assert run_child(code, JSVD_START_EVD32_SQUARE_RATIO="150").split() == late * 4 + tall
 
 
 @pytest.mark.parametrize("shape", [(40, 112, 160), (40, 120, 200), (200, 100, 100)], ids=str)

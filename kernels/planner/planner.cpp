@@ -186,18 +186,20 @@ void more_lane_rows(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, boo
 }
 
 // Whole matrices whose lanes a rotation (16, every pair of a step in flight) hold no register bucket:
-// more than 256 rows with V's (A's rows and V's: 160 x 112 has 272), so the shared-memory steps. At 32 lanes
-// bucket 16 holds 512, in passes of 32 pairs (levels_in_registers). JSVD_WHOLE_WIDE_LANES=1 takes that where
-// it gets the register steps; off, since it lost where measured but at 100 columns (H200, stop 69, ms, on /
-// off: 200x160x112 6.8 / 5.5, 200x200x120 7.5 / 7.0, 10x160x112 3.5 / 2.7; 100x180x100 2.1 / 2.6).
+// more than 256 rows with V's (A's rows and V's: 180 x 100 has 280), so the shared-memory steps. At 32 lanes
+// bucket 16 holds 512, in passes of 32 pairs (levels_in_registers). Taken where the rows are then padded to
+// the bucket (512 rows of at most ~110 float32 columns fit a block's shared memory); not where they are not
+// (H200, ms, 32 / 16 lanes: padded, stop 70: 10x180x100 1.97 / 2.78, 30x180x100 2.19 / 2.82, 30x200x96 1.13
+// / 1.62; stop 69: 100x180x100 2.1 / 2.6; unpadded, stop 69: 200x160x112 6.8 / 5.5, 200x200x120 7.5 / 7.0,
+// 10x160x112 3.5 / 2.7). JSVD_WHOLE_WIDE_LANES: 1 wherever it gets the register steps, 0 never.
 void wider_lanes(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool compute_uv, const DeviceLimits& lim) {
-  if (!knobs().whole_wide_lanes || mp.level != Level::kWholeSmem || mp.launch.reg_rows > 0 || mp.launch.tpp >= 32)
-    return;
+  const int mode = knobs().whole_wide_lanes;
+  if (mode == 0 || mp.level != Level::kWholeSmem || mp.launch.reg_rows > 0 || mp.launch.tpp >= 32) return;
   MatrixPlan alt = mp;
   alt.launch = svd_smem_config_lanes(rows, compute_uv ? cols : 0, cols, elem, 32);
   if (alt.launch.smem > smem_budget(lim)) return;
   plan_variant(alt, elem, compute_uv);
-  if (alt.launch.reg_rows > 0) mp = alt;
+  if (alt.launch.reg_rows > 0 && (mode == 1 || alt.launch.pad_rows)) mp = alt;
 }
 }  // namespace
 

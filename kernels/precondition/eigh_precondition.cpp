@@ -48,13 +48,16 @@ namespace {
 
 // float32's large batches of 65 to 128 columns that JSVD_START_EVD32_TALL puts on the float32 solver
 // (evd32_route_on's x_tested): tall ones from kEvd32TallMinBatch matrices, near-square ones of at least
-// kEvd32SquareLongRatio (JSVD_START_EVD32_SQUARE_RATIO) rows a column from JSVD_START_EVD32_SQUARE's (0:
-// not), squarer ones from kEvd32TallMinBatch too.
+// kEvd32SquareLongRatio rows a column (or kEvd32SquareMidRatio from kEvd32SquareMidCols columns;
+// JSVD_START_EVD32_SQUARE_RATIO=R: R/100 alone) from JSVD_START_EVD32_SQUARE's (0: not), squarer ones from
+// kEvd32TallMinBatch too.
 bool evd32_tested_shape(int64_t batch, int64_t rows, int64_t cols) {
   if (knobs().start_evd32_tall <= 0 || !eigh_mid_cols(cols)) return false;
   if (rows >= kEighMidRatio * cols) return batch >= kEvd32TallMinBatch;
   const int64_t n = knobs().start_evd32_square, r = knobs().start_evd32_square_ratio;
-  const bool long_enough = r > 0 ? 100 * rows >= r * cols : rows >= kEvd32SquareLongRatio * cols;
+  const bool long_enough = r > 0 ? 100 * rows >= r * cols
+                                 : rows >= kEvd32SquareLongRatio * cols ||
+                                       (cols >= kEvd32SquareMidCols && rows >= kEvd32SquareMidRatio * cols);
   return n > 0 && batch >= (long_enough ? n : std::max(n, kEvd32TallMinBatch));
 }
 

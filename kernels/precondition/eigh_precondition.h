@@ -314,6 +314,13 @@ constexpr double kEvd32TallPivotRatio = 1e-3;
 // 1.34, 1.37; 40x100² 1.38, 1.44 / 1.30, 1.28; 40x128² 1.53, 1.80 / 1.79, 1.78 (with singular values to
 // 1/100 1.67, 1.85 / 2.23, 2.12; 16x128² 1.44, 1.33 / 1.74, 1.74).
 constexpr double kEvd32SquareLongRatio = 1.4;
+// And from kEvd32SquareMidCols columns, from kEvd32SquareMidRatio rows a column: H200, stop 70, route / not
+// (JSVD_START_EVD32_SQUARE_RATIO 100 / 140), ms, two rounds: 100x150x120 1.98, 2.19 / 3.66, 3.58 (to 1/100
+// 2.17, 2.12 / 4.75, 4.62); 100x140x112 1.87, 1.88 / 2.07, 2.08; 40x140x112 1.74, 1.59 / 2.01, 2.15;
+// 100x130x112 2.00, 2.11 / 2.17, 2.23; but 100x120x100 1.82, 2.13 / 1.38, 1.36 and 40x120x100 1.63, 1.43 /
+// 1.23, 1.41 (the Jacobi on M's 220 rows with V's fill one register bucket at 16 lanes a rotation).
+constexpr int64_t kEvd32SquareMidCols = 112;
+constexpr double kEvd32SquareMidRatio = 1.15;
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool x_tested = false);
 
 // Whether a batch's Gram eigenvectors come from syevBatched (syev_batched.h), not a loop of syevd: more
