@@ -185,7 +185,7 @@ void more_lane_rows(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, boo
   if (alt.launch.reg_rows > 0 || mp.launch.reg_rows == 0) mp = alt;
 }
 
-// Whole matrices whose lanes a rotation (16, every pair of a step in flight) hold no register bucket:
+// float32 whole matrices whose lanes a rotation (16, every pair of a step in flight) hold no register bucket:
 // more than 256 rows with V's (A's rows and V's: 180 x 100 has 280), so the shared-memory steps. At 32 lanes
 // bucket 16 holds 512, in passes of 32 pairs (levels_in_registers). Taken where the rows are then padded to
 // the bucket (512 rows of at most ~110 float32 columns fit a block's shared memory); not where they are not
@@ -194,7 +194,10 @@ void more_lane_rows(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, boo
 // 10x160x112 3.5 / 2.7). JSVD_WHOLE_WIDE_LANES: 1 wherever it gets the register steps, 0 never.
 void wider_lanes(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool compute_uv, const DeviceLimits& lim) {
   const int mode = knobs().whole_wide_lanes;
-  if (mode == 0 || mp.level != Level::kWholeSmem || mp.launch.reg_rows > 0 || mp.launch.tpp >= 32) return;
+  const int64_t lane_rows = rows + (compute_uv ? cols : 0);  // (A's and V's, 16 lanes' bucket 16 holds 256)
+  if (mode == 0 || elem != sizeof(float) || mp.level != Level::kWholeSmem || mp.launch.reg_rows > 0 ||
+      mp.launch.tpp != 16 || lane_rows <= 256)
+    return;
   MatrixPlan alt = mp;
   alt.launch = svd_smem_config_lanes(rows, compute_uv ? cols : 0, cols, elem, 32);
   if (alt.launch.smem > smem_budget(lim)) return;
