@@ -193,7 +193,8 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
         A[7] = (Q1 * torch.where(torch.arange(n) < n // 2, 1.0, 0.5).double()) @ Q2.mT
     A = A.float()
     torch.save(A, tmp_path / "A.pt")
-    few = 39 if 1.4 * n <= m < 2 * n else 199  # (one short of the route's minimum count: 40, or 200)
+    long_enough = 1.4 * n <= m or (n >= 112 and 1.15 * n <= m)  # (kEvd32SquareLongRatio, kEvd32SquareMid*)
+    few = 39 if long_enough and m < 2 * n else 199  # (one short of the route's minimum count: 40, or 200)
     code = f"""
         import os, torch, torch_jsvd
         A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
@@ -257,9 +258,10 @@ def test_square_route_knob():
     assert run_child(code, JSVD_START_EVD32_SQUARE_RATIO="150").split() == late * 4 + tall
 
 
-@pytest.mark.parametrize("shape", [(40, 112, 160), (40, 120, 200), (200, 100, 100)], ids=str)
+@pytest.mark.parametrize("shape", [(40, 112, 160), (40, 120, 200), (200, 100, 100), (40, 150, 120), (40, 116, 135)], ids=str)
 def test_near_square_route_wide_and_few(tmp_path, shape):
-    """The near-square route on its transpose (wide members) and from 40 matrices: a float32 batch of Gaussian
+    """The near-square route on its transpose (wide members) and from 40 matrices (at 1.4 rows a column, or
+    1.15 from 112 columns: 150 x 120, 135 x 116 on its transpose): a float32 batch of Gaussian
     members with a zero one, one with two equal columns and one at 1e-30 takes it (the plan's Gram dtype
     float32; a member of low rank would decline it, as in test_gram_eigenvectors_in_float32) and gives every
     output property, S and svdvals' S against LAPACK's, U and V orthogonal to
