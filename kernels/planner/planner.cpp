@@ -204,6 +204,18 @@ void wider_lanes(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool c
   plan_variant(alt, elem, compute_uv);
   if (alt.launch.reg_rows > 0 && (mode == 1 || alt.launch.pad_rows)) mp = alt;
 }
+
+// JSVD_WHOLE_LANES=N (experiments: 4, 8, 16 or 32): whole matrices at N lanes a rotation, with the register
+// steps where whole_bucket_threads' rules give them (JSVD_PAD_ROWS=0: unpadded).
+void forced_lanes(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool compute_uv, const DeviceLimits& lim) {
+  const int n = knobs().whole_lanes;
+  if ((n != 4 && n != 8 && n != 16 && n != 32) || mp.level != Level::kWholeSmem || mp.launch.tpp == n) return;
+  MatrixPlan alt = mp;
+  alt.launch = svd_smem_config_lanes(rows, compute_uv ? cols : 0, cols, elem, n);
+  if (alt.launch.smem > smem_budget(lim)) return;
+  plan_variant(alt, elem, compute_uv);
+  mp = alt;
+}
 }  // namespace
 
 void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv) {
@@ -265,6 +277,7 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
     if (!forced) {
       more_lane_rows(cp.jacobi, p, cols, elem, carry_v, batch, lim);
       wider_lanes(cp.jacobi, p, cols, elem, carry_v, lim);
+      forced_lanes(cp.jacobi, p, cols, elem, carry_v, lim);
     }
     if (cp.v_solve) {
       cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr);
