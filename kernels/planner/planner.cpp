@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "levels/gemm/gemm_level.h"
@@ -166,6 +167,17 @@ int64_t list_width_cap(const std::vector<int64_t>& p, const std::vector<int64_t>
 }
 
 namespace {
+// mp with whole matrices launched as `launch`, their steps chosen (plan_variant); none where the block's
+// shared memory would not hold them. The lane-count variants below each try one.
+std::optional<MatrixPlan> with_launch(const MatrixPlan& mp, const SmemLaunch& launch, size_t elem, bool compute_uv,
+                                      const DeviceLimits& lim) {
+  if (launch.smem > smem_budget(lim)) return std::nullopt;
+  MatrixPlan alt = mp;
+  alt.launch = launch;
+  plan_variant(alt, elem, compute_uv);
+  return alt;
+}
+
 // Whole matrices of a float32 batch that fills the device twice over (a throughput-bound launch): about
 // 8 rows of A a lane instead of 4 (fewer lanes per rotation, so fewer shuffles and barriers per row
 // rotated), unless that loses the register steps. H100, stop 45 (docs/experiments.md), ms, 4 / 8 rows a
@@ -178,11 +190,10 @@ void more_lane_rows(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, boo
                     const DeviceLimits& lim) {
   if (mp.level != Level::kWholeSmem || elem != sizeof(float) || batch < 2 * static_cast<int64_t>(lim.sm_count))
     return;
-  MatrixPlan alt = mp;
-  alt.launch = svd_smem_config(rows, compute_uv ? cols : 0, cols, elem, 8);
-  if (alt.launch.tpp == mp.launch.tpp || alt.launch.smem > smem_budget(lim)) return;
-  plan_variant(alt, elem, compute_uv);
-  if (alt.launch.reg_rows > 0 || mp.launch.reg_rows == 0) mp = alt;
+  const SmemLaunch launch = svd_smem_config(rows, compute_uv ? cols : 0, cols, elem, 8);
+  if (launch.tpp == mp.launch.tpp) return;
+  const std::optional<MatrixPlan> alt = with_launch(mp, launch, elem, compute_uv, lim);
+  if (alt && (alt->launch.reg_rows > 0 || mp.launch.reg_rows == 0)) mp = *alt;
 }
 
 // float32 whole matrices whose lanes a rotation (16, every pair of a step in flight) hold no register bucket:
@@ -198,11 +209,9 @@ void wider_lanes(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool c
   if (mode == 0 || elem != sizeof(float) || mp.level != Level::kWholeSmem || mp.launch.reg_rows > 0 ||
       mp.launch.tpp != 16 || lane_rows <= 256)
     return;
-  MatrixPlan alt = mp;
-  alt.launch = svd_smem_config_lanes(rows, compute_uv ? cols : 0, cols, elem, 32);
-  if (alt.launch.smem > smem_budget(lim)) return;
-  plan_variant(alt, elem, compute_uv);
-  if (alt.launch.reg_rows > 0 && (mode == 1 || alt.launch.pad_rows)) mp = alt;
+  const std::optional<MatrixPlan> alt =
+      with_launch(mp, svd_smem_config_lanes(rows, compute_uv ? cols : 0, cols, elem, 32), elem, compute_uv, lim);
+  if (alt && alt->launch.reg_rows > 0 && (mode == 1 || alt->launch.pad_rows)) mp = *alt;
 }
 
 // JSVD_WHOLE_LANES=N (experiments: 4, 8, 16 or 32): whole matrices at N lanes a rotation, with the register
@@ -210,11 +219,9 @@ void wider_lanes(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool c
 void forced_lanes(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool compute_uv, const DeviceLimits& lim) {
   const int n = knobs().whole_lanes;
   if ((n != 4 && n != 8 && n != 16 && n != 32) || mp.level != Level::kWholeSmem || mp.launch.tpp == n) return;
-  MatrixPlan alt = mp;
-  alt.launch = svd_smem_config_lanes(rows, compute_uv ? cols : 0, cols, elem, n);
-  if (alt.launch.smem > smem_budget(lim)) return;
-  plan_variant(alt, elem, compute_uv);
-  mp = alt;
+  if (const auto alt = with_launch(mp, svd_smem_config_lanes(rows, compute_uv ? cols : 0, cols, elem, n), elem,
+                                   compute_uv, lim))
+    mp = *alt;
 }
 }  // namespace
 
