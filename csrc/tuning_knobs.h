@@ -39,7 +39,6 @@ struct Knobs {
   bool start_late_check = true;  // JSVD_START_LATE_CHECK=0: the float32-solved V0's checks read before the Jacobi on X is queued (eigh_precondition.cpp)
   bool start_refine = true;  // JSVD_START_REFINE=0: the float32-solved V0 not refined by a first-order step (refine_eigenvectors, eigh_precondition.h)
   int eigh_cond = 1;     // JSVD_EIGH_COND: float64 batches on syevBatched's route declined by their Cholesky pivots and eigenvalues (1), eigenvalues only (2), never (0)
-  int start_syevj = 0;  // JSVD_START_SYEVJ=k: the few large matrices' Gram eigenvectors by cuSOLVER's syevj to tolerance 1e-k, not syevd (-k: on the Gram matrix rounded to float32; 0: syevd; experiments, syev_batched.h)
   int start_x_qr = -1;  // JSVD_START_X_QR: the start's Jacobi on X by the QR path; -1 by the rule (start_x_by_qr), 0 never, 1 always
   int x_cholqr = -1;  // JSVD_X_CHOLQR: the start's Jacobi on X by CholeskyQR2; -1 by the rule (x_by_cholqr), 0 never, 1 always
   bool gram_chunk = true;  // JSVD_GRAM_CHUNK=0: long Gram products without the split over rows (batched_gemm.h, gram_into)
@@ -116,7 +115,6 @@ inline Knobs read() {
   k.start_late_check = on("JSVD_START_LATE_CHECK", k.start_late_check);
   k.start_refine = on("JSVD_START_REFINE", k.start_refine);
   k.eigh_cond = integer("JSVD_EIGH_COND", k.eigh_cond);
-  k.start_syevj = integer("JSVD_START_SYEVJ", k.start_syevj);
   k.start_x_qr = integer("JSVD_START_X_QR", k.start_x_qr);
   k.x_cholqr = integer("JSVD_X_CHOLQR", k.x_cholqr);
   k.gram_chunk = on("JSVD_GRAM_CHUNK", k.gram_chunk);

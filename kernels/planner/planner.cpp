@@ -420,7 +420,6 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
       os << ", \"start_v\": {\"kernel\": \"gram_eigh\", \"solver\": \""
          << (gram_eig_by_jacobi(q)     ? "jsvd (batched Jacobi on the float64 Gram matrices)"
              : syev_batched_on(count) ? "cusolverDnXsyevBatched"
-             : knobs().start_syevj    ? "cusolverDnXsyevj (JSVD_START_SYEVJ)"
                                       : "torch.linalg.eigh")
          << "\", \"gram_dtype\": \""
          << (!gram_eig_by_jacobi(q) && evd32_route_on(count, p, q, elem, /*x_tested=*/true) ? "float32" : "float64")

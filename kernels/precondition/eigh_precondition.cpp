@@ -12,8 +12,6 @@
 #include <limits>
 #include <optional>
 #include <tuple>
-#include <utility>
-#include <vector>
 
 #include "common/batched_gemm.h"
 #include "precondition/gram_products.h"
@@ -135,30 +133,6 @@ at::Tensor refine_eigenvectors(const at::Tensor& G, const at::Tensor& V0, int ns
   bmm_into<double>(V, V0, GV, 1.0, 0.0);
   for (int k = 0; k < ns_steps; ++k) V = newton_schulz_step(V);
   return V;
-}
-
-// JSVD_START_SYEVJ=k (an experiment, issue 19: syevd of the few large matrices' Gram matrices is most of
-// their time): each G by cuSOLVER's syevj to tolerance 1e-|k|, where k < 0 on G over its trace rounded to
-// float32 (V0 then made orthogonal in float64 by two Newton-Schulz steps). Returns (w, V0) as
-// torch.linalg.eigh's, V0's columns by decreasing eigenvalue.
-constexpr int kSyevjMaxSweeps = 20;
-std::pair<at::Tensor, at::Tensor> syevj_start(const at::Tensor& G) {
-  const int k = knobs().start_syevj;
-  const double tol = std::pow(10.0, -std::abs(k));
-  const at::Tensor Gs = k < 0 ? trace_scaled_float(G) : G.clone();  // (syevj overwrites it)
-  std::vector<at::Tensor> ws, vs;
-  for (int64_t b = 0; b < G.size(0); ++b) {
-    at::Tensor w;
-    vs.push_back(syevj_one(Gs[b], tol, kSyevjMaxSweeps, &w).to(at::kDouble));
-    ws.push_back(w.to(at::kDouble));
-  }
-  at::Tensor w = at::stack(ws), V0 = at::stack(vs);
-  if (k < 0) {
-    const at::Tensor trace = G.diagonal(0, -2, -1).sum(-1, /*keepdim=*/true);
-    w = w * at::where(trace > 0, trace, at::ones_like(trace));  // (trace_scaled_float's scale)
-    V0 = newton_schulz_step(newton_schulz_step(V0.contiguous()));
-  }
-  return {w, V0};
 }
 
 }  // namespace
@@ -351,12 +325,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     } else {
       by_syevd = true;
       try {
-        if (knobs().start_syevj != 0) {
-          std::tie(w, V0) = syevj_start(G);
-        } else {
-          std::tie(w, V0) = at::linalg_eigh(G);
-          V0 = V0.flip(-1);
-        }
+        std::tie(w, V0) = at::linalg_eigh(G);
+        V0 = V0.flip(-1);
       } catch (const c10::Error&) {
         return e.without_start(A, b, opt);  // (syevd did not converge)
       }

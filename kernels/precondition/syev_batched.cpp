@@ -212,44 +212,6 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalu
   return V;
 }
 
-at::Tensor syevj_one(const at::Tensor& G, double tol, int max_sweeps, at::Tensor* eigenvalues) {
-  TORCH_CHECK(G.dim() == 2 && G.size(0) == G.size(1) && G.is_contiguous() && G.is_cuda() &&
-                  (G.scalar_type() == at::kDouble || G.scalar_type() == at::kFloat),
-              "jsvd internal: syevj_one takes a contiguous (q, q) float32/float64 CUDA tensor");
-  const int n = static_cast<int>(G.size(0));
-  const bool f64 = G.scalar_type() == at::kDouble;
-  cusolverDnHandle_t handle = solver_handle();
-  TORCH_CHECK(cusolverDnSetStream(handle, at::cuda::getCurrentCUDAStream()) == CUSOLVER_STATUS_SUCCESS,
-              "jsvd: cusolverDnSetStream failed");
-  syevjInfo_t p = nullptr;
-  TORCH_CHECK(cusolverDnCreateSyevjInfo(&p) == CUSOLVER_STATUS_SUCCESS, "jsvd: cusolverDnCreateSyevjInfo failed");
-  const std::unique_ptr<std::remove_pointer_t<syevjInfo_t>, decltype(&cusolverDnDestroySyevjInfo)> params(
-      p, &cusolverDnDestroySyevjInfo);
-  cusolverDnXsyevjSetTolerance(p, tol);
-  cusolverDnXsyevjSetMaxSweeps(p, max_sweeps);
-  const at::Tensor W = at::empty({n}, G.options());
-  const at::Tensor info = at::zeros({1}, G.options().dtype(at::kInt));
-  const auto mode = CUSOLVER_EIG_MODE_VECTOR;
-  const auto lower = CUBLAS_FILL_MODE_LOWER;
-  int lwork = 0;
-  cusolverStatus_t st =
-      f64 ? cusolverDnDsyevj_bufferSize(handle, mode, lower, n, G.data_ptr<double>(), n, W.data_ptr<double>(), &lwork, p)
-          : cusolverDnSsyevj_bufferSize(handle, mode, lower, n, G.data_ptr<float>(), n, W.data_ptr<float>(), &lwork, p);
-  TORCH_CHECK(st == CUSOLVER_STATUS_SUCCESS, "jsvd: syevj_bufferSize failed with status ", static_cast<int>(st));
-  const at::Tensor work = at::empty({std::max(lwork, 1)}, G.options());
-  st = f64 ? cusolverDnDsyevj(handle, mode, lower, n, G.data_ptr<double>(), n, W.data_ptr<double>(),
-                              work.data_ptr<double>(), lwork, info.data_ptr<int>(), p)
-           : cusolverDnSsyevj(handle, mode, lower, n, G.data_ptr<float>(), n, W.data_ptr<float>(),
-                              work.data_ptr<float>(), lwork, info.data_ptr<int>(), p);
-  TORCH_CHECK(st == CUSOLVER_STATUS_SUCCESS, "jsvd: syevj failed with status ", static_cast<int>(st));
-  // (info > 0: not within `tol` after max_sweeps, V orthogonal all the same; < 0: an argument refused)
-  const int code = info.item<int>();
-  TORCH_CHECK(code >= 0, "jsvd: syevj refused argument ", -code);
-  if (eigenvalues) *eigenvalues = W;
-  // Column-major eigenvectors, by increasing eigenvalue: as a row-major (q, q) tensor that is V^T.
-  return G.mT().flip(-1);
-}
-
 at::Tensor potrf_batched(const at::Tensor& G, at::Tensor* info, double shift) {
   TORCH_CHECK(G.dim() == 3 && G.size(1) == G.size(2) && G.is_contiguous() && G.is_cuda() &&
                   G.scalar_type() == at::kDouble,

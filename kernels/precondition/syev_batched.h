@@ -26,12 +26,6 @@ at::Tensor syev_batched(const at::Tensor& G, bool* failed, at::Tensor* eigenvalu
 at::Tensor syev_batched_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* eigenvalues = nullptr,
                               bool may_graph = true);
 
-// G: (q, q) contiguous float32/float64, symmetric; overwritten. cuSOLVER's Jacobi eigen-solver (syevj) to its
-// tolerance `tol` (the off-diagonal's Frobenius norm against G's), at most `max_sweeps` sweeps: V (q, q),
-// columns by decreasing eigenvalue, orthogonal to working precision whether or not it reached `tol`, which
-// is all the start needs (the Jacobi on X finishes the work); *eigenvalues, where given, increasing.
-// Synchronises (reads syevj's info: an error in its arguments throws). JSVD_START_SYEVJ's experiment.
-at::Tensor syevj_one(const at::Tensor& G, double tol, int max_sweeps, at::Tensor* eigenvalues = nullptr);
 // G: (B, q, q) contiguous float64, symmetric; not overwritten. Returns its Cholesky factors (a copy of G
 // whose lower triangle, column-major, holds L: the diagonal is L's) and sets *info to cuSOLVER's (B) int32
 // infos on the device (nonzero: the leading minor of that order is not positive definite). Nothing is
