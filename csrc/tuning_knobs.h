@@ -61,7 +61,6 @@ struct Knobs {
   int whole_regs = 1;          // JSVD_WHOLE_REGS: whole matrices' register steps (0 off, 1 where free, 2 always)
   bool pad_rows = true;        // JSVD_PAD_ROWS=0: whole matrices' register steps on unpadded rows
   int whole_wide_lanes = -1;   // JSVD_WHOLE_WIDE_LANES: whole matrices without register steps at 32 lanes a rotation (planner.cpp, wider_lanes): -1 where that pads their rows, 1 always, 0 never
-  int whole_lanes = 0;  // JSVD_WHOLE_LANES=N: whole matrices at N (4, 8, 16, 32) lanes a rotation (experiments; planner.cpp, forced_lanes)
   bool pair_delta = true;      // JSVD_PAIR_DELTA=0: float32 512-row pairs carry V's rows, not E = J - I
   bool list_streams = true;    // JSVD_LIST_STREAMS=0: a list's launch groups one after another on the current stream
   bool whole_merge = true;     // JSVD_WHOLE_MERGE=0: a list's whole matrices grouped by block size, not only lanes per rotation
@@ -137,7 +136,6 @@ inline Knobs read() {
   k.whole_regs = integer("JSVD_WHOLE_REGS", k.whole_regs);
   k.pad_rows = on("JSVD_PAD_ROWS", k.pad_rows);
   k.whole_wide_lanes = integer("JSVD_WHOLE_WIDE_LANES", k.whole_wide_lanes);
-  k.whole_lanes = integer("JSVD_WHOLE_LANES", k.whole_lanes);
   k.pair_delta = on("JSVD_PAIR_DELTA", k.pair_delta);
   k.list_streams = on("JSVD_LIST_STREAMS", k.list_streams);
   k.whole_merge = on("JSVD_WHOLE_MERGE", k.whole_merge);

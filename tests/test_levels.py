@@ -106,39 +106,6 @@ def test_whole_level_wide_lanes(tmp_path):
                 assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float32)
 
 
-@pytest.mark.parametrize("lanes", ["32", "16"])
-def test_whole_lanes_knob(tmp_path, lanes):
-    """JSVD_WHOLE_LANES=N (in a child; planner.cpp, forced_lanes, an experiment's knob): whole matrices at N
-    lanes a rotation whatever the planner would choose, float32 and float64 (64² as the batched start's
-    Gram matrices), with valid outputs: a rank-deficient and a graded member, wide members and
-    full_matrices."""
-    g = torch.Generator().manual_seed(64)
-    cases = []
-    for dtype, (m, n) in ((torch.float64, (64, 64)), (torch.float32, (80, 48))):
-        A = torch.randn(12, m, n, generator=g, dtype=dtype)
-        A[1] = A[1, :, :20] @ torch.randn(20, n, generator=g, dtype=dtype)  # (rank 20)
-        A[2] *= torch.logspace(0, -5, n, dtype=dtype)
-        cases.append(A)
-    torch.save(cases, tmp_path / "A.pt")
-    code = f"""
-        import os, torch, torch_jsvd
-        out = []
-        for A in torch.load({str(tmp_path / "A.pt")!r}):
-            lv = torch_jsvd.plan([A.shape[1:]] * 12, dtype=A.dtype, device="cuda")["matrices"][0]["levels"][0]
-            X = A.cuda()
-            out.append((lv, [[t.cpu() for t in torch_jsvd.svd(Y, full_matrices=f)] for Y, f in ((X, False), (X.mT, True))]))
-        torch.save(out, os.environ["OUT"])
-    """
-    run_child(code, JSVD_WHOLE_LANES=lanes, OUT=str(tmp_path / "r.pt"))
-    for A, (lv, out) in zip(cases, torch.load(tmp_path / "r.pt")):
-        assert lv["kernel"] == "whole_svd_smem" and lv["lanes_per_rotation"] == int(lanes), lv
-        m, n = A.shape[1:]
-        ref = torch.linalg.svdvals(A.double())
-        for X, (U, S, Vh), full in ((A, out[0], False), (A.mT, out[1], True)):
-            assert_valid_svd(X, U, S, Vh, full)
-            assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, A.dtype)
-
-
 # Every register shape of the warp level (lanes per matrix x rows per lane, or a thread per matrix of at
 # most 4 rows), with batches that leave warps (or the thread kernel's 128-thread blocks) partly empty.
 WARP_SHAPES = [(3, 4, 3), (130, 3, 3), (5, 2, 2), (4, 1, 1), (3, 4, 4), (6, 4, 2), (2, 3, 1), (5, 8, 4), (2, 16, 4), (9, 8, 8), (3, 16, 8), (5, 32, 8), (7, 16, 16),

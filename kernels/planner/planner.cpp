@@ -168,7 +168,7 @@ int64_t list_width_cap(const std::vector<int64_t>& p, const std::vector<int64_t>
 
 namespace {
 // mp with whole matrices launched as `launch`, their steps chosen (plan_variant); none where the block's
-// shared memory would not hold them. The lane-count variants below each try one.
+// shared memory would not hold them. The two lane-count variants below each try one.
 std::optional<MatrixPlan> with_launch(const MatrixPlan& mp, const SmemLaunch& launch, size_t elem, bool compute_uv,
                                       const DeviceLimits& lim) {
   if (launch.smem > smem_budget(lim)) return std::nullopt;
@@ -212,16 +212,6 @@ void wider_lanes(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool c
   const std::optional<MatrixPlan> alt =
       with_launch(mp, svd_smem_config_lanes(rows, compute_uv ? cols : 0, cols, elem, 32), elem, compute_uv, lim);
   if (alt && alt->launch.reg_rows > 0 && (mode == 1 || alt->launch.pad_rows)) mp = *alt;
-}
-
-// JSVD_WHOLE_LANES=N (experiments: 4, 8, 16 or 32): whole matrices at N lanes a rotation, with the register
-// steps where whole_bucket_threads' rules give them (JSVD_PAD_ROWS=0: unpadded).
-void forced_lanes(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool compute_uv, const DeviceLimits& lim) {
-  const int n = knobs().whole_lanes;
-  if ((n != 4 && n != 8 && n != 16 && n != 32) || mp.level != Level::kWholeSmem || mp.launch.tpp == n) return;
-  if (const auto alt = with_launch(mp, svd_smem_config_lanes(rows, compute_uv ? cols : 0, cols, elem, n), elem,
-                                   compute_uv, lim))
-    mp = *alt;
 }
 }  // namespace
 
@@ -284,7 +274,6 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
     if (!forced) {
       more_lane_rows(cp.jacobi, p, cols, elem, carry_v, batch, lim);
       wider_lanes(cp.jacobi, p, cols, elem, carry_v, lim);
-      forced_lanes(cp.jacobi, p, cols, elem, carry_v, lim);
     }
     if (cp.v_solve) {
       cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr);
