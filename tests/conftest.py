@@ -8,7 +8,9 @@ import torch
 import torch_jsvd  # noqa: F401  (registers torch.ops.jsvd)
 
 # Fresh random inputs every run; JSVD_SEED=<n> replays a run (the seed is in the header).
-SEED = int(os.environ.get("JSVD_SEED", time.time_ns() % (2**31)))
+# (Into the environment: pytest -n's workers, spawned after this import, and the tests' child processes
+# inherit it, so the seed the summary prints is the one every worker drew from.)
+SEED = int(os.environ.setdefault("JSVD_SEED", str(time.time_ns() % (2**31))))
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 

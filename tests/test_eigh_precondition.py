@@ -21,7 +21,8 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, random_rank, random_spectrum, run_child, start_v
+from jsvd_testutils import (assert_valid_svd, bound, random_rank, random_spectrum, reference_svdvals, run_child,
+                            start_v)
 
 pytestmark = [
     pytest.mark.cuda,
@@ -72,7 +73,7 @@ def test_plan_single_or_few_large_matrices(dtype):
 def _check(A, full_matrices=False):
     U, S, Vh = torch_jsvd.svd(A, full_matrices=full_matrices)
     assert_valid_svd(A, U, S, Vh, full_matrices)
-    ref = torch.linalg.svdvals(A.double())
+    ref = reference_svdvals(A)  # (not cuSOLVER's: off by 2e-12 s_1 on test_float64's rank-100 matrices)
     assert ((S.double() - ref).abs().max() / ref[..., 0]).item() <= bound(*A.shape[-2:], A.dtype)
     assert ((torch_jsvd.svdvals(A).double() - ref).abs().max() / ref[..., 0]).item() <= bound(*A.shape[-2:], A.dtype)
     return S
