@@ -110,11 +110,11 @@ def subnormal_factor(A, factor=10.0):
 
 
 def reference_svdvals(A):
-    """Singular values of A in float64, on A's device: LAPACK's on the CPU for CUDA float64 matrices of at least
-    64 rows and columns, cuSOLVER's (or the CPU's) otherwise. torch.linalg.svdvals of a CUDA float64 matrix is not always accurate to
-    float64's bounds: on 900x800 matrices of rank 100 it was off by up to 3.4e-12 s_1 (H200, stop 71, 20
-    seeds; test_float64[rank100] failed on it at 2.04e-12 against 2.0e-12), where LAPACK and torch_jsvd
-    agree to 1.6e-15 s_1. Float32's bounds leave cuSOLVER's float64 room."""
+    """Singular values of A in float64, on A's device: LAPACK's on the CPU for CUDA float64 matrices of at
+    least 64 rows and columns, cuSOLVER's (or the CPU's) otherwise. torch.linalg.svdvals of a CUDA float64
+    matrix is not always accurate to float64's bounds: on 900x800 matrices of rank 100 it was off by up to
+    3.4e-12 s_1 (H200, stop 71, 20 seeds; test_float64[rank100] failed on it at 2.04e-12 against 2.0e-12),
+    where LAPACK and torch_jsvd agree to 1.6e-15 s_1. Float32's bounds leave cuSOLVER's float64 room."""
     if A.is_cuda and A.dtype == torch.float64 and min(A.shape[-2:]) >= 64:
         return torch.linalg.svdvals(A.detach().cpu()).to(A.device)
     return torch.linalg.svdvals(A.detach().double())
