@@ -291,6 +291,10 @@ struct CoreResult {
   // them last (kernels/engine/orth_polish.h). False where they come from float64 products or a short
   // Jacobi after a start that measured as orthogonal as gesvda's without it.
   bool polish = true;
+  // The engine read on the host that every matrix converged with finite outputs (info all 1): svd and
+  // svdvals need not read info again, and return without waiting for the GPU (the start's converged
+  // routes, eigh_precondition.cpp). JSVD_INFO_READ=0: they read it anyway.
+  bool info_read = false;
 };
 
 // Engines. A: either the 1-D contiguous float or double buffer holding the

@@ -95,6 +95,7 @@ struct ListSolve {
   // Raises like svd_impl if any member's info < 0 (one host read for all parts).
   void check(const char* op, const SvdOptions& opt) const {
     if (parts.empty()) return;
+    if (std::all_of(parts.begin(), parts.end(), [](const Part& pt) { return pt.r.info_read; })) return;
     std::vector<Tensor> infos;
     for (const Part& pt : parts) infos.push_back(pt.r.info);
     check_info(infos.size() == 1 ? infos[0] : at::cat(infos), op, opt);

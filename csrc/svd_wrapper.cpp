@@ -133,7 +133,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
                                                          std::optional<double> tol,
                                                          std::optional<int64_t> max_sweeps, EngineFn engine,
                                                          const char* op, bool may_sync,
-                                                         SvdOptions* opt_out = nullptr) {
+                                                         SvdOptions* opt_out = nullptr, bool* info_read = nullptr) {
   check_matrix(A, op, "A");
   const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
   const SvdOptions opt = for_shape(make_options(full_matrices, compute_uv, tol, max_sweeps, may_sync, op), m, n);
@@ -172,6 +172,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
 
   const PackedBatch pb = PackedBatch::uniform_of(B, p, q, opt.full_matrices);
   const CoreResult r = engine(input, pb, opt);
+  if (info_read) *info_read = r.info_read;
 
   Tensor S = r.S.view(with_tail(batch, {k}));
   Tensor info = r.info.view(batch);
@@ -208,17 +209,20 @@ std::tuple<Tensor, Tensor, Tensor> svd_impl(const Tensor& A, bool full_matrices,
                                             std::optional<double> tol, std::optional<int64_t> max_sweeps,
                                             EngineFn engine) {
   SvdOptions opt;
+  bool info_read = false;
   auto [U, S, Vh, info] = svd_ex_common(A, full_matrices, compute_uv, tol, max_sweeps, engine, "jsvd.svd",
-                                          /*may_sync=*/true, &opt);
-  check_info(info, "jsvd.svd", opt);
+                                          /*may_sync=*/true, &opt, &info_read);
+  if (!info_read) check_info(info, "jsvd.svd", opt);
   return {U, S, Vh};
 }
 
 Tensor svdvals_impl(const Tensor& A, std::optional<double> tol, std::optional<int64_t> max_sweeps,
                     EngineFn engine) {
   SvdOptions opt;
-  auto res = svd_ex_common(A, false, false, tol, max_sweeps, engine, "jsvd.svdvals", /*may_sync=*/true, &opt);
-  check_info(std::get<3>(res), "jsvd.svdvals", opt);
+  bool info_read = false;
+  auto res = svd_ex_common(A, false, false, tol, max_sweeps, engine, "jsvd.svdvals", /*may_sync=*/true, &opt,
+                           &info_read);
+  if (!info_read) check_info(std::get<3>(res), "jsvd.svdvals", opt);
   return std::get<1>(res);
 }
 

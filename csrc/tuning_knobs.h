@@ -64,6 +64,7 @@ struct Knobs {
   bool pair_delta = true;      // JSVD_PAIR_DELTA=0: float32 512-row pairs carry V's rows, not E = J - I
   bool list_streams = true;    // JSVD_LIST_STREAMS=0: a list's launch groups one after another on the current stream
   bool whole_merge = true;     // JSVD_WHOLE_MERGE=0: a list's whole matrices grouped by block size, not only lanes per rotation
+  bool info_read = true;       // JSVD_INFO_READ=0: svd reads info even where the engine already did (CoreResult)
   bool gpu_stop_bound = true;  // JSVD_GPU_STOP_BOUND=0: float64's blocked levels end with a sweep that rotates nothing (converged_by_bound)
   // --- CPU engine (csrc/cpu) ---
   int cpu_block_width = 0;  // JSVD_CPU_W: sweep-ordering block width (1: pointwise; 0: by cache size)
@@ -140,6 +141,7 @@ inline Knobs read() {
   k.list_streams = on("JSVD_LIST_STREAMS", k.list_streams);
   k.whole_merge = on("JSVD_WHOLE_MERGE", k.whole_merge);
   k.gpu_stop_bound = on("JSVD_GPU_STOP_BOUND", k.gpu_stop_bound);
+  k.info_read = on("JSVD_INFO_READ", k.info_read);
   k.cpu_block_width = integer("JSVD_CPU_W", k.cpu_block_width);
   if (k.cpu_block_width < 0) k.cpu_block_width = 0;
   k.cpu_stop_bound = on("JSVD_CPU_STOP_BOUND", k.cpu_stop_bound);

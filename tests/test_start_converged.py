@@ -217,3 +217,38 @@ def test_eigen_solver_x32(shape, spectrum, g32_declines):
     # (full_matrices: the Jacobi, but for a square, whose full U is its reduced one)
     assert (int(on[1]) > 0) == (m != n) and int(on[2]) > 0, on
     assert float(on[3]) <= 1.0, on
+
+
+@pytest.mark.parametrize("shape,dtype", [((800, 128, 32), torch.float32), ((20, 600, 100), torch.float32),
+                                         ((100, 512, 64), torch.float64)], ids=str)
+def test_converged_start_needs_no_second_info_read(shape, dtype):
+    """Where the start's outputs are converged (the batched start, the eigen-solvers' routes; float64's by
+    converged_outputs), the engine has read on the host that every matrix converged with finite outputs
+    (CoreResult::info_read), so svd and svdvals return without reading info again: no info_min_kernel.
+    A batch with a rank-deficient member goes through the Jacobi on X and reads it; a NaN or an Inf member
+    still raises, and svd_ex's info says which."""
+    b, m, n = shape
+    g = torch.Generator().manual_seed(m + n + b)
+    Q1 = torch.linalg.qr(torch.randn(b, m, n, generator=g, dtype=torch.float64))[0]
+    Q2 = torch.linalg.qr(torch.randn(b, n, n, generator=g, dtype=torch.float64))[0]
+    A = ((Q1 * torch.linspace(3, 1, n, dtype=torch.float64)) @ Q2.mT).to(dtype).cuda()
+    info_reads = lambda fn: _jacobi_launches(fn, ("info_min_kernel",))
+    assert info_reads(lambda: torch_jsvd.svd(A, full_matrices=False)) == 0
+    assert info_reads(lambda: torch_jsvd.svdvals(A)) == 0
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    assert torch.isfinite(U).all() and torch.isfinite(S).all() and torch.isfinite(Vh).all()
+    deficient = A.clone()
+    deficient[-1, :, 1] = deficient[-1, :, 0]
+    assert info_reads(lambda: torch_jsvd.svd(deficient, full_matrices=False)) == 1
+    assert_valid_svd(deficient, *torch_jsvd.svd(deficient, full_matrices=False), False)
+    assert info_reads(lambda: torch_jsvd.svd(A, full_matrices=True)) == 1
+    for bad in (float("nan"), float("inf")):
+        B = A.clone()
+        B[b // 2, 3, 5] = bad
+        with pytest.raises(torch.linalg.LinAlgError, match="NaN or Inf"):
+            torch_jsvd.svd(B, full_matrices=False)
+        with pytest.raises(torch.linalg.LinAlgError, match="NaN or Inf"):
+            torch_jsvd.svdvals(B)
+        info = torch_jsvd.svd_ex(B, full_matrices=False).info
+        assert info[b // 2] < 0 and (info[torch.arange(b) != b // 2] >= 0).all()

@@ -349,6 +349,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       CoreResult r;
       r.S = sc.S.view({-1});
       r.info = at::ones({B}, A.options().dtype(at::kInt));  // (what the Jacobi's one sweep on X would report)
+      // (read on the host: M finite and in range (ok), every C_jj above col_min, so S and U are finite)
+      r.info_read = knobs().info_read;
       if (!opt.compute_uv) return r;
       if (own) {
         r.U = start_product(W, sc.Vs).view({-1});
@@ -377,6 +379,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
         if (declined_late()) return e.without_start(A, b, opt);
         CoreResult r = converged_outputs(C, Xd, V0, opt.compute_uv, A.scalar_type());
         r.polish = false;
+        r.info_read = knobs().info_read;  // (as the batched start's above)
         return r;
       }
     }
