@@ -29,6 +29,8 @@ cases = [
     ("warp f32", torch.randn(3, 16, 16, device=dev)),
     ("warp f64", torch.randn(5, 32, 24, dtype=torch.float64, device=dev)),
     ("warp f32 two rows a lane", torch.randn(7, 64, 32, device=dev)),
+    ("warp f32 one row a lane, 32 lanes", torch.randn(5, 32, 32, device=dev)),  # (128 bytes of A a lane)
+    ("warp f64 one row a lane, 16 lanes", torch.randn(5, 16, 16, dtype=torch.float64, device=dev)),
     ("warp f32 four rows a lane, 8 lanes", torch.randn(9, 30, 8, device=dev)),
     ("warp f32 two rows a lane, 4 lanes", torch.randn(11, 8, 3, device=dev)),
     ("warp f64 four rows a lane, 4 lanes", torch.randn(6, 16, 4, dtype=torch.float64, device=dev)),
