@@ -225,8 +225,8 @@ def test_converged_start_needs_no_second_info_read(shape, dtype):
     """Where the start's outputs are converged (the batched start, the eigen-solvers' routes; float64's by
     converged_outputs), the engine has read on the host that every matrix converged with finite outputs
     (CoreResult::info_read), so svd and svdvals return without reading info again: no info_min_kernel.
-    A batch with a rank-deficient member goes through the Jacobi on X and reads it; a NaN or an Inf member
-    still raises, and svd_ex's info says which."""
+    svd_varlen alike where its one part is such a batch. A batch with a rank-deficient member goes through
+    the Jacobi on X and reads it; a NaN or an Inf member still raises, and svd_ex's info says which."""
     b, m, n = shape
     g = torch.Generator().manual_seed(m + n + b)
     Q1 = torch.linalg.qr(torch.randn(b, m, n, generator=g, dtype=torch.float64))[0]
@@ -235,6 +235,9 @@ def test_converged_start_needs_no_second_info_read(shape, dtype):
     info_reads = lambda fn: _jacobi_launches(fn, ("info_min_kernel",))
     assert info_reads(lambda: torch_jsvd.svd(A, full_matrices=False)) == 0
     assert info_reads(lambda: torch_jsvd.svdvals(A)) == 0
+    # svd_varlen: a shape shared by 32 members or more is one uniform part (all its parts read: none
+    # again); fewer go as a list, which reads info once
+    assert info_reads(lambda: torch_jsvd.svd_varlen(list(A))) == (0 if b >= 32 else 1)
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     assert torch.isfinite(U).all() and torch.isfinite(S).all() and torch.isfinite(Vh).all()
