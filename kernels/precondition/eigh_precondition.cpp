@@ -135,6 +135,122 @@ at::Tensor refine_eigenvectors(const at::Tensor& G, const at::Tensor& V0, int ns
   return V;
 }
 
+// A batch of small Gram matrices' eigenvectors by this engine's one-sided Jacobi on them, in one call (the
+// warp or shared-memory level), where torch.linalg.eigh would loop over them. Its V is orthogonal to
+// working precision whether or not it converged, which is all X = M V0 needs (the Jacobi on X does the rest).
+at::Tensor gram_eigenvectors(const at::Tensor& G, bool f64, const StartEngines& e) {
+  const int64_t B = G.size(0), q = G.size(1);
+  SvdOptions go;
+  go.may_sync = false;
+  if (!f64) go.tol = kGramTolF32;
+  const CoreResult g = e.alone(G.view({-1}), PackedBatch::uniform_of(B, q, q, false), go);
+  return g.V.view({B, q, q}).mT();  // (packed V holds V^T)
+}
+
+// The Jacobi on X = M V0 (X float32 or Xd float64, (B, q, rows): row j is X's column j), and V = V0 V_x.
+// Long matrices: CholeskyQR2 on X (x_by_cholqr, start_cholqr.h). Where it is not taken or declines, the
+// QR path on X for long ones of 65 to kEighMidMaxCols columns, long batches of fewer matrices than
+// columns and a few tall ones (start_x_by_qr), else the planned Jacobi on X.
+CoreResult jacobi_on_x(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt, const StartEngines& e,
+                       const at::Tensor& V0, at::Tensor X, at::Tensor Xd) {
+  const int64_t B = b.size(), p = b.rows[0], q = b.cols[0];
+  std::optional<CoreResult> by_cholqr;
+  if (x_by_cholqr(p, q, opt)) {
+    if (!Xd.defined()) Xd = X.to(at::kDouble);  // (the start's own X, float32: as the Jacobi on X would read it)
+    by_cholqr = jacobi_on_x_by_cholqr(Xd, A.scalar_type(), opt, e.alone);
+  }
+  CoreResult r;
+  if (by_cholqr) {
+    r = std::move(*by_cholqr);
+  } else {
+    if (!X.defined()) X = Xd.to(A.scalar_type());  // (X rounded once, only where the Jacobi reads it)
+    r = (start_x_by_qr(B, p, q) ? e.without_start : e.jacobi)(X.view({-1}), b, opt);
+  }
+  // V = V0 V_x; packed, V^T = V_x^T V0^T. In float64: a float32 product's errors of about q eps
+  // would cost V as much orthogonality again.
+  if (opt.compute_uv) {
+    const at::Tensor Vt = at::empty({B, q, q}, V0.options());
+    bmm_into<double>(Vt, r.V.view({B, q, q}).to(at::kDouble), V0.mT(), 1.0, 0.0);
+    r.V = Vt.to(A.scalar_type()).view({-1});
+  }
+  return r;
+}
+
+// The batched start where its test may end the call. float32: C = V0^T G V0 (start_converged.h) and U =
+// M V0 D^-1 by one product; H100, JSVD_START_CONVERGED=1 / 0, two rounds, ms: 1000x1024x16 0.35-0.36 /
+// 0.53-0.54, 4000x256x16 0.45-0.47 / 0.66-0.71, 2000x512x24 1.14-1.21 / 1.57-1.62, 1000x128x32 0.57-0.62 /
+// 0.63-0.64, 100x512x64 0.84-0.88 / 0.90-0.95 (docs/experiments.md, stop 49). float64: the Jacobi's own
+// test on the formed X (converged_start_f64, core.h); H100, stop 52, JSVD_START_CONVERGED_F64=1 / 0:
+// 1000x1024x16 0.615-0.620 / 0.801-0.820, 100x512x64 0.818-0.888 / 0.991-1.164, 30x20000x24 0.80-0.92 /
+// 4.01-4.14, 1000x128x32 0.61-0.67 / 0.61-0.81. The checks' and the test's flags are read once, at the
+// end, with the outputs already queued (one product wasted where the test fails), so that the host
+// returns as soon as the read does. (Replaying these launches as a CUDA graph from a shape's second call,
+// input copied in and outputs cloned out, was no faster: docs/experiments.md, stop 73.)
+CoreResult batched_start_tested(const at::Tensor& A, const at::Tensor& W, const PackedBatch& b,
+                                const SvdOptions& opt, const StartEngines& e, double tol) {
+  const int64_t B = b.size(), p = b.rows[0], q = b.cols[0];
+  const bool f64 = A.scalar_type() == at::kDouble, uv = opt.compute_uv;
+  const at::ScalarType dtype = A.scalar_type();
+  const at::Tensor flags = at::zeros({2}, A.options().dtype(at::kInt));  // the checks', the test's
+  const at::Tensor G = at::empty({B, q, q}, A.options().dtype(at::kDouble));
+  // (float32 matrices of at most 16 columns: G and X by the start's own kernels, straight from M,
+  // gram_products.h; otherwise cuBLAS's DGEMMs on M in float64)
+  const bool own = !f64 && knobs().gram_products && gram_products_take(W);
+  at::Tensor Wd;
+  if (own) {
+    gram_f64(W, G);
+  } else {
+    Wd = blas_operand(f64 ? W : W.to(at::kDouble));
+    gram_into(G, Wd);
+  }
+  start_checks(G, start_limits(f64, q), flags.select(0, 0));
+  const at::Tensor V0 = gram_eigenvectors(G, f64, e);
+  CoreResult r;  // (the outputs where the test passes)
+  at::Tensor X, Xd;
+  if (!f64) {
+    const StartConverged sc = start_converged(G, V0, p, tol, dtype);
+    flags.select(0, 1).copy_(sc.fails);
+    r.S = sc.S.view({-1});
+    if (uv && own) {
+      r.U = start_product(W, sc.Vs).view({-1});
+    } else if (uv) {
+      const at::Tensor Ud = at::empty({B, q, p}, G.options());
+      bmm_into<double>(Ud, sc.Vs.mT(), Wd, 1.0, 0.0);
+      r.U = Ud.to(dtype).view({-1});
+    }
+    if (uv) r.V = sc.Vt.view({-1});
+  } else {
+    Xd = at::empty({B, q, p}, G.options());
+    const at::Tensor C = at::empty({B, q, q}, G.options());
+    bmm_into<double>(Xd, V0.mT(), Wd, 1.0, 0.0);
+    gram_into(C, Xd);
+    flags.select(0, 1).copy_(converged_fails(C, p, tol, StartTest::kX64));
+    r = converged_outputs(C, Xd, V0, uv, dtype);  // (U = X D^-1)
+  }
+  const at::Tensor host = at::empty({2}, flags.options().device(at::kCPU).pinned_memory(true));
+  host.copy_(flags, /*non_blocking=*/true);
+  at::cuda::CUDAEvent read;
+  read.record(at::cuda::getCurrentCUDAStream());
+  read.synchronize();
+  if (host.const_data_ptr<int32_t>()[0] != 0) return e.without_start(A, b, opt);  // (M not finite, or out of range)
+  if (host.const_data_ptr<int32_t>()[1] == 0) {
+    r.info = at::ones({B}, A.options().dtype(at::kInt));  // (what the Jacobi's one sweep on X would report)
+    // (read on the host: M finite and in range, every C_jj above col_min, so S, U and V are finite)
+    r.info_read = knobs().info_read;
+    r.polish = false;  // (U normalised from float64, V0 orthogonal to float64's rounding)
+    return r;
+  }
+  if (own) {
+    X = start_product(W, V0);
+  } else if (!f64) {
+    Xd = at::empty({B, q, p}, G.options());
+    bmm_into<double>(Xd, V0.mT(), Wd, 1.0, 0.0);
+  }
+  r = jacobi_on_x(A, b, opt, e, V0, X, Xd);
+  r.polish = false;  // (the batched Jacobi's V0: U and V as orthogonal as gesvda's, svd_eigh_preconditioned)
+  return r;
+}
+
 }  // namespace
 
 bool syev_batched_on(int64_t batch) { return kHaveSyevBatched && batch > kEighMaxBatch; }
@@ -174,6 +290,10 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // ||M||_F within range for M V0 (float64: 2^500, so that G neither overflows nor, from 2^-440, loses
   // digits to underflow), float64 columns within the ratio.
   const bool batched = gram_eig_by_jacobi(q);
+  const bool converged_route = !f64 && converged_outputs_ok;
+  const bool test_x_f64 = f64 && converged_outputs_ok && knobs().start_converged_f64;  // (float64: X itself)
+  const double tol = resolve_tol(opt, p, A.scalar_type());
+  if (batched && (converged_route || test_x_f64)) return batched_start_tested(A, W, b, opt, e, tol);
   const at::Tensor bad = at::empty({}, A.options().dtype(at::kInt));
   C10_CUDA_CHECK(cudaMemsetAsync(bad.data_ptr(), 0, sizeof(int32_t), at::cuda::getCurrentCUDAStream()));
   const at::Tensor G = at::empty({B, q, q}, A.options().dtype(at::kDouble));
@@ -227,31 +347,16 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // solver's pivots' test reads them with its own flag, one wait for both)
   const bool pivots_test = evd32_candidate && knobs().start_evd32 != 1;
   if (!batched && !pivots_test && !ok()) return e.without_start(A, b, opt);
-  const bool converged_route = !f64 && converged_outputs_ok;
-  const bool test_x_f64 = f64 && converged_outputs_ok && knobs().start_converged_f64;  // (float64: X itself)
   // float32 on the eigen-solvers' routes: float64's test on X^T X at float32's tol (converged_fails' kX32;
   // JSVD_START_CONVERGED_X32=0: G's bound, kG32). H100, stop 57, two rounds, ms, on / off: 1x1536²
   // 19.8-19.9 / 23.4-24.0, 12x768² 50.6-50.9 / 56.8-71.0; 1x4096², 100x512², 10x1024², 200x256², 1x3072x768
   // and cond=1e6 squares equal within 2% (their X fails both tests, or passes both)
   const StartTest x_test = f64 ? StartTest::kX64 : knobs().start_converged_x32 ? StartTest::kX32 : StartTest::kG32;
-  const double tol = resolve_tol(opt, p, A.scalar_type());
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
   bool may_pass = false;  // (whether X is tested; the eigen-solvers' routes: where the eigenvalues leave it a chance)
   bool by_syevd = false;  // V0 from syevd (a few large matrices)
   if (batched) {
-    // A batch of small Gram matrices: this engine's one-sided Jacobi on them, in one call (the warp or
-    // shared-memory level), where torch.linalg.eigh would loop over them. Its V is orthogonal to working
-    // precision whether or not it converged, which is all X = M V0 needs (the Jacobi on X does the rest).
-    SvdOptions go;
-    go.may_sync = false;
-    if (!f64) go.tol = kGramTolF32;
-    const CoreResult g = e.alone(G.view({-1}), PackedBatch::uniform_of(B, q, q, false), go);
-    V0 = g.V.view({B, q, q}).mT();  // (packed V holds V^T)
-    // float64: the Jacobi's own test on the formed X (below; converged_start_f64, core.h). H100, stop 52,
-    // `ab_knob.sh JSVD_START_CONVERGED_F64` (two rounds, ms, with the test / without): 1000x1024x16
-    // 0.615-0.620 / 0.801-0.820, 100x512x64 0.818-0.888 / 0.991-1.164, 30x20000x24 0.80-0.92 / 4.01-4.14,
-    // 1000x128x32 0.61-0.67 / 0.61-0.81; on syevBatched's route 100x512x128 2.50 / 3.05-3.11.
-    may_pass = test_x_f64;
+    V0 = gram_eigenvectors(G, f64, e);  // (untested: full_matrices, or JSVD_START_CONVERGED*=0)
   } else {
     // float64 syevd costs about what float32's does up to 2048² (H100: 19.4 against 18.7 ms at 1536²,
     // 127 against 97 at 4096²), and the float32 route's V0, an approximation, left the Jacobi more
@@ -338,32 +443,6 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       may_pass = w.select(-1, 0).ge(fro * (0.5 * unit.col_min)).all().item<bool>();
     }
   }
-  // The batched start: C = V0^T G V0 (start_converged.h), read with the checks' flag (svd synchronises
-  // anyway); U = M V0 D^-1 by one product. H100, JSVD_START_CONVERGED=1 / 0, two rounds, ms: 1000x1024x16
-  // 0.35-0.36 / 0.53-0.54, 4000x256x16 0.45-0.47 / 0.66-0.71, 2000x512x24 1.14-1.21 / 1.57-1.62,
-  // 1000x128x32 0.57-0.62 / 0.63-0.64, 100x512x64 0.84-0.88 / 0.90-0.95 (docs/experiments.md, stop 49).
-  if (batched && converged_route) {
-    const StartConverged sc = start_converged(G, V0, p, tol, A.scalar_type());
-    if (!ok()) return e.without_start(A, b, opt);
-    if (read_int(sc.fails) == 0) {
-      CoreResult r;
-      r.S = sc.S.view({-1});
-      r.info = at::ones({B}, A.options().dtype(at::kInt));  // (what the Jacobi's one sweep on X would report)
-      // (read on the host: M finite and in range (ok), every C_jj above col_min, so S and U are finite)
-      r.info_read = knobs().info_read;
-      if (!opt.compute_uv) return r;
-      if (own) {
-        r.U = start_product(W, sc.Vs).view({-1});
-      } else {
-        const at::Tensor Ud = at::empty({B, q, p}, G.options());
-        bmm_into<double>(Ud, sc.Vs.mT(), Wd, 1.0, 0.0);
-        r.U = Ud.to(A.scalar_type()).view({-1});
-      }
-      r.V = sc.Vt.view({-1});
-      r.polish = false;  // (U normalised from float64, V0 orthogonal to float64's rounding)
-      return r;
-    }
-  }
   at::Tensor X, Xd;  // packed, M V0 is V0^T W
   if (own) {
     X = start_product(W, V0);
@@ -379,33 +458,12 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
         if (declined_late()) return e.without_start(A, b, opt);
         CoreResult r = converged_outputs(C, Xd, V0, opt.compute_uv, A.scalar_type());
         r.polish = false;
-        r.info_read = knobs().info_read;  // (as the batched start's above)
+        r.info_read = knobs().info_read;  // (as batched_start_tested's)
         return r;
       }
     }
   }
-  // Long matrices: CholeskyQR2 on X (x_by_cholqr, start_cholqr.h). Where it is not taken or declines, the
-  // QR path on X for long ones of 65 to kEighMidMaxCols columns, long batches of fewer matrices than
-  // columns and a few tall ones (start_x_by_qr), else the planned Jacobi on X.
-  std::optional<CoreResult> by_cholqr;
-  if (x_by_cholqr(p, q, opt)) {
-    if (!Xd.defined()) Xd = X.to(at::kDouble);  // (the start's own X, float32: as the Jacobi on X would read it)
-    by_cholqr = jacobi_on_x_by_cholqr(Xd, A.scalar_type(), opt, e.alone);
-  }
-  CoreResult r;
-  if (by_cholqr) {
-    r = std::move(*by_cholqr);
-  } else {
-    if (!X.defined()) X = Xd.to(A.scalar_type());  // (X rounded once, only where the Jacobi reads it)
-    r = (start_x_by_qr(B, p, q) ? e.without_start : e.jacobi)(X.view({-1}), b, opt);
-  }
-  // V = V0 V_x; packed, V^T = V_x^T V0^T. In float64: a float32 product's errors of about q eps
-  // would cost V as much orthogonality again.
-  if (opt.compute_uv) {
-    const at::Tensor Vt = at::empty({B, q, q}, G.options());
-    bmm_into<double>(Vt, r.V.view({B, q, q}).to(at::kDouble), V0.mT(), 1.0, 0.0);
-    r.V = Vt.to(A.scalar_type()).view({-1});
-  }
+  CoreResult r = jacobi_on_x(A, b, opt, e, V0, X, Xd);
   if (declined_late()) return e.without_start(A, b, opt);
   // The Jacobi on X took a few sweeps. After the batched solvers U and V measured at least as orthogonal
   // as gesvda's (H100, stop 56: 200x256² float32 ||U^T U - I||_F 2.4e-6 against 9.5e-6, 100x512² 1.8e-6
