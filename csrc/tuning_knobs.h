@@ -35,7 +35,7 @@ struct Knobs {
   int start_evd32_tall = 2;  // JSVD_START_EVD32_TALL=N: float32's large tall batches on the float32 solver, V0 refined N times (0: the float64 solver; eigh_precondition.h)
   int start_evd32_square = 40;  // JSVD_START_EVD32_SQUARE=N: that route for near-square batches of N matrices and more too (0: tall ones only; squarer than kEvd32SquareLongRatio from 200 too; eigh_precondition.h)
   int start_evd32_square_ratio = 0;  // JSVD_START_EVD32_SQUARE_RATIO=R: N's batches are those of at least R/100 rows a column (0: kEvd32SquareLongRatio, or kEvd32SquareMidRatio from kEvd32SquareMidCols columns; eigh_precondition.h)
-  int gram_eig_jacobi_cols = 64;  // JSVD_GRAM_EIG_JACOBI_COLS: the batched start's Gram matrices up to this many columns (at most kGramJacobiKnobMaxCols, 96) by this engine's Jacobi, beyond it by syevBatched (32 measured slower, experiments.md stop 64)
+  int gram_eig_jacobi_cols = 64;  // JSVD_GRAM_EIG_JACOBI_COLS: the batched start's Gram matrices up to this many columns (at most kGramJacobiKnobMaxCols, 96) by this engine's Jacobi, beyond it by syevBatched (32 and 96 measured slower, experiments.md stops 64 and 73)
   bool start_late_check = true;  // JSVD_START_LATE_CHECK=0: the float32-solved V0's checks read before the Jacobi on X is queued (eigh_precondition.cpp)
   bool start_refine = true;  // JSVD_START_REFINE=0: the float32-solved V0 not refined by a first-order step (refine_eigenvectors, eigh_precondition.h)
   int eigh_cond = 1;     // JSVD_EIGH_COND: float64 batches on syevBatched's route declined by their Cholesky pivots and eigenvalues (1), eigenvalues only (2), never (0)

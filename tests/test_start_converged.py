@@ -235,10 +235,13 @@ def test_converged_start_needs_no_second_info_read(shape, dtype):
     info_reads = lambda fn: _jacobi_launches(fn, ("info_min_kernel",))
     assert info_reads(lambda: torch_jsvd.svd(A, full_matrices=False)) == 0
     assert info_reads(lambda: torch_jsvd.svdvals(A)) == 0
-    # svd_varlen: a list of one shape is that uniform batch (read: none again); with one member of
-    # another shape, info is read once (for the list part; a uniform part of 32 members or more needs none)
+    # svd_varlen: a list of one shape is that uniform batch (read: none again); with a rank-deficient member
+    # of another shape, which takes the Jacobi, info is read once (a uniform part of 32 members or more
+    # needs no read of its own)
     assert info_reads(lambda: torch_jsvd.svd_varlen(list(A))) == 0
-    assert info_reads(lambda: torch_jsvd.svd_varlen(list(A) + [A[0, :-1]])) == 1
+    odd = A[0, :-1].clone()
+    odd[:, 1] = odd[:, 0]
+    assert info_reads(lambda: torch_jsvd.svd_varlen(list(A) + [odd])) == 1
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     assert torch.isfinite(U).all() and torch.isfinite(S).all() and torch.isfinite(Vh).all()
