@@ -213,7 +213,10 @@ CoreResult batched_start_tested(const at::Tensor& A, const at::Tensor& W, const 
   at::Tensor V0;
   if (!f64 && knobs().start_gram_evd32 && syev_batched_on(B)) {
     at::Tensor declined;
-    V0 = newton_schulz_step(syev_batched_async(trace_scaled_float(G), &declined).to(at::kDouble));
+    // (G's non-finite entries zeroed for the solver: start_checks' flag declines such a batch anyway, and the
+    // other routes never hand syevBatched a NaN)
+    const at::Tensor G32 = trace_scaled_float(at::nan_to_num(G, 0.0, 0.0, 0.0));
+    V0 = newton_schulz_step(syev_batched_async(G32, &declined).to(at::kDouble));
     V0 = refine_eigenvectors(G, V0, 2);
     const at::Tensor F = at::empty({B, q, q}, V0.options());
     bmm_into<double>(F, V0.mT(), V0, 1.0, 0.0);
