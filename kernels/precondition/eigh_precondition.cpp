@@ -209,7 +209,8 @@ CoreResult batched_start_tested(const at::Tensor& A, const at::Tensor& W, const 
   // Jacobi on G; a solver that failed, or a V0 short of orthogonal, declines the start (the checks' flag).
   // A CPU emulation (.scratch/s73_evd32_small.py: LAPACK's float32 eigenvectors, Gaussian 200x128x32,
   // 100x512x64, 200x1024x16, 100x256x64) passed start_converged's test on every matrix, the worst pair
-  // at 0.03-0.09 of the tolerance after the refinement (0.15-0.76 without it). Not yet timed on a GPU.
+  // at 0.03-0.09 of the tolerance after the refinement (0.15-0.76 without it; with eigenvectors 5e-5 from
+  // orthogonal, cuSOLVER's float32 level, none without it, all with it). Not yet timed on a GPU.
   at::Tensor V0;
   if (!f64 && knobs().start_gram_evd32 && syev_batched_on(B)) {
     at::Tensor declined;
