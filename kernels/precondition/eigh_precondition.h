@@ -338,7 +338,7 @@ int64_t syev_batched_min_batch(int64_t cols, size_t elem);
 // or shared-memory level: at most kEighJacobiMaxCols columns) rather than torch.linalg.eigh (syevd, one
 // matrix at a time). JSVD_GRAM_EIG_JACOBI_COLS may move that bound down, or up to kGramJacobiKnobMaxCols
 // (float64 A and V of 96 columns fit one block, as do start_converged's three q x q), for an A/B against
-// syevBatched on the batches of 65 to 96 columns it would take. Measured (H200, stop 73, 64 / 96, ms):
+// syevBatched on the batches of 65 to 96 columns it would take. Measured (H200, stops 68 and 73; 64 / 96, ms):
 // float32 37x300x77 1.05-1.24 / 1.91-2.19, float64 1.24-1.47 / 2.01-2.27, float32 40x256x80 1.03-1.29 /
 // 2.02-2.24: a block a Gram matrix on 37 of 132 SMs is slower than syevBatched.
 constexpr int64_t kGramJacobiKnobMaxCols = 96;
