@@ -266,7 +266,8 @@ def test_gram_evd32_start(shape):
     """JSVD_START_GRAM_EVD32=1 (experimental): float32's batched start takes V0 from float32's syevBatched,
     a Newton-Schulz step and a refinement instead of the Jacobi on G. A Gaussian batch then passes the test
     with no Jacobi launch at all; outputs as exact and as orthogonal as the default start's (10 n eps); a
-    rank-deficient member takes the Jacobi on X; a NaN member raises."""
+    rank-deficient member, and a batch of column-graded members (over four decades), take the Jacobi on X;
+    a NaN member raises."""
     code = f"""
         import torch, torch_jsvd
         from torch.profiler import ProfilerActivity, profile
@@ -283,7 +284,9 @@ def test_gram_evd32_start(shape):
         eps = torch.finfo(torch.float32).eps
         deficient = A.clone()
         deficient[3, :, 1] = deficient[3, :, 0]
-        for M in (A, deficient):
+        graded = A * torch.logspace(0, -4, n, device="cuda")
+        assert launches(lambda: torch_jsvd.svd(graded, full_matrices=False)) > 0
+        for M in (graded, A, deficient):
             U, S, Vh = torch_jsvd.svd(M, full_matrices=False)
             assert_valid_svd(M, U, S, Vh, False)
             ref = reference_svdvals(M)

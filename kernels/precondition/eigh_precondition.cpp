@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "common/batched_gemm.h"
 #include "precondition/gram_products.h"
@@ -176,6 +177,25 @@ CoreResult jacobi_on_x(const at::Tensor& A, const PackedBatch& b, const SvdOptio
   return r;
 }
 
+// M V for the batch's matrices M (Wd: (B, q, rows) float64, row j M's column j) and V (B, q, q) float64,
+// packed the same way: V^T W, (B, q, rows), by one batched DGEMM.
+at::Tensor times_v(const at::Tensor& Wd, const at::Tensor& V) {
+  const at::Tensor Y = at::empty({Wd.size(0), V.size(2), Wd.size(2)}, Wd.options());
+  bmm_into<double>(Y, V.mT(), Wd, 1.0, 0.0);
+  return Y;
+}
+
+// t's int32 values on the host: through pinned memory, on the current stream, one wait.
+std::vector<int32_t> read_ints(const at::Tensor& t) {
+  const at::Tensor host = at::empty({t.numel()}, t.options().device(at::kCPU).pinned_memory(true));
+  host.copy_(t.reshape({-1}), /*non_blocking=*/true);
+  at::cuda::CUDAEvent read;
+  read.record(at::cuda::getCurrentCUDAStream());
+  read.synchronize();
+  const int32_t* v = host.const_data_ptr<int32_t>();
+  return std::vector<int32_t>(v, v + t.numel());
+}
+
 // The batched start where its test may end the call. float32: C = V0^T G V0 (start_converged.h) and U =
 // M V0 D^-1 by one product; H100, JSVD_START_CONVERGED=1 / 0, two rounds, ms: 1000x1024x16 0.35-0.36 /
 // 0.53-0.54, 4000x256x16 0.45-0.47 / 0.66-0.71, 2000x512x24 1.14-1.21 / 1.57-1.62, 1000x128x32 0.57-0.62 /
@@ -235,26 +255,20 @@ CoreResult batched_start_tested(const at::Tensor& A, const at::Tensor& W, const 
     if (uv && own) {
       r.U = start_product(W, sc.Vs).view({-1});
     } else if (uv) {
-      const at::Tensor Ud = at::empty({B, q, p}, G.options());
-      bmm_into<double>(Ud, sc.Vs.mT(), Wd, 1.0, 0.0);
-      r.U = Ud.to(dtype).view({-1});
+      r.U = times_v(Wd, sc.Vs).to(dtype).view({-1});
     }
     if (uv) r.V = sc.Vt.view({-1});
   } else {
-    Xd = at::empty({B, q, p}, G.options());
+    Xd = times_v(Wd, V0);
     const at::Tensor C = at::empty({B, q, q}, G.options());
-    bmm_into<double>(Xd, V0.mT(), Wd, 1.0, 0.0);
     gram_into(C, Xd);
     flags.select(0, 1).copy_(converged_fails(C, p, tol, StartTest::kX64));
     r = converged_outputs(C, Xd, V0, uv, dtype);  // (U = X D^-1)
   }
-  const at::Tensor host = at::empty({2}, flags.options().device(at::kCPU).pinned_memory(true));
-  host.copy_(flags, /*non_blocking=*/true);
-  at::cuda::CUDAEvent read;
-  read.record(at::cuda::getCurrentCUDAStream());
-  read.synchronize();
-  if (host.const_data_ptr<int32_t>()[0] != 0) return e.without_start(A, b, opt);  // (M not finite, or out of range)
-  if (host.const_data_ptr<int32_t>()[1] == 0) {
+  const std::vector<int32_t> read = read_ints(flags);
+  // (M not finite or out of range; JSVD_START_GRAM_EVD32's solver failed or its V0 short of orthogonal)
+  if (read[0] != 0) return e.without_start(A, b, opt);
+  if (read[1] == 0) {
     r.info = at::ones({B}, A.options().dtype(at::kInt));  // (what the Jacobi's one sweep on X would report)
     // (read on the host: M finite and in range, every C_jj above col_min, so S, U and V are finite)
     r.info_read = knobs().info_read;
@@ -264,8 +278,7 @@ CoreResult batched_start_tested(const at::Tensor& A, const at::Tensor& W, const 
   if (own) {
     X = start_product(W, V0);
   } else if (!f64) {
-    Xd = at::empty({B, q, p}, G.options());
-    bmm_into<double>(Xd, V0.mT(), Wd, 1.0, 0.0);
+    Xd = times_v(Wd, V0);
   }
   r = jacobi_on_x(A, b, opt, e, V0, X, Xd);
   r.polish = false;  // (the batched Jacobi's V0: U and V as orthogonal as gesvda's, svd_eigh_preconditioned)
@@ -348,14 +361,6 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   bad_host.copy_(bad, /*non_blocking=*/true);
   at::cuda::CUDAEvent checked;
   checked.record(at::cuda::getCurrentCUDAStream());
-  const auto read_int = [](const at::Tensor& t) {  // (through pinned memory, on the current stream)
-    const at::Tensor host = at::empty({}, t.options().device(at::kCPU).pinned_memory(true));
-    host.copy_(t, /*non_blocking=*/true);
-    at::cuda::CUDAEvent read;
-    read.record(at::cuda::getCurrentCUDAStream());
-    read.synchronize();
-    return *host.const_data_ptr<int32_t>();
-  };
   const auto ok = [&] {
     checked.synchronize();
     return *bad_host.const_data_ptr<int32_t>() == 0;
@@ -398,7 +403,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       const at::Tensor spread = at::zeros({}, bad.options());
       const double ratio = evd32_tested && !evd32_square ? kEvd32TallPivotRatio : kEvd32PivotRatio;
       cholesky_checks(G, L, info, ratio, spread, q / kEvd32ColsPerSmallPivot);
-      evd32 = read_int(spread) == 0;
+      evd32 = read_ints(spread)[0] == 0;
       if (!ok()) return e.without_start(A, b, opt);  // (G not finite or out of range: its pivots mean nothing)
       // (declined: float32 batches the float64 solver's rule takes go to it; float64 ones, whose rule would
       // decline them by their pivots or eigenvalues anyway, and the rest to the QR path)
@@ -468,14 +473,13 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   if (own) {
     X = start_product(W, V0);
   } else {
-    Xd = at::empty({B, q, p}, G.options());
-    bmm_into<double>(Xd, V0.mT(), Wd, 1.0, 0.0);
+    Xd = times_v(Wd, V0);
     if (may_pass) {
       // The eigen-solvers' routes and float64's batched one: the test on C = X^T X (converged_fails), and
       // U = X D^-1 from X itself.
       const at::Tensor C = at::empty({B, q, q}, G.options());
       gram_into(C, Xd);
-      if (read_int(converged_fails(C, p, tol, x_test)) == 0) {
+      if (read_ints(converged_fails(C, p, tol, x_test))[0] == 0) {
         if (declined_late()) return e.without_start(A, b, opt);
         CoreResult r = converged_outputs(C, Xd, V0, opt.compute_uv, A.scalar_type());
         r.polish = false;
