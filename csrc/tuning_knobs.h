@@ -36,7 +36,6 @@ struct Knobs {
   int start_evd32_square = 40;  // JSVD_START_EVD32_SQUARE=N: that route for near-square batches of N matrices and more too (0: tall ones only; squarer than kEvd32SquareLongRatio from 200 too; eigh_precondition.h)
   int start_evd32_square_ratio = 0;  // JSVD_START_EVD32_SQUARE_RATIO=R: N's batches are those of at least R/100 rows a column (0: kEvd32SquareLongRatio, or kEvd32SquareMidRatio from kEvd32SquareMidCols columns; eigh_precondition.h)
   int gram_eig_jacobi_cols = 64;  // JSVD_GRAM_EIG_JACOBI_COLS: the batched start's Gram matrices up to this many columns (at most kGramJacobiKnobMaxCols, 96) by this engine's Jacobi, beyond it by syevBatched (32 and 96 measured slower, experiments.md stops 64 and 73)
-  bool start_gram_evd32 = false;  // JSVD_START_GRAM_EVD32=1: float32's batched start takes V0 from float32's syevBatched, a Newton-Schulz step and a refinement instead of the Jacobi on G (experimental, not yet measured: eigh_precondition.cpp, batched_start_tested)
   bool start_late_check = true;  // JSVD_START_LATE_CHECK=0: the float32-solved V0's checks read before the Jacobi on X is queued (eigh_precondition.cpp)
   bool start_refine = true;  // JSVD_START_REFINE=0: the float32-solved V0 not refined by a first-order step (refine_eigenvectors, eigh_precondition.h)
   int eigh_cond = 1;     // JSVD_EIGH_COND: float64 batches on syevBatched's route declined by their Cholesky pivots and eigenvalues (1), eigenvalues only (2), never (0)
@@ -113,7 +112,6 @@ inline Knobs read() {
   k.start_evd32_square = integer("JSVD_START_EVD32_SQUARE", k.start_evd32_square);
   k.start_evd32_square_ratio = integer("JSVD_START_EVD32_SQUARE_RATIO", k.start_evd32_square_ratio);
   k.gram_eig_jacobi_cols = integer("JSVD_GRAM_EIG_JACOBI_COLS", k.gram_eig_jacobi_cols);
-  k.start_gram_evd32 = on("JSVD_START_GRAM_EVD32", k.start_gram_evd32);
   k.start_late_check = on("JSVD_START_LATE_CHECK", k.start_late_check);
   k.start_refine = on("JSVD_START_REFINE", k.start_refine);
   k.eigh_cond = integer("JSVD_EIGH_COND", k.eigh_cond);

@@ -224,28 +224,7 @@ CoreResult batched_start_tested(const at::Tensor& A, const at::Tensor& W, const 
     gram_into(G, Wd);
   }
   start_checks(G, start_limits(f64, q), flags.select(0, 0));
-  // JSVD_START_GRAM_EVD32=1 (experimental, off): float32 batches' V0 by the float32 solver's steps (float32's
-  // syevBatched on G over its trace, a Newton-Schulz step and one refinement in float64) instead of the
-  // Jacobi on G; a solver that failed, or a V0 short of orthogonal, declines the start (the checks' flag).
-  // A CPU emulation (.scratch/s73_evd32_small.py: LAPACK's float32 eigenvectors, Gaussian 200x128x32,
-  // 100x512x64, 200x1024x16, 100x256x64) passed start_converged's test on every matrix, the worst pair
-  // at 0.03-0.09 of the tolerance after the refinement (0.15-0.76 without it; with eigenvectors 5e-5 from
-  // orthogonal, cuSOLVER's float32 level, none without it, all with it). Not yet timed on a GPU.
-  at::Tensor V0;
-  if (!f64 && knobs().start_gram_evd32 && syev_batched_on(B)) {
-    at::Tensor declined;
-    // (G's non-finite entries zeroed for the solver: start_checks' flag declines such a batch anyway, and the
-    // other routes never hand syevBatched a NaN)
-    const at::Tensor G32 = trace_scaled_float(at::nan_to_num(G, 0.0, 0.0, 0.0));
-    V0 = newton_schulz_step(syev_batched_async(G32, &declined).to(at::kDouble));
-    V0 = refine_eigenvectors(G, V0, 2);
-    const at::Tensor F = at::empty({B, q, q}, V0.options());
-    bmm_into<double>(F, V0.mT(), V0, 1.0, 0.0);
-    flag_orth_defect(F, kEvd32MaxOrthF32, declined);
-    flags.select(0, 0).add_(declined.to(at::kInt));
-  } else {
-    V0 = gram_eigenvectors(G, f64, e);
-  }
+  const at::Tensor V0 = gram_eigenvectors(G, f64, e);
   CoreResult r;  // (the outputs where the test passes)
   at::Tensor X, Xd;
   if (!f64) {
@@ -266,7 +245,7 @@ CoreResult batched_start_tested(const at::Tensor& A, const at::Tensor& W, const 
     r = converged_outputs(C, Xd, V0, uv, dtype);  // (U = X D^-1)
   }
   const std::vector<int32_t> read = read_ints(flags);
-  // (M not finite or out of range; JSVD_START_GRAM_EVD32's solver failed or its V0 short of orthogonal)
+  // (M not finite or out of range)
   if (read[0] != 0) return e.without_start(A, b, opt);
   if (read[1] == 0) {
     r.info = at::ones({B}, A.options().dtype(at::kInt));  // (what the Jacobi's one sweep on X would report)
