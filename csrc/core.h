@@ -247,10 +247,18 @@ JSVD_HOST_DEVICE inline ConvergedStart converged_start_f64(double fro, int64_t r
 // routes since stop 57): float64's test on C = X^T X of the float64 X, at float32's tol less
 // float32's rounding of U. C's rounding is relative to its columns' norms (rows eps64, far below tol),
 // where C = V0^T G V0 carries G's, relative to ||M||_F^2 (eg above), which turned away every matrix with a
-// singular value below about 0.005 ||M||_F: every Gaussian square one.
+// singular value below about 0.005 ||M||_F: every Gaussian square one. col_min (since stop 74): S_j =
+// ||x_j|| within tol of itself, whatever X's forward error (||dx_j|| <= (rows + cols) eps64 ||M||_F, as eg's),
+// so C_jj >= ((rows + cols) eps64 / tol)^2 ||M||_F^2. The Jacobi on X, the alternative, starts from the same
+// x_j and cannot do better; float64's col_min (C's rounding level, 16 (rows + cols) eps64 ||M||_F^2) had
+// turned away a Gaussian 4096² by one column (C_jj 2.1e-4 against 4.9e-4, its cosines at 2e-10 against
+// tol 7.6e-6: docs/experiments.md, stop 74). A zero or numerically zero column still fails (col_min > 0;
+// a noise column fails the pairs' test), and goes to the Jacobi, which completes U.
 JSVD_HOST_DEVICE inline ConvergedStart converged_start_x32(double fro, int64_t rows, int64_t cols, double tol) {
   ConvergedStart t = converged_start_f64(fro, rows, cols, tol);
   t.eps = FLT_EPSILON;
+  const double r = static_cast<double>(rows + cols) * DBL_EPSILON / tol;
+  t.col_min = fmax(fro * r * r, DBL_MIN);
   return t;
 }
 // Which of the three tests (both engines): float32's on C = V0^T G V0 or on the X^T X of an eigen-solver's

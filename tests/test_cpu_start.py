@@ -9,6 +9,8 @@ Jacobi on M), declined matrices solved bit for bit as svd_ex solves them, accept
 (JSVD_EIGH=0, a child process); the converged shortcut (float32 from X^T X, float64 tall ones from
 X^T X) against the Jacobi on X; where X fails its test, tall ones' Jacobi on the R of CholeskyQR2 of X."""
 
+import math
+
 import pytest
 import torch
 
@@ -157,6 +159,40 @@ def test_already_converged(tmp_path, dtype, shape):
     for got, want in ((torch_jsvd.svd(D, False), off_d), (torch_jsvd.svd(A, True), off_full if m != n else (U, S, Vh))):
         for a, b in zip(got, want):
             assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("small", [1e-5, 1e-4])
+def test_converged_with_a_small_singular_value(tmp_path, small):
+    """float32's test on X (converged_start_x32, core.h) asks of a column only that S_j = ||x_j|| be within tol
+    of itself (since stop 74): a 300² of singular values 1 and one small one (1e-5: below float64's col_min,
+    16 (m + n) eps64 ||A||_F^2, which sent it to the Jacobi on X before; 1e-4: above it), whose X is
+    orthogonal to ~1e-11, takes S, U and V without the Jacobi on X: its bits differ from
+    JSVD_START_CONVERGED=0's, its smallest singular value within 10 tol of LAPACK's relative to itself,
+    U and V orthogonal."""
+    n = 300
+    g = torch.Generator().manual_seed(n)
+    Q1 = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))[0]
+    Q2 = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))[0]
+    s = torch.ones(n, dtype=torch.float64)
+    s[-1] = small
+    A = ((Q1 * s) @ Q2.mT).float().unsqueeze(0)
+    torch.save(A, tmp_path / "A.pt")
+    run_child(f"""
+        import os, torch, torch_jsvd
+        A = torch.load({str(tmp_path / "A.pt")!r})
+        torch.save(list(torch_jsvd.svd(A, False)), os.environ["OUT"])
+    """, JSVD_START_CONVERGED="0", OUT=str(tmp_path / "off.pt"))
+    U0, S0, Vh0 = torch.load(tmp_path / "off.pt")
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    assert not torch.equal(S, S0)  # (the shortcut ran)
+    ref = reference_svdvals(A)
+    tol = math.sqrt(n) * torch.finfo(torch.float32).eps
+    assert abs(S[0, -1].item() - ref[0, -1].item()) <= 10 * tol * ref[0, -1].item()
+    assert ((S.double() - ref).abs().max() / ref[..., 0]).item() <= bound(n, n, torch.float32)
+    eps = torch.finfo(torch.float32).eps
+    assert orthogonality_error(U).max().item() <= 10 * n * eps
+    assert orthogonality_error(Vh.mT).max().item() <= 10 * n * eps
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
