@@ -292,3 +292,55 @@ def test_near_square_route_wide_and_few(tmp_path, shape):
         torch.save(torch_jsvd.svd(A, full_matrices=False).S.cpu(), os.environ["OUT"])
     """, JSVD_START_EVD32_SQUARE="0", OUT=str(tmp_path / "S0.pt"))
     assert not torch.equal(S, torch.load(tmp_path / "S0.pt"))
+
+
+JACOBI_KERNELS = ("svd_smem_kernel", "svd_warp_kernel", "gemm_level_kernel", "gram_evd_kernel", "pair_evd_kernel")
+
+
+def _jacobi_launches(fn):
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    return out, sum(1 for e in prof.events() if any(k in e.name for k in JACOBI_KERNELS))
+
+
+@pytest.mark.parametrize("shape", [(100, 256, 256), (64, 200, 200), (40, 220, 160)], ids=str)
+def test_near_square_wide_x_tested(shape):
+    """float32's near-square batches of 129 to 256 columns on the float32 solver (kEvd32TestedWide,
+    eigh_precondition.h, since stop 74): two refinements, then X tested, so that a Gaussian batch takes its
+    outputs from X with no Jacobi kernel after the start (svd and svdvals), U and V orthogonal to 10 n
+    eps32 and S against LAPACK; full_matrices on a non-square shape, and a batch with a member of two equal
+    columns (one small Cholesky pivot: the route keeps it, X fails its test), run the Jacobi on X, with
+    valid outputs; so does a batch with a member whose singular values span 4 decades (wherever its
+    pivots send it)."""
+    b, m, n = shape
+    g = torch.Generator().manual_seed(m * n + b)
+    A = torch.randn(b, m, n, generator=g).cuda()
+    assert start_v([(m, n)] * b, torch.float32)[0]["gram_dtype"] == "float32"
+    eps = torch.finfo(torch.float32).eps
+    (U, S, Vh), jac = _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False))
+    assert jac == 0
+    assert_valid_svd(A, U, S, Vh, False)
+    ref = reference_svdvals(A)
+    assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float32)
+    assert orthogonality_error(U).max().item() <= 10 * n * eps
+    assert orthogonality_error(Vh, rows=True).max().item() <= 10 * n * eps
+    Sv, jac = _jacobi_launches(lambda: torch_jsvd.svdvals(A))
+    assert jac == 0 and ((Sv.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float32)
+    if m != n:
+        (Uf, Sf, Vhf), jac = _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True))
+        assert jac > 0
+        assert_valid_svd(A, Uf, Sf, Vhf, True)
+    deficient = A.clone()
+    deficient[3, :, 1] = deficient[3, :, 0]
+    Q1, Q2 = (torch.linalg.qr(torch.randn(r, n, generator=g, dtype=torch.float64))[0] for r in (m, n))
+    ill = A.clone()
+    ill[5] = ((Q1 * torch.logspace(0, -4, n, dtype=torch.float64)) @ Q2.mT).float().cuda()
+    for M in (deficient, ill):
+        (U, S, Vh), jac = _jacobi_launches(lambda: torch_jsvd.svd(M, full_matrices=False))
+        assert jac > 0 or M is ill
+        assert_valid_svd(M, U, S, Vh, False)
+        ref = reference_svdvals(M)
+        assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float32)
