@@ -326,11 +326,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // route, whose own test on the pivots comes below).
   const bool evd32_candidate = !batched && evd32_route_on(B, p, q, A.element_size(), x_tested32);
   // (float32's batches of 65 to 128 columns on the float32 solver: X tested, below; only where the outputs
-  // may come from X. Tall ones and near-square ones: JSVD_START_EVD32_SQUARE's. Since stop 74 the route's
-  // near-square ones of 129 to 256 columns too (kEvd32TestedWide, eigh_precondition.h))
-  const bool evd32_tested =
-      evd32_candidate && x_tested32 &&
-      (evd32_tested_shape(B, p, q) || (kEvd32TestedWide && knobs().start_refine && q > kEighMidMaxCols));
+  // may come from X. Tall ones and near-square ones: JSVD_START_EVD32_SQUARE's)
+  const bool evd32_tested = evd32_candidate && x_tested32 && evd32_tested_shape(B, p, q);
   const bool evd32_square = evd32_tested && p < kEighMidRatio * q;
   if (f64 && !batched && syev_batched_on(B) && knobs().eigh_cond == 1 && !evd32_candidate) {
     at::Tensor info;

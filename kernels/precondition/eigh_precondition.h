@@ -321,15 +321,6 @@ constexpr double kEvd32SquareLongRatio = 1.4;
 // 1.23, 1.41 (the Jacobi on M's 220 rows with V's fill one register bucket at 16 lanes a rotation).
 constexpr int64_t kEvd32SquareMidCols = 112;
 constexpr double kEvd32SquareMidRatio = 1.15;
-// The route's near-square batches of 129 to 256 columns (float32, svd's reduced U or svdvals) take the
-// tested ones' steps since stop 74: two refinements, then X tested (kX32), and where every member passes,
-// the outputs from X without the Jacobi on X (2.4 of 15.4 ms at 200x256², stop 57's profile). One
-// refinement left X's largest cosine at 9e-8 to 3.2e-6 against tol 1.7e-6 to 1.9e-6 (one of six Gaussian
-// 200² and 256² members failing), two at 6e-13 to 2e-11 (a CPU emulation with LAPACK's float32
-// eigenvectors perturbed to cuSOLVER's ~5e-5, .scratch/s74_evd32_256.py). A batch with a member that
-// fails (rank-deficient, ill-conditioned) pays the second refinement and the test, then the Jacobi on X
-// and the polish as before. JSVD_START_REFINE=0 leaves them untested and unrefined, as before.
-constexpr bool kEvd32TestedWide = true;
 bool evd32_route_on(int64_t batch, int64_t rows, int64_t cols, size_t elem, bool x_tested = false);
 
 // Whether a batch's Gram eigenvectors come from syevBatched (syev_batched.h), not a loop of syevd: more
