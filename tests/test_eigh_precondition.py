@@ -392,19 +392,24 @@ def test_tall_batches_declined(tmp_path):
 JACOBI_KERNELS = ("svd_smem_kernel", "svd_warp_kernel", "gemm_level_kernel", "gram_evd_kernel", "pair_evd_kernel")
 
 
-def test_issue_19_goal_at_4096():
-    """||U^T U - I||_F <= 1e-4 and residual <= 1e-5 in float32, through svd (the eigh start). A Gaussian
-    4096² (its smallest singular value ~3.5e-6 ||A||_F) passes the converged test on X since stop 74 (core.h,
-    converged_start_x32's col_min): no Jacobi kernel runs after syevd."""
+def _jacobi_launches(fn):
+    """fn's result and how many kernels of the Jacobi levels it launched."""
     from torch.profiler import ProfilerActivity, profile
 
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    return out, sum(1 for e in prof.events() if any(k in e.name for k in JACOBI_KERNELS))
+
+
+def test_issue_19_goal_at_4096():
+    """||U^T U - I||_F <= 1e-4 and residual <= 1e-5 in float32, through svd (the eigh start; since stop 74
+    its X often passes the converged test, whose outcome on a Gaussian 4096² moved between two runs of
+    this test on the H200: docs/experiments.md, stop 74)."""
     n = 4096
     g = torch.Generator().manual_seed(n)
     A = torch.randn(1, n, n, generator=g).cuda()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
-        torch.cuda.synchronize()
-    assert not [e.name for e in prof.events() if any(k in e.name for k in JACOBI_KERNELS)]
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     Ud, Vd = U.double(), Vh.double().mT
     eye = torch.eye(n, dtype=torch.float64, device="cuda")
     assert torch.linalg.matrix_norm(Ud.mT @ Ud - eye).item() <= 1e-4
@@ -412,6 +417,27 @@ def test_issue_19_goal_at_4096():
     R = A.double() - Ud @ torch.diag_embed(S.double()) @ Vh.double()
     assert (torch.linalg.matrix_norm(R) / torch.linalg.matrix_norm(A.double())).item() <= 1e-5
     ref = reference_svdvals(A)
+    assert ((S.double() - ref).abs().max() / ref[..., 0]).item() <= bound(n, n, torch.float32)
+
+
+def test_converged_with_a_small_singular_value():
+    """float32's test on X (converged_start_x32, core.h, since stop 74): a 300² of singular values 1 and one
+    of 1e-5 (below float64's col_min, 16 (m + n) eps64 ||A||_F^2, which sent it to the Jacobi on X; its X
+    orthogonal to ~1e-11, far below tol) takes S, U and V from X after syevd, with no Jacobi kernel: valid
+    factors, its smallest singular value within 10 tol of LAPACK's relative to itself (as on the CPU,
+    test_cpu_start.py)."""
+    n = 300
+    g = torch.Generator().manual_seed(n)
+    Q1, Q2 = (torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))[0] for _ in range(2))
+    s = torch.ones(n, dtype=torch.float64)
+    s[-1] = 1e-5
+    A = ((Q1 * s) @ Q2.mT).float().unsqueeze(0).cuda()
+    (U, S, Vh), jac = _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False))
+    assert jac == 0
+    assert_valid_svd(A, U, S, Vh, False)
+    ref = reference_svdvals(A)
+    tol = math.sqrt(n) * torch.finfo(torch.float32).eps
+    assert abs(S[0, -1].item() - ref[0, -1].item()) <= 10 * tol * ref[0, -1].item()
     assert ((S.double() - ref).abs().max() / ref[..., 0]).item() <= bound(n, n, torch.float32)
 
 
