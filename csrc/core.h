@@ -252,8 +252,10 @@ JSVD_HOST_DEVICE inline ConvergedStart converged_start_f64(double fro, int64_t r
 // so C_jj >= ((rows + cols) eps64 / tol)^2 ||M||_F^2. The Jacobi on X, the alternative, starts from the same
 // x_j and cannot do better; float64's col_min (C's rounding level, 16 (rows + cols) eps64 ||M||_F^2) had
 // turned away a Gaussian 4096² by one column (C_jj 2.1e-4 against 4.9e-4, its cosines at 2e-10 against
-// tol 7.6e-6: docs/experiments.md, stop 74). A zero or numerically zero column still fails (col_min > 0;
-// a noise column fails the pairs' test), and goes to the Jacobi, which completes U.
+// tol 7.6e-6: docs/experiments.md, stop 74). A zero column still fails (col_min > 0), and a column of
+// rounding noise (a rank-deficient M) fails the pairs' test, its cosines ~1/sqrt(rows) (and where one
+// passed, its U column is orthogonal as tested and its S_j within M's backward error): the Jacobi on X
+// takes them, and completes U.
 JSVD_HOST_DEVICE inline ConvergedStart converged_start_x32(double fro, int64_t rows, int64_t cols, double tol) {
   ConvergedStart t = converged_start_f64(fro, rows, cols, tol);
   t.eps = FLT_EPSILON;
