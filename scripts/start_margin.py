@@ -1,6 +1,7 @@
 """How far the eigh start's X = M V0 is from float32's converged test (csrc/core.h, converged_start_x32), per matrix.
 
 Usage: python scripts/start_margin.py 1x4096x4096 [12x768x768 1x300x300:cond=1e5 ...] [--seeds 0 1 2] [--device cuda]
+                                     [--route]
 For each case and seed: M float32 (Gaussian, or ":cond=C": random orthogonal factors and singular values from
 1 to 1/C), V0 the eigenvectors of the float64 Gram matrix by torch.linalg.eigh on --device (cuSOLVER's syevd
 on cuda, LAPACK on cpu), X = M V0 and C = X^T X in float64, then per matrix: X's largest cosine over the
@@ -8,7 +9,9 @@ test's bound (tol - 1.01 eps32, tol = sqrt(rows) eps32), the least C_jj over col
 ((rows + cols) eps64 / tol)^2 ||M||_F^2) and over float64's col_min (16 (rows + cols) eps64 ||M||_F^2, the
 bound before it), and the number of pairs above the bound. A matrix passes where the first ratio is <= 1 and
 the second >= 1. A single matrix's V0 is the syevd route's; a batch's comes from torch's own eigh, not
-the route's syevBatched. This script does not run torch_jsvd.
+the route's syevBatched. --route (CUDA) also runs torch_jsvd.svd on the same input under torch.profiler and
+names what ran: the converged outputs from X (`converged_outputs_kernel`), the Jacobi (its levels' kernels),
+or neither (no start).
 """
 import argparse
 
@@ -51,19 +54,41 @@ def margins(M):
     return (cos.amax((-2, -1)) / bound, dmin / col_min, dmin / col_min64, (cos > bound).sum((-2, -1)))
 
 
+JACOBI_KERNELS = ("svd_smem_kernel", "svd_warp_kernel", "gemm_level_kernel", "gram_evd_kernel", "pair_evd_kernel")
+
+
+def route(M):
+    """What torch_jsvd.svd(M) ran after the start: 'from X', 'jacobi' or both."""
+    import torch_jsvd
+    from torch.profiler import ProfilerActivity, profile
+
+    torch_jsvd.svd(M, full_matrices=False)  # (warm-up: the tuner, syevBatched's graph)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        torch_jsvd.svd(M, full_matrices=False)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events()]
+    ran = [what for what, keys in (("from X", ("converged_outputs_kernel",)), ("jacobi", JACOBI_KERNELS))
+           if any(k in n for n in names for k in keys)]
+    return " + ".join(ran) or "neither"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cases", nargs="+")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--route", action="store_true", help="also run torch_jsvd.svd and name its route (CUDA)")
     args = ap.parse_args()
     for case in args.cases:
         for seed in args.seeds:
-            c, col, col64, above = margins(make_input(case, seed, args.device))
+            M = make_input(case, seed, args.device)
+            c, col, col64, above = margins(M)
             worst = c.argmax().item()
+            passing = ((c <= 1) & (col >= 1)).sum().item()
             print(f"{case:24s} seed {seed}: worst cosine/bound {c.max().item():.2e} (matrix {worst}), "
                   f"least C_jj/col_min {col.min().item():.2e} (float64's {col64.min().item():.2e}), "
-                  f"pairs above {above.sum().item()}, matrices passing {((c <= 1) & (col >= 1)).sum().item()}/{c.numel()}")
+                  f"pairs above {above.sum().item()}, matrices passing {passing}/{c.numel()}"
+                  + (f"; torch_jsvd.svd: {route(M)}" if args.route and M.is_cuda else ""))
 
 
 if __name__ == "__main__":
