@@ -138,6 +138,20 @@ def start_v(shapes, dtype=torch.float32):
     return [m.get("start_v") for m in torch_jsvd.plan(shapes, dtype=dtype, device="cuda")["matrices"]]
 
 
+# The kernels of every Jacobi level: registers, shared memory (whole matrices and block pairs), the
+# blocked level's sweeps, the Gram EVD.
+ANY_LEVEL = ("svd_thread_kernel", "svd_warp_kernel", "svd_smem_kernel", "end_sweep_kernel", "gram_evd_kernel")
+
+
+def jacobi_launches(fn, names=("svd_warp_kernel", "svd_smem_kernel")):
+    """How many Jacobi kernels (by default the warp and shared-memory levels') one call of fn launched."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if any(n in e.name for n in names))
+
+
 def run_child(code, timeout=600, **env):
     """Runs `code` in a fresh Python with the engine's switches in `env` (the engine reads them once per
     process), these helpers importable; asserts it succeeded and returns its stdout."""

@@ -12,26 +12,13 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, orthogonality_error, reference_svdvals, run_child, start_v
+from jsvd_testutils import (ANY_LEVEL, assert_valid_svd, bound, jacobi_launches, orthogonality_error, reference_svdvals,
+                            run_child, start_v)
 
 pytestmark = [
     pytest.mark.cuda,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
-
-
-# The kernels of every Jacobi level: registers, shared memory (whole matrices and block pairs), the
-# blocked level's sweeps, the Gram EVD.
-_ANY_LEVEL = ("svd_thread_kernel", "svd_warp_kernel", "svd_smem_kernel", "end_sweep_kernel", "gram_evd_kernel")
-
-
-def _jacobi_launches(fn, names=("svd_warp_kernel", "svd_smem_kernel")):
-    """How many Jacobi kernels (by default the warp and shared-memory levels') one call of fn launched."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if any(n in e.name for n in names))
 
 
 @pytest.mark.parametrize("shape", [(200, 2048, 16), (800, 128, 32), (100, 256, 64)], ids=str)
@@ -47,7 +34,7 @@ def test_start_already_converged_skips_the_jacobi_on_x(tmp_path, shape):
     torch.save(A, tmp_path / "A.pt")
     A = A.cuda()
     assert start_v([shape[1:]] * shape[0])[0] is not None
-    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False)) == 1
+    assert jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False)) == 1
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     code = f"""
@@ -65,16 +52,16 @@ def test_start_already_converged_skips_the_jacobi_on_x(tmp_path, shape):
     # one member with two equal columns: the whole batch through the Jacobi on X, still exact
     gaussian = A.clone()
     A[3, :, 1] = A[3, :, 0]
-    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False)) == 2
+    assert jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False)) == 2
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     assert S[3, -1] <= 1e-5 * S[3, 0]
-    assert _jacobi_launches(lambda: torch_jsvd.svdvals(A)) == 2
+    assert jacobi_launches(lambda: torch_jsvd.svdvals(A)) == 2
     # svdvals of the Gaussian batch: S alone, from the same check, as svd's
     A = gaussian
-    assert _jacobi_launches(lambda: torch_jsvd.svdvals(A)) == 1
+    assert jacobi_launches(lambda: torch_jsvd.svdvals(A)) == 1
     torch.testing.assert_close(torch_jsvd.svdvals(A), S0, rtol=0, atol=bound(m, n, torch.float32) * S0[..., :1].max().item())
-    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True)) == 2
+    assert jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True)) == 2
 
 
 @pytest.mark.parametrize("shape", [(1, 1200, 300), (1, 300, 1200), (100, 300, 272), (20, 600, 100), (12, 80, 400)],
@@ -96,15 +83,15 @@ def test_eigen_solver_start_already_converged(shape):
     assert start_v([(m, n)] * b)[0] is not None
     eps = torch.finfo(torch.float32).eps
     ref = reference_svdvals(A)
-    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL) == 0
+    assert jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), ANY_LEVEL) == 0
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     assert ((S.double() - ref).abs() <= 2 * eps * ref).all()
     assert orthogonality_error(U).max().item() <= k * eps
     assert orthogonality_error(Vh.mT).max().item() <= k * eps
-    assert _jacobi_launches(lambda: torch_jsvd.svdvals(A), _ANY_LEVEL) == 0
+    assert jacobi_launches(lambda: torch_jsvd.svdvals(A), ANY_LEVEL) == 0
     assert torch.equal(torch_jsvd.svdvals(A), S)
-    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True), _ANY_LEVEL) > 0
+    assert jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True), ANY_LEVEL) > 0
     # a rank-deficient member (two equal columns, or rows where wide): the Jacobi on X; one singular value
     # at 1e-4 of the others: either route; both exact
     deficient = A.clone()
@@ -112,7 +99,7 @@ def test_eigen_solver_start_already_converged(shape):
         deficient[-1, :, 1] = deficient[-1, :, 0]
     else:
         deficient[-1, 1] = deficient[-1, 0]
-    assert _jacobi_launches(lambda: torch_jsvd.svd(deficient, full_matrices=False), _ANY_LEVEL) > 0
+    assert jacobi_launches(lambda: torch_jsvd.svd(deficient, full_matrices=False), ANY_LEVEL) > 0
     s[-1] = 1e-4
     graded = ((Q1 * s) @ Q2.mT).float().cuda()
     for A in (graded, deficient):
@@ -140,7 +127,7 @@ def test_float64_start_already_converged(tmp_path, shape):
     A = A.cuda()
     assert start_v([(m, n)] * b, torch.float64)[0] is not None
     gram_jacobi = 1 if n <= 64 else 0  # (the batched start's V0 comes from this engine's Jacobi)
-    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL) == gram_jacobi
+    assert jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), ANY_LEVEL) == gram_jacobi
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     ref = reference_svdvals(A)
@@ -156,10 +143,10 @@ def test_float64_start_already_converged(tmp_path, shape):
     torch.testing.assert_close(S, S0, rtol=0, atol=bound(m, n, torch.float64) * S0[..., :1].max().item())
     orth = lambda Q: orthogonality_error(Q).max().item()
     assert orth(U) <= max(2 * orth(U0), 10 * n * eps) and orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * eps)
-    assert _jacobi_launches(lambda: torch_jsvd.svdvals(A), _ANY_LEVEL) == gram_jacobi
+    assert jacobi_launches(lambda: torch_jsvd.svdvals(A), ANY_LEVEL) == gram_jacobi
     assert torch.equal(torch_jsvd.svdvals(A), S)
     A[-1, :, 1] = A[-1, :, 0]
-    assert _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL) > gram_jacobi
+    assert jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), ANY_LEVEL) > gram_jacobi
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     assert S[-1, -1] <= 1e-12 * S[-1, 0]
@@ -183,8 +170,7 @@ def test_eigen_solver_x32(shape, spectrum, g32_declines):
     assert start_v([(m, n)] * b)[0] is not None
     code = f"""
         import torch, torch_jsvd
-        from jsvd_testutils import assert_valid_svd, orthogonality_error, reference_svdvals
-        from test_start_converged import _jacobi_launches, _ANY_LEVEL
+        from jsvd_testutils import ANY_LEVEL, assert_valid_svd, jacobi_launches, orthogonality_error, reference_svdvals
         g = torch.Generator().manual_seed({m + n + b})
         k = min({m}, {n})
         if "{spectrum}" == "graded":
@@ -195,19 +181,19 @@ def test_eigen_solver_x32(shape, spectrum, g32_declines):
         else:
             A = torch.randn({b}, {m}, {n}, generator=g).cuda()
         U, S, Vh = torch_jsvd.svd(A, full_matrices=False)  # (first: the tuner's calibration from 512 columns)
-        launches = _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), _ANY_LEVEL)
+        launches = jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), ANY_LEVEL)
         assert_valid_svd(A, U, S, Vh, False)
         eps = torch.finfo(torch.float32).eps
         ref = reference_svdvals(A)
         assert ((S.double() - ref).abs() <= 4 * eps * ref[..., :1]).all()
         orth = max(orthogonality_error(U).max().item(), orthogonality_error(Vh.mT).max().item())
-        full = _jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True), _ANY_LEVEL)
+        full = jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=True), ANY_LEVEL)
         D = A.clone()
         if {m} >= {n}:
             D[-1, :, 1] = D[-1, :, 0]
         else:
             D[-1, 1] = D[-1, 0]
-        deficient = _jacobi_launches(lambda: torch_jsvd.svd(D, full_matrices=False), _ANY_LEVEL)
+        deficient = jacobi_launches(lambda: torch_jsvd.svd(D, full_matrices=False), ANY_LEVEL)
         print(launches, full, deficient, orth / (k * eps))
     """
     on = run_child(code).split()
@@ -232,7 +218,7 @@ def test_converged_start_needs_no_second_info_read(shape, dtype):
     Q1 = torch.linalg.qr(torch.randn(b, m, n, generator=g, dtype=torch.float64))[0]
     Q2 = torch.linalg.qr(torch.randn(b, n, n, generator=g, dtype=torch.float64))[0]
     A = ((Q1 * torch.linspace(3, 1, n, dtype=torch.float64)) @ Q2.mT).to(dtype).cuda()
-    info_reads = lambda fn: _jacobi_launches(fn, ("info_min_kernel",))
+    info_reads = lambda fn: jacobi_launches(fn, ("info_min_kernel",))
     assert info_reads(lambda: torch_jsvd.svd(A, full_matrices=False)) == 0
     assert info_reads(lambda: torch_jsvd.svdvals(A)) == 0
     # svd_varlen: a list of one shape is that uniform batch (read: none again); with a rank-deficient member
