@@ -63,6 +63,44 @@ def test_lists_from_two_threads_on_their_own_streams(dtype, large):
             assert_valid_svd(A, u, sv, vh, full_matrices=False)
 
 
+def test_svd_info_reads_from_threads_on_their_own_streams():
+    """svd's info read (kernels/engine/info_min.cu: a kernel storing into a host-mapped slot, a pool of them)
+    from four threads at once, each on its own stream: every call gets its own verdict, the threads whose
+    batches hold a NaN raise LinAlgError and the others return valid results, call after call; batches of
+    more than one info block (100000 matrices) among them."""
+    import threading
+    g = torch.Generator(device="cuda").manual_seed(3)
+    shapes = [(500, 16, 16), (100000, 3, 3), (7, 40, 30), (3, 64, 64)]
+    inputs = [torch.randn(s, device="cuda", generator=g) for s in shapes]
+    bad = [i % 2 == 1 for i in range(4)]
+    for A, b in zip(inputs, bad):
+        if b:
+            A[-1, 0, 0] = float("nan")
+    verdicts = [[] for _ in range(4)]
+
+    def work(i):
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.default_stream())
+        with torch.cuda.stream(s):
+            for _ in range(20):
+                try:
+                    U, S, Vh = torch_jsvd.svd(inputs[i], full_matrices=False)
+                    verdicts[i].append(bool(torch.isfinite(S).all()))
+                except torch.linalg.LinAlgError:
+                    verdicts[i].append("raised")
+        s.synchronize()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(4):
+        assert verdicts[i] == (["raised"] * 20 if bad[i] else [True] * 20), (shapes[i], verdicts[i])
+    A = inputs[2]
+    assert_valid_svd(A, *torch_jsvd.svd(A, full_matrices=False), full_matrices=False)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_svd_ex_graph_replays_on_new_input(dtype):
     """svd_ex never synchronises, so it can be captured in a CUDA graph (as
