@@ -11,8 +11,8 @@ every output property on structured inputs (rank-deficient, graded, wide, full_m
 agreement with float64 singular values, the relative accuracy of float64 graded matrices' small singular
 values (against the CPU engine's Jacobi on M), declined matrices solved exactly as without the start,
 non-finite inputs, and the batched / no-QR paths forced on small shapes with JSVD_EIGH=1 in a child
-process (the engine reads its switches once per process).
-Skipped without a CUDA device.
+process (the engine reads its switches once per process). The syevBatched route's batches:
+test_start_syev_batched.py. Skipped without a CUDA device.
 """
 
 import math
@@ -21,8 +21,8 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import (ANY_LEVEL, assert_valid_svd, bound, jacobi_launches, random_rank, random_spectrum,
-                            reference_svdvals, run_child, start_v)
+from jsvd_testutils import (ANY_LEVEL, assert_valid_svd, bound, jacobi_launches, random_rank, reference_svdvals,
+                            run_child, start_v)
 
 pytestmark = [
     pytest.mark.cuda,
@@ -61,7 +61,7 @@ def test_plan_single_or_few_large_matrices(dtype):
     assert gram32([(255, 255)] * small) and not gram32([(255, 255)] * (small - 1))
     assert gram32([(129, 129)] * 100) and gram32([(300, 256)] * 100) and not gram32([(258, 129)] * 100)
     lo = 128 if f64 else 129  # (kEvd32MinColsF64, kEvd32MinColsF32)
-    # (float32's 128² from 200 matrices: the tested route, test_plan_mid_columns)
+    # (float32's 128² from 200 matrices: the tested route, test_start_syev_batched.py)
     assert gram32([(lo, lo)] * small) and not gram32([(lo - 1, lo - 1)] * 199)
     ratio = start_v([(1024, 1024)], dtype)[0].get("min_column_ratio")
     if dtype == torch.float64:  # (float64: the data may decline the start)
@@ -180,7 +180,7 @@ def test_plan_tall_batches(dtype):
     assert (start_v([(64, 32)] * 4000, dtype)[0] is not None) == (dtype == torch.float64)
     assert start_v([(1024, 15)] * 2000, dtype) == [None] * 2000  # the warp level takes it whole
     assert start_v([(1024, 48)] * 2000, dtype)[0]["solver"].startswith("jsvd")
-    assert start_v([(1024, 65)] * 2000, dtype)[0] is not None  # (test_plan_mid_columns)
+    assert start_v([(1024, 65)] * 2000, dtype)[0] is not None  # (test_start_syev_batched.py)
     assert start_v([(4096, 300)], dtype)[0]["solver"] == "torch.linalg.eigh"
     # float32: at least cols / 2 matrices, or beyond 2048 rows (fewer than cols matrices: the Jacobi on X by
     # the QR path, test_start_few_tall.py); float64 at any count
@@ -191,36 +191,6 @@ def test_plan_tall_batches(dtype):
     assert (start_v([(2000, 64)] * 8, dtype) == [None] * 8) == (dtype == torch.float32)  # (2048 rows or fewer)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
-def test_plan_mid_columns(dtype):
-    """Batches of 65 to 128 columns, beyond the engine's Gram Jacobi: V0 from syevBatched from 5 matrices,
-    float32 of at least 2 rows a column (wide ones on their transpose), float64 near-square ones too (its
-    squares of 128 columns solved in float32: evd32_route_on), float32's near-square ones of 1.4 rows a
-    column from 40 matrices, squarer ones from 200 (in float32 where X is tested: test_start_evd32.py), not
-    fewer; nor from 129 columns of tall ones, nor fewer matrices (but up to 4 tall ones:
-    test_start_few_tall.py)."""
-    syevb = lambda shapes: (start_v(shapes, dtype)[0] or {}).get("solver") == "cusolverDnXsyevBatched"
-    f32 = dtype == torch.float32
-    assert syevb([(300, 100)] * 5)
-    assert syevb([(1000, 128)] * 200) and syevb([(65, 200)] * 40) and syevb([(130, 65)] * 10)
-    assert syevb([(2048, 128)] * 10) and syevb([(2049, 128)] * 10) and syevb([(8192, 100)] * 20)
-    assert syevb([(129, 65)] * 10) == syevb([(100, 100)] * 39) == syevb([(65, 120)] * 39) == (not f32)
-    assert syevb([(100, 100)] * 199) == syevb([(128, 100)] * 199) == (not f32)  # (squarer than 1.4: from 200)
-    assert syevb([(100, 100)] * 200) and syevb([(65, 120)] * 40) and syevb([(129, 65)] * 40)
-    # (squares: the same with full_matrices, which changes nothing for them; near-square float32 ones take
-    # the route without full_matrices only: "null" with it)
-    square = start_v([(128, 128)] * 200, dtype)[0]
-    assert square["gram_dtype"] == "float32" and "gram_dtype_full_matrices" not in square
-    assert ("gram_dtype_full_matrices" in start_v([(160, 112)] * 200, dtype)[0]) == f32
-    assert start_v([(128, 128)] * 4, dtype) == [None] * 4
-    assert start_v([(300, 100)] * 4, dtype)[0]["solver"] == "torch.linalg.eigh"  # (few tall: syevd)
-    assert start_v([(180, 100)] * 4, dtype) == [None] * 4
-    assert start_v([(1000, 129)] * 100, dtype) == [None] * 100
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
-@pytest.mark.parametrize("m,n,full", [(128, 32, False), (1024, 16, True), (300, 20, False), (24, 100, False),
-                                    (256, 64, True), (64, 32, False)])
 def test_tall_batches(dtype, m, n, full):
     """Every output property, and S against LAPACK, on a batch (of enough work to take the start) mixing
     Gaussian, rank-deficient, zero, graded (columns over 3 decades) and scaled (1e-30, 1e30; float64 also
@@ -255,74 +225,6 @@ def test_tall_batches(dtype, m, n, full):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("m,n,full", [(300, 256, False), (256, 300, True), (384, 384, False), (300, 100, False),
                                     (77, 300, True), (2100, 100, False)])
-def test_batches_by_syev_batched(dtype, m, n, full):
-    """Batches whose Gram eigenvectors come from cuSOLVER's syevBatched (near-square ones from 256 columns;
-    tall or wide ones of 65 to 128 columns, beyond 2048 rows with the QR path on X): every output property
-    and S against LAPACK on Gaussian, rank-deficient, zero, graded (columns over 3 decades), two-equal-column
-    and scaled (1e-30, 1e30) members; svdvals alike; a NaN raises. (float64's rank-deficient member
-    declines its batch: test_batches_by_syev_batched_declined has float64's taken start.)"""
-    g = torch.Generator().manual_seed(m + n)
-    k = min(m, n)
-    batch = 40 if dtype == torch.float64 else 100  # (the smallest batches that take it from 256 to 767 columns)
-    A = torch.randn(batch, m, n, generator=g, dtype=torch.float64)
-    A[1] = random_rank((m, n), k // 3)
-    A[2] = 0
-    A[3] *= torch.logspace(0, -3, n, dtype=torch.float64)
-    A[4, :, 1] = A[4, :, 0]
-    A[5] *= 1e-30
-    A[6] *= 1e30
-    A = A.to(dtype).cuda()
-    assert start_v([(m, n)] * batch, dtype)[0]["solver"] == "cusolverDnXsyevBatched"
-    U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
-    assert_valid_svd(A, U, S, Vh, full)
-    ref = reference_svdvals(A)
-    err = lambda S: ((S.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max()
-    assert err(S) <= bound(m, n, dtype)
-    assert err(torch_jsvd.svdvals(A)) <= bound(m, n, dtype)
-    if dtype == torch.float64:  # (graded within the start's ratio: small singular values relatively accurate)
-        cpu = torch_jsvd.svdvals(A[3].cpu()).double()
-        assert ((S[3].cpu() - cpu).abs() / cpu).max() <= 1e-10
-    A[7, 3, 3] = float("nan")
-    with pytest.raises(torch.linalg.LinAlgError):
-        torch_jsvd.svd(A)
-
-
-@pytest.mark.parametrize("member", ["graded_columns", "ill_conditioned", "rank_deficient", "none"])
-@pytest.mark.parametrize("n", [256, 100])
-def test_batches_by_syev_batched_declined(tmp_path, member, n):
-    """A float64 batch with a member whose columns are graded beyond the start's ratio (12 decades; declined
-    before syevBatched), or whose singular values span 12 decades, or of half rank (declined by the Cholesky
-    pivots before it, or by its eigenvalues after it), is solved exactly as with the start switched off
-    (JSVD_EIGH=0, in a child process); the graded member keeps its small singular values relatively
-    accurate. A batch of Gaussian members takes the start (other bits), and its S agrees with LAPACK's."""
-    g = torch.Generator().manual_seed(6)
-    A = torch.randn(40, 300, n, generator=g, dtype=torch.float64)
-    if member == "graded_columns":
-        A[2] *= torch.logspace(0, -12, n, dtype=torch.float64)[torch.randperm(n, generator=g)]
-    elif member == "ill_conditioned":
-        A[2] = random_spectrum(300, n, 12, g)
-    elif member == "rank_deficient":
-        A[2] = random_rank((300, n), n // 2)
-    assert start_v([(300, n)] * 40, torch.float64)[0]["solver"] == "cusolverDnXsyevBatched"
-    torch.save(A, tmp_path / "A.pt")
-    code = f"""
-        import os, torch, torch_jsvd
-        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
-        torch.save(torch_jsvd.svd(A, full_matrices=False)[1].cpu(), os.environ["OUT"])
-    """
-    run_child(code, JSVD_TUNER="0", OUT=str(tmp_path / "S.pt"))
-    run_child(code, JSVD_TUNER="0", JSVD_EIGH="0", OUT=str(tmp_path / "S_off.pt"))
-    S, S_off = torch.load(tmp_path / "S.pt"), torch.load(tmp_path / "S_off.pt")
-    assert torch.equal(S, S_off) == (member != "none")
-    ref = torch.linalg.svdvals(A)
-    assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(300, n, torch.float64)
-    cpu = torch_jsvd.svdvals(A[2]).double()
-    if member == "graded_columns":  # (the other members' small singular values are not the data's to keep)
-        assert ((S[2] - cpu).abs() / cpu).max() <= 1e-10
-    else:
-        assert (S[2] - cpu).abs().max() <= 1e-13 * cpu[0]
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("layout", ["row_major", "column_major", "strided_rows", "wide"])
 @pytest.mark.parametrize("n", [16, 32])
@@ -443,30 +345,6 @@ def test_non_finite_input_is_reported(dtype):
 @pytest.mark.parametrize("dtype,shape", [(torch.float32, (100, 300, 272)), (torch.float32, (37, 300, 77)),
                                          (torch.float32, (40, 160, 112)), (torch.float64, (40, 300, 272))],
                          ids=str)
-@pytest.mark.parametrize("bad", ["nan", "inf", "overflow"])
-def test_non_finite_member_on_syev_batched_route(dtype, shape, bad):
-    """On syevBatched's route a member with a NaN, an Inf, or entries whose Gram matrix would overflow,
-    declines the batch (start_checks): svd raises for the non-finite member (svd_ex: its info -2, the others
-    converged); with the overflowing one every member comes out valid, S against LAPACK's."""
-    assert start_v([shape[1:]] * shape[0], dtype)[0]["solver"] == "cusolverDnXsyevBatched"
-    g = torch.Generator(device="cuda").manual_seed(11)
-    A = torch.randn(shape, device="cuda", dtype=dtype, generator=g)
-    if bad == "overflow":
-        A[3] *= 1e36 if dtype == torch.float32 else 1e200
-    else:
-        A[3, 5, 7] = float(bad)
-    if bad != "overflow":
-        with pytest.raises(torch.linalg.LinAlgError):
-            torch_jsvd.svd(A)
-        *_, info = torch_jsvd.svd_ex(A)
-        assert int(info[3]) == -2 and bool((info[torch.arange(shape[0]) != 3] > 0).all())
-        return
-    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
-    assert_valid_svd(A, U, S, Vh, False)
-    ref = reference_svdvals(A)
-    assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(*shape[1:], dtype)
-
-
 def test_gram_jacobi_beyond_64_columns():
     """JSVD_GRAM_EIG_JACOBI_COLS=96 (in a child: knobs are read once) moves the Gram matrices of 65 to 96
     columns from syevBatched to the engine's batched Jacobi (plan: the jsvd solver), and 97 not: float32
