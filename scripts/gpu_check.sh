@@ -34,8 +34,10 @@ for s in $stages; do
       $PY setup.py build_ext --inplace >"$OUT/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1; } ;;
     test)
       # (test_mem.log: the tests whose device memory peaked beyond 4 GiB, tests/conftest.py; 12 workers on the
-      # device's 16 cores: the suite in 388 s against ~475 with 8, H200, stop 71, so build + test fit one call)
-      OMP_NUM_THREADS=2 JSVD_MEM_LOG="$OUT/test_mem.log" $PY -m pytest -v -rs -n 12 --timeout=300 -p no:benchmark tests \
+      # device's 16 cores: the suite in 388 s against ~475 with 8, H200, stop 71, so build + test fit one call;
+      # 491 s at stop 75, the build 89: a call of its own. --durations: where the time goes)
+      OMP_NUM_THREADS=2 JSVD_MEM_LOG="$OUT/test_mem.log" $PY -m pytest -v -rs -n 12 --timeout=300 --durations=30 \
+        -p no:benchmark tests \
         >"$OUT/pytest.log" 2>&1 || status=1
       tail -15 "$OUT/pytest.log" ;;
     robust-corpus)
