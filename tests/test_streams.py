@@ -16,6 +16,25 @@ pytestmark = [
 DTYPES = [torch.float32, torch.float64]
 
 
+def on_own_streams(calls, count):
+    """calls(i) for i < count, each from a thread of its own on a CUDA stream of its own (which waits for the
+    default stream first), all at once; returns when every thread's stream is done."""
+    import threading
+
+    def work(i):
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.default_stream())
+        with torch.cuda.stream(s):
+            calls(i)
+        s.synchronize()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_svd_ex_runs_on_a_side_stream():
     A = torch.randn(50, 100, 60, device="cuda")
     B = torch.randn(2, 600, 600, device="cuda")
@@ -35,7 +54,6 @@ def test_lists_from_two_threads_on_their_own_streams(dtype, large):
     # launch groups onto pool streams and joins them back): both results right, and ready on the
     # caller's stream when the call returns (a copy there right away would read a missing join's
     # partial results). large: also a member on the blocked levels and a QR-first shape group.
-    import threading
     g = torch.Generator(device="cuda").manual_seed(1)
     big = [(300, 200)] + ([(700, 650)] + [(200, 60)] * 32 if large else [])
     lists = [[torch.randn(k % 37 + 1, k % 23 + 1, dtype=dtype, device="cuda", generator=g) for k in range(150)] +
@@ -45,19 +63,11 @@ def test_lists_from_two_threads_on_their_own_streams(dtype, large):
         assert plan[-1].get("precondition") and plan[-1].get("shape_group") == 32
     out = [None, None]
 
-    def work(i):
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.default_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                out[i] = [[t.clone() for t in ts] for ts in torch_jsvd.svd_varlen(lists[i])]
-        s.synchronize()
+    def calls(i):
+        for _ in range(3):
+            out[i] = [[t.clone() for t in ts] for ts in torch_jsvd.svd_varlen(lists[i])]
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    on_own_streams(calls, 2)
     for i in range(2):
         for A, u, sv, vh in zip(lists[i], *out[i]):
             assert_valid_svd(A, u, sv, vh, full_matrices=False)
@@ -68,7 +78,6 @@ def test_svd_info_reads_from_threads_on_their_own_streams():
     from four threads at once, each on its own stream: every call gets its own verdict, the threads whose
     batches hold a NaN raise LinAlgError and the others return valid results, call after call; batches of
     more than one info block (100000 matrices) among them."""
-    import threading
     g = torch.Generator(device="cuda").manual_seed(3)
     shapes = [(500, 16, 16), (100000, 3, 3), (7, 40, 30), (3, 64, 64)]
     inputs = [torch.randn(s, device="cuda", generator=g) for s in shapes]
@@ -78,23 +87,15 @@ def test_svd_info_reads_from_threads_on_their_own_streams():
             A[-1, 0, 0] = float("nan")
     verdicts = [[] for _ in range(4)]
 
-    def work(i):
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.default_stream())
-        with torch.cuda.stream(s):
-            for _ in range(20):
-                try:
-                    U, S, Vh = torch_jsvd.svd(inputs[i], full_matrices=False)
-                    verdicts[i].append(bool(torch.isfinite(S).all()))
-                except torch.linalg.LinAlgError:
-                    verdicts[i].append("raised")
-        s.synchronize()
+    def calls(i):
+        for _ in range(20):
+            try:
+                U, S, Vh = torch_jsvd.svd(inputs[i], full_matrices=False)
+                verdicts[i].append(bool(torch.isfinite(S).all()))
+            except torch.linalg.LinAlgError:
+                verdicts[i].append("raised")
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    on_own_streams(calls, 4)
     for i in range(4):
         assert verdicts[i] == (["raised"] * 20 if bad[i] else [True] * 20), (shapes[i], verdicts[i])
     A = inputs[2]
