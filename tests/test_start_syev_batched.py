@@ -46,8 +46,8 @@ def test_plan_mid_columns(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
-@pytest.mark.parametrize("m,n,full", [(128, 32, False), (1024, 16, True), (300, 20, False), (24, 100, False),
-                                    (256, 64, True), (64, 32, False)])
+@pytest.mark.parametrize("m,n,full", [(300, 256, False), (256, 300, True), (384, 384, False), (300, 100, False),
+                                    (77, 300, True), (2100, 100, False)])
 def test_batches_by_syev_batched(dtype, m, n, full):
     """Batches whose Gram eigenvectors come from cuSOLVER's syevBatched (near-square ones from 256 columns;
     tall or wide ones of 65 to 128 columns, beyond 2048 rows with the QR path on X): every output property
@@ -116,6 +116,9 @@ def test_batches_by_syev_batched_declined(tmp_path, member, n):
         assert (S[2] - cpu).abs().max() <= 1e-13 * cpu[0]
 
 
+@pytest.mark.parametrize("dtype,shape", [(torch.float32, (100, 300, 272)), (torch.float32, (37, 300, 77)),
+                                         (torch.float32, (40, 160, 112)), (torch.float64, (40, 300, 272))],
+                         ids=str)
 @pytest.mark.parametrize("bad", ["nan", "inf", "overflow"])
 def test_non_finite_member_on_syev_batched_route(dtype, shape, bad):
     """On syevBatched's route a member with a NaN, an Inf, or entries whose Gram matrix would overflow,
