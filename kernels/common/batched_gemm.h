@@ -62,6 +62,14 @@ void bmm_into(const at::Tensor& Z, const at::Tensor& X, const at::Tensor& Y, T a
 // only where the view has none, e.g. a strided slice).
 inline at::Tensor blas_operand(const at::Tensor& M) { return unit_rows(M) || unit_cols(M) ? M : M.contiguous(); }
 
+// M V for the batch's matrices M (Wd: (B, q, rows) float64, row j M's column j) and V (B, q, q) float64,
+// packed the same way: V^T W, (B, q, rows), by one batched DGEMM.
+inline at::Tensor times_v(const at::Tensor& Wd, const at::Tensor& V) {
+  const at::Tensor Y = at::empty({Wd.size(0), V.size(2), Wd.size(2)}, Wd.options());
+  bmm_into<double>(Y, V.mT(), Wd, 1.0, 0.0);
+  return Y;
+}
+
 // C = Y Y^T (float64, (B, q, q) contiguous) of Y (B, q, p). cuBLAS's strided batched GEMM gives a q x q
 // product a CTA or a few per matrix, however long p (its single GEMM splits p, its batched one does not):
 // H100, 7 x 16 x 200000 float64 1.3 ms. Where 2 or more matrices have together at most half as many such

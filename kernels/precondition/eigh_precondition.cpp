@@ -177,14 +177,6 @@ CoreResult jacobi_on_x(const at::Tensor& A, const PackedBatch& b, const SvdOptio
   return r;
 }
 
-// M V for the batch's matrices M (Wd: (B, q, rows) float64, row j M's column j) and V (B, q, q) float64,
-// packed the same way: V^T W, (B, q, rows), by one batched DGEMM.
-at::Tensor times_v(const at::Tensor& Wd, const at::Tensor& V) {
-  const at::Tensor Y = at::empty({Wd.size(0), V.size(2), Wd.size(2)}, Wd.options());
-  bmm_into<double>(Y, V.mT(), Wd, 1.0, 0.0);
-  return Y;
-}
-
 // t's int32 values on the host: through pinned memory, on the current stream, one wait.
 std::vector<int32_t> read_ints(const at::Tensor& t) {
   const at::Tensor host = at::empty({t.numel()}, t.options().device(at::kCPU).pinned_memory(true));

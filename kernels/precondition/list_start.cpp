@@ -111,8 +111,7 @@ CoreResult list_start(const at::Tensor& A, const PackedBatch& b, const SvdOption
     c.keep.assign(keep.const_data_ptr<uint8_t>(), keep.const_data_ptr<uint8_t>() + B);
     if (std::count(c.keep.begin(), c.keep.end(), 1) == 0) continue;
     // X = M V0, as packed X^T = V0^T W, over the member's W
-    const at::Tensor X = at::empty({B, n, P}, dopts);
-    bmm_into<double>(X, c.V0.mT(), W, 1.0, 0.0);
+    const at::Tensor X = times_v(W, c.V0);
     std::vector<MatrixCopy> out;
     for (int64_t i = 0; i < B; ++i) {
       const int64_t k = c.ks[i], p = b.p(k);
