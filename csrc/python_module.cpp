@@ -8,6 +8,9 @@
 #include <algorithm>
 
 #include <ATen/NestedTensorImpl.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <torch/csrc/utils/pybind.h>
 #include <ATen/ops/empty.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -131,7 +134,74 @@ PyObject* nest_results(PyObject* /*self*/, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
+
+// (None, or a number as the schema's float and int take it)
+std::optional<double> opt_double(PyObject* o) {
+  if (o == Py_None) return std::nullopt;
+  TORCH_CHECK_TYPE(PyFloat_Check(o) || PyLong_Check(o), "torch_jsvd: tol must be a float or None, got ",
+                   Py_TYPE(o)->tp_name);
+  const double v = PyFloat_AsDouble(o);
+  if (v == -1.0 && PyErr_Occurred()) throw python_error();
+  return v;
+}
+std::optional<int64_t> opt_int(PyObject* o) {
+  if (o == Py_None) return std::nullopt;
+  TORCH_CHECK_TYPE(PyLong_Check(o) && !PyBool_Check(o), "torch_jsvd: max_sweeps must be an int or None, got ",
+                   Py_TYPE(o)->tp_name);
+  const long long v = PyLong_AsLongLong(o);
+  if (v == -1 && PyErr_Occurred()) throw python_error();
+  return v;
+}
+
+// _below_autograd(op, A, full_matrices, compute_uv, tol, max_sweeps): jsvd.svd (op 0), jsvd.svd_ex (1) or
+// jsvd.svdvals (2, full_matrices and compute_uv ignored) called below the autograd layer through the
+// dispatcher's typed handle: what torch.ops.jsvd.<op>.default does under _AutoDispatchBelowAutograd, without
+// the Python op object's argument boxing (the caller, torch_jsvd._ops._call, decides when that is allowed).
+PyObject* below_autograd(PyObject* /*self*/, PyObject* args) {
+  HANDLE_TH_ERRORS
+  int op = 0;
+  PyObject *a_obj = nullptr, *full_obj = nullptr, *uv_obj = nullptr, *tol_obj = nullptr, *sweeps_obj = nullptr;
+  if (!PyArg_ParseTuple(args, "iOOOOO", &op, &a_obj, &full_obj, &uv_obj, &tol_obj, &sweeps_obj)) return nullptr;
+  const at::Tensor& A = tensor_arg(a_obj, "_below_autograd");
+  TORCH_CHECK_TYPE(PyBool_Check(full_obj), "torch_jsvd: full_matrices must be a bool, got ",
+                   Py_TYPE(full_obj)->tp_name);
+  TORCH_CHECK_TYPE(PyBool_Check(uv_obj), "torch_jsvd: compute_uv must be a bool, got ", Py_TYPE(uv_obj)->tp_name);
+  const bool full = full_obj == Py_True, uv = uv_obj == Py_True;
+  const std::optional<double> tol = opt_double(tol_obj);
+  const std::optional<int64_t> sweeps = opt_int(sweeps_obj);
+  using Svd = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, bool, bool, std::optional<double>,
+                                                             std::optional<int64_t>);
+  using SvdEx = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
+      const at::Tensor&, bool, bool, std::optional<double>, std::optional<int64_t>);
+  using Vals = at::Tensor(const at::Tensor&, std::optional<double>, std::optional<int64_t>);
+  static const auto svd = c10::Dispatcher::singleton().findSchemaOrThrow("jsvd::svd", "").typed<Svd>();
+  static const auto svd_ex = c10::Dispatcher::singleton().findSchemaOrThrow("jsvd::svd_ex", "").typed<SvdEx>();
+  static const auto vals = c10::Dispatcher::singleton().findSchemaOrThrow("jsvd::svdvals", "").typed<Vals>();
+  PyObject* out = nullptr;
+  {
+    pybind11::gil_scoped_release no_gil;
+    const at::AutoDispatchBelowAutograd below;
+    if (op == 0) {
+      auto [U, S, Vh] = svd.call(A, full, uv, tol, sweeps);
+      pybind11::gil_scoped_acquire gil;
+      out = Py_BuildValue("(NNN)", THPVariable_Wrap(U), THPVariable_Wrap(S), THPVariable_Wrap(Vh));
+    } else if (op == 1) {
+      auto [U, S, Vh, info] = svd_ex.call(A, full, uv, tol, sweeps);
+      pybind11::gil_scoped_acquire gil;
+      out = Py_BuildValue("(NNNN)", THPVariable_Wrap(U), THPVariable_Wrap(S), THPVariable_Wrap(Vh),
+                          THPVariable_Wrap(info));
+    } else {
+      at::Tensor S = vals.call(A, tol, sweeps);
+      pybind11::gil_scoped_acquire gil;
+      out = THPVariable_Wrap(S);
+    }
+  }
+  return out;
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef methods[] = {
+    {"_below_autograd", below_autograd, METH_VARARGS, "jsvd.svd, svd_ex or svdvals below autograd"},
     {"_nest_contiguous", nest_contiguous, METH_VARARGS, "a strided nested tensor of contiguous components"},
     {"_strided_members", strided_members, METH_VARARGS, "a strided nested tensor of matrices as (values, members)"},
     {"_nest_results", nest_results, METH_VARARGS, "svd_varlen_packed's buffers as strided nested tensors"},

@@ -67,6 +67,18 @@ std::vector<int64_t> with_tail(c10::IntArrayRef batch, std::initializer_list<int
   s.insert(s.end(), tail);
   return s;
 }
+// The strides of a (batch..., r, c) tensor whose matrices lie back to back, `per` elements each, with
+// the matrix strides `tail`.
+std::vector<int64_t> batch_strides(c10::IntArrayRef batch, int64_t per, std::initializer_list<int64_t> tail) {
+  std::vector<int64_t> s(batch.size() + tail.size());
+  int64_t stride = per;
+  for (int64_t i = static_cast<int64_t>(batch.size()) - 1; i >= 0; --i) {
+    s[i] = stride;
+    stride *= batch[i];
+  }
+  std::copy(tail.begin(), tail.end(), s.begin() + batch.size());
+  return s;
+}
 }  // namespace
 
 std::pair<Tensor, Tensor> empty_factors(c10::IntArrayRef batch, int64_t m, int64_t n, bool full_matrices,
@@ -183,14 +195,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
   // Tall A = U_w S V_w^T: U = U_w, Vh = V_w^T. Wide A = V_w S U_w^T: U = V_w,
   // Vh = U_w^T. Either way U is a column-major buffer and Vh a row-major one,
   // so both are views, no copy: U F-contiguous and Vh C-contiguous, the strides
-  // torch.linalg.svd gives on CUDA (cuSOLVER) too.
+  // torch.linalg.svd gives on CUDA (cuSOLVER) too. (One as_strided each, not a
+  // chain of views: small calls feel every tensor op's host time.)
   const int64_t wu = pb.ucols[0];
-  const Tensor Uw_t = r.U.view({B, wu, p});
-  const Tensor Vw_t = r.V.view({B, q, q});
-  const Tensor& direct = tall ? Vw_t : Uw_t;      // -> Vh
-  const Tensor& transposed = tall ? Uw_t : Vw_t;  // -> U^T
-  Tensor U = transposed.view(with_tail(batch, {transposed.size(1), m})).mT();
-  Tensor Vh = direct.view(with_tail(batch, {direct.size(1), n}));
+  const Tensor& Ub = tall ? r.U : r.V;  // U's buffer, (batch..., m, cu) column-major
+  const Tensor& Vb = tall ? r.V : r.U;  // Vh's, (batch..., rv, n) row-major
+  const int64_t cu = tall ? wu : q, rv = tall ? q : wu;
+  TORCH_INTERNAL_ASSERT(Ub.dim() == 1 && Ub.stride(0) == 1 && Ub.numel() == B * m * cu && Vb.dim() == 1 &&
+                        Vb.stride(0) == 1 && Vb.numel() == B * rv * n);
+  Tensor U = Ub.as_strided(with_tail(batch, {m, cu}), batch_strides(batch, m * cu, {1, m}));
+  Tensor Vh = Vb.as_strided(with_tail(batch, {rv, n}), batch_strides(batch, rv * n, {n, 1}));
   if (U.scalar_type() != A.scalar_type()) U = U.to(A.scalar_type());  // keeps the strides
   if (Vh.scalar_type() != A.scalar_type()) Vh = Vh.to(A.scalar_type());
   return {U, S, Vh, info};

@@ -47,6 +47,21 @@ def _call(op, tensors: Sequence[Tensor], *args):
     return op(*args)
 
 
+_SVD, _SVD_EX, _SVDVALS = 0, 1, 2  # (_C._below_autograd's op numbers)
+
+
+def _call_one(which: int, op, A, *args):
+    """op(A, *args) for jsvd.svd, svd_ex or svdvals (`which`), as _call. Where the call may go below
+    autograd and A is a plain tensor without __torch_function__ handlers (no subclass, no mode), the
+    extension calls the op's dispatcher handle itself (_C._below_autograd): the same kernels, dispatch
+    keys and profiler record, without the Python op object's boxing of arguments and results."""
+    if type(A) is Tensor and not torch._C._has_torch_function_unary(A) and _fast_path((A,)):
+        if which == _SVDVALS:
+            return _C._below_autograd(which, A, False, False, *args)
+        return _C._below_autograd(which, A, *args)
+    return _call(op, (A,), A, *args)
+
+
 @contextlib.contextmanager
 def _collector_paused():
     """Python's cyclic garbage collector paused for the block, as it was after it. A list's results are
@@ -147,7 +162,7 @@ def svd(A: Tensor, full_matrices: bool = True, *, driver: Optional[str] = None, 
     _check_driver("svd", driver)
     if out is not None:
         _check_out("svd", A, out, 3)
-    U, S, Vh = _call(torch.ops.jsvd.svd.default, (A,), A, full_matrices, True, tol, max_sweeps)
+    U, S, Vh = _call_one(_SVD, torch.ops.jsvd.svd.default, A, full_matrices, True, tol, max_sweeps)
     if out is not None:
         copied = []
         for r, o in zip((U, S, Vh), out):  # (a loop, not a generator: the warning's stacklevel)
@@ -173,7 +188,8 @@ def svd_ex(A: Tensor, full_matrices: bool = True, *, compute_uv: bool = True, to
     max_sweeps near the expected count (15-20 sweeps at such sizes); info tells
     whether it sufficed.
     """
-    U, S, Vh, info = _call(torch.ops.jsvd.svd_ex.default, (A,), A, full_matrices, compute_uv, tol, max_sweeps)
+    U, S, Vh, info = _call_one(_SVD_EX, torch.ops.jsvd.svd_ex.default, A, full_matrices, compute_uv, tol,
+                              max_sweeps)
     return SVDExResult(U, S, Vh, info)
 
 
@@ -183,11 +199,11 @@ def svdvals(A: Tensor, *, driver: Optional[str] = None, out: Optional[Tensor] = 
     _check_driver("svdvals", driver)
     if out is not None:
         _check_out("svdvals", A, out, 1)
-        return _copy_out(_call(torch.ops.jsvd.svdvals.default, (A,), A, tol, max_sweeps), out)
+        return _copy_out(_call_one(_SVDVALS, torch.ops.jsvd.svdvals.default, A, tol, max_sweeps), out)
     if torch.is_grad_enabled() and A.requires_grad:
         # As torch.linalg.svdvals: the gradient needs U and V, so compute them now.
         return torch.ops.jsvd.svd.default(A, False, True, tol, max_sweeps)[1]
-    return _call(torch.ops.jsvd.svdvals.default, (A,), A, tol, max_sweeps)
+    return _call_one(_SVDVALS, torch.ops.jsvd.svdvals.default, A, tol, max_sweeps)
 
 
 def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False, compute_uv: bool = True, *,
