@@ -2,7 +2,8 @@
 
 Usage: python scripts/sass_loops.py OBJ FUNC_REGEX [LOOP_START_HEX]
   OBJ: an object or the built extension (torch_jsvd/_C*.so), read with `cuobjdump -sass` (CUDA toolkit; on a
-  machine without it, the nvidia-cuda-cuobjdump wheel has the binary);
+  machine without it, the nvidia-cuda-cuobjdump wheel has the binary, and so does triton's:
+  site-packages/triton/backends/nvidia/bin, put on PATH);
   FUNC_REGEX: matched against the mangled names, e.g. 'svd_warp_kernelIfLi32ELi1ELb1' (float, 32 lanes, 1 row,
   with V); every matching function is listed.
 Per function: its instruction count, the local-memory loads and stores (spills), and the backward branches
