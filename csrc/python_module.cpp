@@ -6,6 +6,7 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include <ATen/NestedTensorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -134,39 +135,47 @@ PyObject* nest_results(PyObject* /*self*/, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
-
-// (None, or a number as the schema's float and int take it)
+// Arguments as the op's schema takes them from Python: a bool (numpy's too); None or a number for tol;
+// None or an integer (numpy's too, not a bool) for max_sweeps.
+bool as_bool(PyObject* o, const char* name) {
+  const char* type = Py_TYPE(o)->tp_name;
+  TORCH_CHECK_TYPE(PyBool_Check(o) || std::strcmp(type, "numpy.bool") == 0 || std::strcmp(type, "numpy.bool_") == 0,
+                   "torch_jsvd: ", name, " must be a bool, got ", type);
+  return PyObject_IsTrue(o) == 1;
+}
 std::optional<double> opt_double(PyObject* o) {
   if (o == Py_None) return std::nullopt;
-  TORCH_CHECK_TYPE(PyFloat_Check(o) || PyLong_Check(o), "torch_jsvd: tol must be a float or None, got ",
-                   Py_TYPE(o)->tp_name);
   const double v = PyFloat_AsDouble(o);
-  if (v == -1.0 && PyErr_Occurred()) throw python_error();
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    TORCH_CHECK_TYPE(false, "torch_jsvd: tol must be a float or None, got ", Py_TYPE(o)->tp_name);
+  }
   return v;
 }
 std::optional<int64_t> opt_int(PyObject* o) {
   if (o == Py_None) return std::nullopt;
-  TORCH_CHECK_TYPE(PyLong_Check(o) && !PyBool_Check(o), "torch_jsvd: max_sweeps must be an int or None, got ",
-                   Py_TYPE(o)->tp_name);
-  const long long v = PyLong_AsLongLong(o);
-  if (v == -1 && PyErr_Occurred()) throw python_error();
+  PyObject* index = PyBool_Check(o) ? nullptr : PyNumber_Index(o);
+  const long long v = index ? PyLong_AsLongLong(index) : -1;
+  Py_XDECREF(index);
+  if (!index || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    TORCH_CHECK_TYPE(false, "torch_jsvd: max_sweeps must be an int or None, got ", Py_TYPE(o)->tp_name);
+  }
   return v;
 }
 
 // _below_autograd(op, A, full_matrices, compute_uv, tol, max_sweeps): jsvd.svd (op 0), jsvd.svd_ex (1) or
 // jsvd.svdvals (2, full_matrices and compute_uv ignored) called below the autograd layer through the
 // dispatcher's typed handle: what torch.ops.jsvd.<op>.default does under _AutoDispatchBelowAutograd, without
-// the Python op object's argument boxing (the caller, torch_jsvd._ops._call, decides when that is allowed).
+// the Python op object's argument boxing (the caller, torch_jsvd._ops._call_one, decides when that is allowed).
 PyObject* below_autograd(PyObject* /*self*/, PyObject* args) {
   HANDLE_TH_ERRORS
   int op = 0;
   PyObject *a_obj = nullptr, *full_obj = nullptr, *uv_obj = nullptr, *tol_obj = nullptr, *sweeps_obj = nullptr;
   if (!PyArg_ParseTuple(args, "iOOOOO", &op, &a_obj, &full_obj, &uv_obj, &tol_obj, &sweeps_obj)) return nullptr;
+  TORCH_CHECK(op >= 0 && op <= 2, "_below_autograd: op must be 0, 1 or 2");
   const at::Tensor& A = tensor_arg(a_obj, "_below_autograd");
-  TORCH_CHECK_TYPE(PyBool_Check(full_obj), "torch_jsvd: full_matrices must be a bool, got ",
-                   Py_TYPE(full_obj)->tp_name);
-  TORCH_CHECK_TYPE(PyBool_Check(uv_obj), "torch_jsvd: compute_uv must be a bool, got ", Py_TYPE(uv_obj)->tp_name);
-  const bool full = full_obj == Py_True, uv = uv_obj == Py_True;
+  const bool full = as_bool(full_obj, "full_matrices"), uv = as_bool(uv_obj, "compute_uv");
   const std::optional<double> tol = opt_double(tol_obj);
   const std::optional<int64_t> sweeps = opt_int(sweeps_obj);
   using Svd = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, bool, bool, std::optional<double>,

@@ -45,6 +45,12 @@ def test_errors_as_the_op(device):
         torch_jsvd.svd(A, max_sweeps=2.5)
     with pytest.raises(TypeError, match="tol must be a float"):
         torch_jsvd.svdvals(A, tol="small")
+    np = pytest.importorskip("numpy")  # (numpy's bools and numbers, as the op's schema takes them)
+    got = torch_jsvd.svd_ex(A, full_matrices=np.bool_(True), max_sweeps=np.int64(5), tol=np.float32(1e-6))
+    want = through_op("svd_ex", A, True, True, float(np.float32(1e-6)), 5)
+    assert all(torch.equal(x, y) for x, y in zip(got, want))
+    with pytest.raises(TypeError, match="max_sweeps must be an int"):
+        torch_jsvd.svd(A, max_sweeps=True)
     B = A.clone()
     B[1, 1] = float("nan")
     with pytest.raises(torch.linalg.LinAlgError, match="NaN or Inf"):
