@@ -36,6 +36,8 @@ def test_same_as_the_op(device, shape, dtype):
 
 
 def test_errors_as_the_op(device):
+    """Arguments the op's schema would reject raise TypeError naming them (the op's own parser raises
+    RuntimeError); numpy's bools and numbers pass as they do there; NaN raises LinAlgError as before."""
     A = torch.randn(3, 3, device=device)
     with pytest.raises(TypeError, match="full_matrices must be a bool"):
         torch_jsvd.svd(A, full_matrices="yes")
