@@ -5,6 +5,7 @@
 #include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 #include <c10/util/accumulate.h>
+#include <c10/util/strides.h>
 
 #include <algorithm>
 #include <cmath>
@@ -65,18 +66,6 @@ namespace {
 std::vector<int64_t> with_tail(c10::IntArrayRef batch, std::initializer_list<int64_t> tail) {
   std::vector<int64_t> s(batch.begin(), batch.end());
   s.insert(s.end(), tail);
-  return s;
-}
-// The strides of a (batch..., r, c) tensor whose matrices lie back to back, `per` elements each, with
-// the matrix strides `tail`.
-std::vector<int64_t> batch_strides(c10::IntArrayRef batch, int64_t per, std::initializer_list<int64_t> tail) {
-  std::vector<int64_t> s(batch.size() + tail.size());
-  int64_t stride = per;
-  for (int64_t i = static_cast<int64_t>(batch.size()) - 1; i >= 0; --i) {
-    s[i] = stride;
-    stride *= batch[i];
-  }
-  std::copy(tail.begin(), tail.end(), s.begin() + batch.size());
   return s;
 }
 }  // namespace
@@ -195,17 +184,21 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> svd_ex_common(const Tensor& A, bool f
   // Tall A = U_w S V_w^T: U = U_w, Vh = V_w^T. Wide A = V_w S U_w^T: U = V_w,
   // Vh = U_w^T. Either way U is a column-major buffer and Vh a row-major one,
   // so both are views, no copy: U F-contiguous and Vh C-contiguous, the strides
-  // torch.linalg.svd gives on CUDA (cuSOLVER) too. (One as_strided each, not a
+  // torch.linalg.svd gives on CUDA (cuSOLVER) too. (One tensor op each, not a
   // chain of views: small calls feel every tensor op's host time.)
   const int64_t wu = pb.ucols[0];
   const Tensor& Ub = tall ? r.U : r.V;  // U's buffer, (batch..., m, cu) column-major
   const Tensor& Vb = tall ? r.V : r.U;  // Vh's, (batch..., rv, n) row-major
   const int64_t cu = tall ? wu : q, rv = tall ? q : wu;
-  // (the engines return packed 1-D buffers, core.h)
-  TORCH_INTERNAL_ASSERT(Ub.dim() == 1 && (Ub.numel() <= 1 || Ub.stride(0) == 1) && Ub.numel() == B * m * cu &&
-                        Vb.dim() == 1 && (Vb.numel() <= 1 || Vb.stride(0) == 1) && Vb.numel() == B * rv * n);
-  Tensor U = Ub.as_strided(with_tail(batch, {m, cu}), batch_strides(batch, m * cu, {1, m}));
-  Tensor Vh = Vb.as_strided(with_tail(batch, {rv, n}), batch_strides(batch, rv * n, {n, 1}));
+  // (the engines return packed 1-D buffers, core.h; U's strides are a contiguous (batch..., m, cu)'s
+  // with the last two swapped)
+  TORCH_INTERNAL_ASSERT(Ub.dim() == 1 && (Ub.numel() <= 1 || Ub.stride(0) == 1) && Ub.numel() == B * m * cu);
+  const std::vector<int64_t> u_sizes = with_tail(batch, {m, cu});
+  c10::DimVector u_strides = c10::contiguous_strides(u_sizes);
+  u_strides[batch.size()] = 1;
+  u_strides[batch.size() + 1] = m;
+  Tensor U = Ub.as_strided(u_sizes, u_strides);
+  Tensor Vh = Vb.view(with_tail(batch, {rv, n}));
   if (U.scalar_type() != A.scalar_type()) U = U.to(A.scalar_type());  // keeps the strides
   if (Vh.scalar_type() != A.scalar_type()) Vh = Vh.to(A.scalar_type());
   return {U, S, Vh, info};
