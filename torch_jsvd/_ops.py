@@ -7,9 +7,10 @@ import warnings
 from typing import List, NamedTuple, Optional, Sequence, Union
 
 import torch
+import torch.autograd.forward_ad as fwAD
 from torch import Tensor
 
-from . import _C
+from . import _C, _autograd
 
 # info codes (csrc/core.h): info >= 0 is the number of sweeps taken.
 INFO_NOT_CONVERGED = -1  # max_sweeps reached; the result is the last iterate
@@ -30,11 +31,11 @@ def default_tol(rows: int, dtype: torch.dtype) -> float:
 
 
 def _fast_path(tensors: Sequence[Tensor]) -> bool:
-    """Whether a call may go straight below the autograd layer: eager, outside torch.func transforms,
-    and nothing to differentiate. The autograd kernel of torch.library.register_autograd (_autograd.py)
-    is Python: it converts a call's arguments and results to Python objects and back once more, which
-    small calls and long svd_varlen lists feel (docs/experiments.md, "Stop 36")."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+    """Whether a call may go straight below the autograd layer: eager, outside torch.func transforms and
+    forward-mode dual levels, and nothing to differentiate. The ops' Autograd kernels (_autograd.py) are
+    Python: they convert a call's arguments and results to Python objects and back once more, which small
+    calls and long svd_varlen lists feel (docs/experiments.md, "Stop 36")."""
+    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active() or fwAD._current_level >= 0:
         return False
     return not (torch.is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in tensors))
 
@@ -55,10 +56,13 @@ def _call_one(which: int, op, A, *args):
     autograd and A is a plain tensor without __torch_function__ handlers (no subclass, no mode), the
     extension calls the op's dispatcher handle itself (_C._below_autograd): the same kernels, dispatch
     keys and profiler record, without the Python op object's boxing of arguments and results."""
-    if type(A) is Tensor and not torch._C._has_torch_function_unary(A) and _fast_path((A,)):
+    plain = type(A) is Tensor and not torch._C._has_torch_function_unary(A)
+    if plain and _fast_path((A,)):
         if which == _SVDVALS:
             return _C._below_autograd(which, A, False, False, *args)
         return _C._below_autograd(which, A, *args)
+    if plain and torch._C._are_functorch_transforms_active() and not torch.compiler.is_compiling():
+        return _autograd.call_transformed(which, A, *args)
     return _call(op, (A,), A, *args)
 
 
@@ -202,7 +206,7 @@ def svdvals(A: Tensor, *, driver: Optional[str] = None, out: Optional[Tensor] = 
         return _copy_out(_call_one(_SVDVALS, torch.ops.jsvd.svdvals.default, A, tol, max_sweeps), out)
     if torch.is_grad_enabled() and A.requires_grad:
         # As torch.linalg.svdvals: the gradient needs U and V, so compute them now.
-        return torch.ops.jsvd.svd.default(A, False, True, tol, max_sweeps)[1]
+        return _call_one(_SVD, torch.ops.jsvd.svd.default, A, False, True, tol, max_sweeps)[1]
     return _call_one(_SVDVALS, torch.ops.jsvd.svdvals.default, A, tol, max_sweeps)
 
 
