@@ -133,3 +133,16 @@ def test_forward_ad_rank_deficient_values(device):
     _, t_ref = torch.func.jvp(torch.linalg.svdvals, (A,), (dA,))
     assert torch.isfinite(t).all()
     torch.testing.assert_close(t[:2], t_ref[:2], rtol=1e-9, atol=1e-9)
+
+
+def test_lowrank_composes(device):
+    # svd_lowrank and svd_truncated call torch_jsvd.svd: their S carry the tangents and gradients of the
+    # exact SVD where q covers the rank (q = n, so the range finder's basis spans A's columns).
+    A = torch.randn(20, 8, dtype=torch.float64, device=device)
+    dA = torch.randn_like(A)
+    _, ref = torch.func.jvp(torch.linalg.svdvals, (A,), (dA,))
+    for f in (lambda x: torch_jsvd.svd_lowrank(x, q=8, niter=2)[1], lambda x: torch_jsvd.svd_truncated(x, 8)[1]):
+        _, t = torch.func.jvp(f, (A,), (dA,))
+        torch.testing.assert_close(t, ref, rtol=1e-8, atol=1e-8)
+        g = torch.func.grad(lambda x: f(x).sum())(A)
+        torch.testing.assert_close(g, torch.func.grad(lambda x: torch.linalg.svdvals(x).sum())(A), rtol=1e-8, atol=1e-8)
