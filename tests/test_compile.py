@@ -125,6 +125,24 @@ def test_compile_varlen(device):
     _assert_same(cf(a, b), [a, b])
 
 
+def test_export_roundtrip(device, tmp_path):
+    # torch.export (a deployment path): the ops stay in the graph as jsvd ops, the program saves and loads,
+    # and a dynamic batch dimension needs no guard from them.
+    A = torch.randn(3, 6, 4, device=device)
+    ep = torch.export.export(_ExportModule(), (A,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    assert "jsvd.svd" in ep.graph_module.code and "jsvd.svdvals" in ep.graph_module.code
+    torch.export.save(ep, tmp_path / "svd.pt2")
+    loaded = torch.export.load(tmp_path / "svd.pt2").module()
+    for B in (A, torch.randn(5, 6, 4, device=device)):
+        _assert_same(loaded(B), _ExportModule()(B))
+
+
+class _ExportModule(torch.nn.Module):
+    def forward(self, A):
+        U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+        return (U * S.unsqueeze(-2)) @ Vh, torch_jsvd.svdvals(A)
+
+
 def test_cudagraph_tags():
     """The ops that read results on the host are tagged so that torch.compile's
     CUDA graphs leave them out; svd_ex, which never does, is not."""
