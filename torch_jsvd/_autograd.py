@@ -1,5 +1,7 @@
-"""Backward formulas: torch's svd_backward (torch/csrc/autograd/FunctionsManual.cpp),
-real case, registered on the jsvd ops with torch.library.register_autograd.
+"""Derivatives of the jsvd ops: torch's svd_backward and its forward-mode formula
+(torch/csrc/autograd/FunctionsManual.cpp), real case, as the ops' Autograd kernels (svd, svd_ex and
+svdvals through autograd.Functions that torch.func's transforms accept; svd_varlen through
+torch.library's, reverse mode only) and vmap rules.
 
 As torch.linalg.svd: with full_matrices=True only the first min(m, n) columns of
 U / rows of Vh carry gradient (the rest are an arbitrary basis); gradients
