@@ -38,6 +38,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> svd_varlen_packed_autograd(
   TORCH_CHECK(!(at::GradMode::is_enabled() && values.requires_grad()),
               "jsvd.svd_varlen_packed: values requires grad, but this op is not differentiable; "
               "torch_jsvd.svd_varlen on a list of matrices (or a nested tensor) is");
+  // (a forward-mode tangent at the first dual level, torch.autograd.forward_ad's unnested one)
+  TORCH_CHECK(!values._fw_grad(/*level=*/0).defined(),
+              "jsvd.svd_varlen_packed: values has a forward-mode tangent, but this op is not differentiable; "
+              "torch_jsvd.svd_varlen on a list of matrices (or a nested tensor) is");
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("jsvd::svd_varlen_packed", "")
                              .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(

@@ -118,11 +118,30 @@ def test_unsupported_forms_raise(device):
         torch.func.grad(lambda x: torch.ops.jsvd.svdvals(x).sum())(A)
     with pytest.raises(NotImplementedError, match="torch_jsvd.svd"):
         torch.func.jacrev(lambda x: torch.ops.jsvd.svd(x, False)[1])(A)
-    # svd_varlen has no forward-mode formula: a tangent raises rather than being dropped.
+    # svd_varlen_packed has no derivative: a tangent on its buffer raises rather than being dropped.
+    values = torch.randn(12, dtype=torch.float64, device=device)
+    members = torch.tensor([[3, 2, 0, 2, 1], [2, 3, 6, 3, 1]])
     with fwAD.dual_level():
-        x = fwAD.make_dual(A, torch.randn_like(A))
-        with pytest.raises(NotImplementedError, match="forward-mode"):
-            torch_jsvd.svd_varlen([x, A[:2]])
+        with pytest.raises(RuntimeError, match="forward-mode tangent"):
+            torch.ops.jsvd.svd_varlen_packed(fwAD.make_dual(values, torch.randn_like(values)), members)
+
+
+@pytest.mark.parametrize("full_matrices", [True, False])
+def test_varlen_forward_ad(device, full_matrices):
+    # A list's members with tangents (and one without) carry the tangents svd gives each of them.
+    As = [torch.randn(s, dtype=torch.float64, device=device) for s in [(5, 3), (2, 6), (4, 4)]]
+    dAs = [torch.randn_like(A) for A in As]
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(A, dA) for A, dA in zip(As, dAs)][:2] + [As[2]]
+        U, S, Vh = torch_jsvd.svd_varlen(duals, full_matrices)
+        S_only = torch_jsvd.svd_varlen(duals, compute_uv=False).S
+        for i in range(2):
+            ref = [fwAD.unpack_dual(t).tangent for t in _invariants(*torch.linalg.svd(duals[i], full_matrices))]
+            ours = [fwAD.unpack_dual(t).tangent for t in _invariants(U[i], S[i], Vh[i])]
+            _close(ours, ref)
+            _close([fwAD.unpack_dual(S_only[i]).tangent], ref[:1])
+        assert fwAD.unpack_dual(S[2]).tangent is None
+        torch.testing.assert_close(S[2], torch.linalg.svdvals(As[2]), rtol=1e-12, atol=1e-12)
 
 
 def test_forward_ad_rank_deficient_values(device):

@@ -328,11 +328,13 @@ _varlen_reverse = torch._library.autograd.make_autograd_impl(  # (what register_
     torch.ops.jsvd.svd_varlen.default, torch._library.autograd.Info(_backward_varlen, _setup_varlen))
 
 
-def _varlen_kernel(keyset, As, *args):
+def _varlen_kernel(keyset, As, full_matrices=False, compute_uv=True, tol=None, max_sweeps=None):
     if fwAD._current_level >= 0 and any(_has_tangent(A) for A in As):
-        raise NotImplementedError("jsvd.svd_varlen: forward-mode AD (a tangent on a member of As) is not "
-                                  "supported; call torch_jsvd.svd on the matrices of one shape instead")
-    return _varlen_reverse(keyset, As, *args)
+        # Forward mode: torch.library's autograd.Function (a list's) has no jvp, so the members go one at a
+        # time through jsvd.svd, whose Function has (rare enough for the loop's cost).
+        out = [torch.ops.jsvd.svd.default(A, full_matrices, compute_uv, tol, max_sweeps) for A in As]
+        return tuple(list(f) for f in zip(*out))
+    return _varlen_reverse(keyset, As, full_matrices, compute_uv, tol, max_sweeps)
 
 
 _lib.impl("svd", _svd_kernel(torch.ops.jsvd.svd.default), "Autograd", with_keyset=True)
