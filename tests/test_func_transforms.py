@@ -165,3 +165,11 @@ def test_lowrank_composes(device):
         torch.testing.assert_close(t, ref, rtol=1e-8, atol=1e-8)
         g = torch.func.grad(lambda x: f(x).sum())(A)
         torch.testing.assert_close(g, torch.func.grad(lambda x: torch.linalg.svdvals(x).sum())(A), rtol=1e-8, atol=1e-8)
+
+
+def test_lowrank_under_vmap(device):
+    # svd_lowrank's CholeskyQR fallback branches on the data, which vmap cannot: Householder bases there.
+    B = torch.randn(6, 30, 10, dtype=torch.float64, device=device)
+    for randomness in ("different", "same"):
+        S = torch.func.vmap(lambda x: torch_jsvd.svd_lowrank(x, q=10, niter=2)[1], randomness=randomness)(B)
+        torch.testing.assert_close(S, torch.linalg.svdvals(B), rtol=1e-10, atol=1e-10)

@@ -175,8 +175,9 @@ def svd_lowrank(A: Tensor, q: Optional[int] = 6, niter: int = 2, M: Optional[Ten
         A = A.mH
         M = None if M is None else M.mH
     R = torch.randn(A.shape[-1], q, dtype=A.dtype, device=A.device)
-    # Under torch.compile the fallback's data-dependent branch cannot be traced: Householder throughout.
-    fast = not torch.compiler.is_compiling()
+    # Under torch.compile the fallback's data-dependent branch cannot be traced, nor taken under vmap:
+    # Householder throughout.
+    fast = not (torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active())
     out = None
     if fast and _lowrank_graphs.eligible(A, M) and _one_launch(q, A.dtype, A.device):
         out = _lowrank_graphs.replay(_sketch, A, R, niter)  # (None: eager this time)
