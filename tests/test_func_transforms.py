@@ -10,6 +10,8 @@ import warnings
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import torch_jsvd
 
@@ -173,3 +175,17 @@ def test_lowrank_under_vmap(device):
     for randomness in ("different", "same"):
         S = torch.func.vmap(lambda x: torch_jsvd.svd_lowrank(x, q=10, niter=2)[1], randomness=randomness)(B)
         torch.testing.assert_close(S, torch.linalg.svdvals(B), rtol=1e-10, atol=1e-10)
+
+
+@given(m=st.integers(1, 9), n=st.integers(1, 9), batch=st.sampled_from([(), (2,), (2, 3)]),
+       full=st.booleans(), seed=st.integers(0, 2**31 - 1))
+@settings(max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+def test_forward_ad_property(m, n, batch, full, seed):
+    # Random shapes (CPU, float64; distinct singular values almost surely): the tangents of S and of the
+    # sign-invariant products are torch.linalg.svd's.
+    g = torch.Generator().manual_seed(seed)
+    A = torch.randn(*batch, m, n, generator=g, dtype=torch.float64)
+    dA = torch.randn(*batch, m, n, generator=g, dtype=torch.float64)
+    ours = torch.func.jvp(lambda x: _invariants(*torch_jsvd.svd(x, full)), (A,), (dA,))[1]
+    ref = torch.func.jvp(lambda x: _invariants(*torch.linalg.svd(x, full_matrices=full)), (A,), (dA,))[1]
+    _close(ours, ref, tol=1e-7)
