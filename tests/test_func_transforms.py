@@ -189,3 +189,14 @@ def test_forward_ad_property(m, n, batch, full, seed):
     ours = torch.func.jvp(lambda x: _invariants(*torch_jsvd.svd(x, full)), (A,), (dA,))[1]
     ref = torch.func.jvp(lambda x: _invariants(*torch.linalg.svd(x, full_matrices=full)), (A,), (dA,))[1]
     _close(ours, ref, tol=1e-7)
+
+
+def test_compiled_transforms_fall_back_to_eager(device):
+    # torch.compile around torch.func.grad / vmap of torch_jsvd: the grad's frame falls back to eager at
+    # the op (a graph break; fullgraph=True would raise), with the eager result.
+    torch._dynamo.reset()
+    A = torch.randn(4, 3, dtype=torch.float64, device=device)
+    g = torch.compile(lambda A: torch.func.grad(lambda x: torch_jsvd.svdvals(x).sum())(A))(A)
+    torch.testing.assert_close(g, torch.func.grad(lambda x: torch.linalg.svdvals(x).sum())(A))
+    B = torch.randn(5, 4, 3, dtype=torch.float64, device=device)
+    torch.testing.assert_close(torch.compile(torch.func.vmap(torch_jsvd.svdvals))(B), torch.linalg.svdvals(B))
