@@ -103,3 +103,14 @@ def test_half_backward(device):
     A = torch.randn(5, 3, device=device).to(torch.bfloat16).requires_grad_()
     g, = torch.autograd.grad(torch_jsvd.svdvals(A).sum(), A)
     assert g.dtype == torch.bfloat16 and torch.isfinite(g).all()
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 5), (2, 4, 4)], ids=str)
+def test_second_derivatives(device, shape):
+    # Double backward (create_graph=True). The values-only forms recompute U and V in backward; until
+    # stop 77 they did so under no_grad, and their second derivatives silently missed U's and V's terms.
+    A = torch.randn(shape, dtype=torch.float64, device=device, requires_grad=True)
+    for f in (torch_jsvd.svdvals, torch.ops.jsvd.svdvals, lambda A: torch_jsvd.svd_ex(A, compute_uv=False).S,
+              lambda A: torch_jsvd.svd(A, full_matrices=False).S,
+              lambda A: torch_jsvd.svd_varlen([A.reshape(-1, A.shape[-1])], compute_uv=False).S[0]):
+        assert torch.autograd.gradgradcheck(f, (A,))

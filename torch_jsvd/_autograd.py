@@ -110,8 +110,9 @@ def svd_jvp(dA: Tensor, U: Tensor, S: Tensor, Vh: Tensor, full_matrices: bool, u
 
 
 def _recompute_uv(A, tol, max_sweeps):
-    with torch.no_grad():
-        return torch.ops.jsvd.svd.default(A, False, True, tol, max_sweeps)
+    # In grad mode where backward runs it (create_graph=True): the factors then carry A's graph, and a
+    # second derivative through them is right (under no_grad it silently missed their terms before stop 77).
+    return torch.ops.jsvd.svd.default(A, False, True, tol, max_sweeps)
 
 
 def _below(op, *args):

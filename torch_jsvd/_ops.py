@@ -55,7 +55,8 @@ def _call_one(which: int, op, A, *args):
     """op(A, *args) for jsvd.svd, svd_ex or svdvals (`which`), as _call. Where the call may go below
     autograd and A is a plain tensor without __torch_function__ handlers (no subclass, no mode), the
     extension calls the op's dispatcher handle itself (_C._below_autograd): the same kernels, dispatch
-    keys and profiler record, without the Python op object's boxing of arguments and results."""
+    keys and profiler record, without the Python op object's boxing of arguments and results. Under
+    torch.func's transforms (eager) the op's autograd.Function, at their level (_autograd.call_transformed)."""
     plain = type(A) is Tensor and not torch._C._has_torch_function_unary(A)
     if plain and _fast_path((A,)):
         if which == _SVDVALS:
