@@ -5,8 +5,6 @@ torch.func.grad / jacrev raised on torch.library's autograd.Function, and vmap l
 dimension in torch's fallback: _autograd.py's SvdFunction / SvdvalsFunction and the ops' vmap rules.
 """
 
-import warnings
-
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -86,16 +84,28 @@ def test_func_jacobians_and_hessian(device, shape):
     torch.testing.assert_close(t, t_ref, rtol=1e-9, atol=1e-9)
 
 
+def _jsvd_calls(fn):
+    """fn's result and how many jsvd ops it dispatched (torch.profiler, CPU activity)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        out = fn()
+    return out, sum(e.name.startswith("jsvd::") for e in prof.events())
+
+
 def test_vmap_is_one_batched_call(device):
     B = torch.randn(3, 6, 5, 4, dtype=torch.float64, device=device)  # vmapped over dim 1
-    with warnings.catch_warnings():
-        # torch's batching fallback (a loop over the vmapped dimension) warns: it must not run
-        warnings.simplefilter("error")
-        S = torch.func.vmap(torch_jsvd.svdvals, in_dims=1)(B)
-        U, S2, Vh = torch.func.vmap(lambda x: torch_jsvd.svd(x, full_matrices=False), in_dims=1)(B)
-        ex = torch.func.vmap(lambda x: torch_jsvd.svd_ex(x, compute_uv=False), in_dims=1)(B)
-        op = torch.func.vmap(lambda x: torch.ops.jsvd.svd_ex(x, False), in_dims=1)(B)
-        op_vals = torch.func.vmap(torch.ops.jsvd.svdvals, in_dims=1)(B)
+    calls = {}
+    # torch's batching fallback would call the op once per vmapped example (6 here, and only log a C++
+    # warning): each form dispatches one batched jsvd op (the raw ops also record their vmapped call).
+    for name, fn in {"svdvals": lambda: torch.func.vmap(torch_jsvd.svdvals, in_dims=1)(B),
+                     "svd": lambda: torch.func.vmap(lambda x: torch_jsvd.svd(x, full_matrices=False), in_dims=1)(B),
+                     "svd_ex": lambda: torch.func.vmap(lambda x: torch_jsvd.svd_ex(x, compute_uv=False), in_dims=1)(B),
+                     "op svd_ex": lambda: torch.func.vmap(lambda x: torch.ops.jsvd.svd_ex(x, False), in_dims=1)(B),
+                     "op svdvals": lambda: torch.func.vmap(torch.ops.jsvd.svdvals, in_dims=1)(B)}.items():
+        calls[name] = _jsvd_calls(fn)
+    assert {k: n for k, (_, n) in calls.items()} == {"svdvals": 1, "svd": 1, "svd_ex": 1, "op svd_ex": 2,
+                                                      "op svdvals": 2}
+    S, (U, S2, Vh), ex, op, op_vals = (out for out, _ in calls.values())
     ref = torch.linalg.svdvals(B.movedim(1, 0))
     for s in (S, S2, ex.S, op[1], op_vals):
         torch.testing.assert_close(s, ref, rtol=1e-12, atol=1e-12)
