@@ -210,3 +210,23 @@ def test_compiled_transforms_fall_back_to_eager(device):
     torch.testing.assert_close(g, torch.func.grad(lambda x: torch.linalg.svdvals(x).sum())(A))
     B = torch.randn(5, 4, 3, dtype=torch.float64, device=device)
     torch.testing.assert_close(torch.compile(torch.func.vmap(torch_jsvd.svdvals))(B), torch.linalg.svdvals(B))
+
+
+def test_second_order_transforms(device):
+    # Nested transforms, each form (the values-only ones recompute U and V inside the derivative):
+    # reverse over reverse and forward over reverse (torch.func.hessian) match torch's; forward over
+    # forward raises, since torch.func would treat the Function's jvp as a constant there (silently wrong).
+    A = torch.randn(4, 3, dtype=torch.float64, device=device)
+    loss = (lambda svdvals: lambda x: (svdvals(x) ** 3).sum())
+    ref = loss(torch.linalg.svdvals)
+    forms = [torch_jsvd.svdvals, lambda x: torch_jsvd.svd(x, False)[1],
+             lambda x: torch_jsvd.svd_ex(x, compute_uv=False)[1]]
+    nested = {"grad(grad)": lambda f: lambda x: torch.func.grad(lambda y: torch.func.grad(f)(y).sum())(x),
+              "jacrev(jacrev)": lambda f: torch.func.jacrev(torch.func.jacrev(f)),
+              "hessian": torch.func.hessian,
+              "jacrev(jacfwd)": lambda f: torch.func.jacrev(torch.func.jacfwd(f))}
+    for form in forms:
+        for name, T in nested.items():
+            torch.testing.assert_close(T(loss(form))(A), T(ref)(A), rtol=1e-8, atol=1e-8, msg=name)
+        with pytest.raises(NotImplementedError, match="nested forward-mode"):
+            torch.func.jacfwd(torch.func.jacfwd(loss(form)))(A)
