@@ -2,7 +2,6 @@
 // at::linalg_svd's on the same inputs: first derivatives of gauge-invariant losses, and a second
 // derivative (create_graph) through the values-only forms. Exit status: 0 if every check passes.
 #include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <cstdio>
@@ -12,14 +11,10 @@
 #include <tuple>
 #include <vector>
 
+#include "op_handles.h"
+
 namespace {
 
-using SvdFn = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, bool, bool, std::optional<double>,
-                                                             std::optional<int64_t>);
-using SvdExFn = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, bool, bool,
-                                                                           std::optional<double>,
-                                                                           std::optional<int64_t>);
-using SvdvalsFn = at::Tensor(const at::Tensor&, std::optional<double>, std::optional<int64_t>);
 using Factors = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
 int failures = 0;
@@ -55,9 +50,9 @@ at::Tensor grad_of(const at::Tensor& loss, const at::Tensor& A, bool create_grap
 }  // namespace
 
 int main() {
-  const auto svd = c10::Dispatcher::singleton().findSchemaOrThrow("jsvd::svd", "").typed<SvdFn>();
-  const auto svd_ex = c10::Dispatcher::singleton().findSchemaOrThrow("jsvd::svd_ex", "").typed<SvdExFn>();
-  const auto svdvals = c10::Dispatcher::singleton().findSchemaOrThrow("jsvd::svdvals", "").typed<SvdvalsFn>();
+  const auto svd = jsvd::op_handle<jsvd::SvdSig>("jsvd::svd");
+  const auto svd_ex = jsvd::op_handle<jsvd::SvdExSig>("jsvd::svd_ex");
+  const auto svdvals = jsvd::op_handle<jsvd::SvdvalsSig>("jsvd::svdvals");
   at::manual_seed(0);
   const std::vector<std::vector<int64_t>> shapes = {{5, 3}, {3, 5}, {4, 4}, {2, 6, 4}};
   for (const auto& shape : shapes) {

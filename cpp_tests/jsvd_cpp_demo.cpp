@@ -1,7 +1,6 @@
 // Calls the jsvd ops through the dispatcher, as any LibTorch program would,
 // and checks the results on the CPU. Exit status: 0 if every check passes.
 #include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -10,14 +9,10 @@
 #include <tuple>
 #include <vector>
 
+#include "op_handles.h"
+
 namespace {
 
-using SvdFn = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, bool, bool, std::optional<double>,
-                                                             std::optional<int64_t>);
-using SvdExFn = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, bool, bool,
-                                                                           std::optional<double>,
-                                                                           std::optional<int64_t>);
-using SvdvalsFn = at::Tensor(const at::Tensor&, std::optional<double>, std::optional<int64_t>);
 
 int failures = 0;
 
@@ -55,9 +50,9 @@ void check_svd(const at::Tensor& A, const at::Tensor& U, const at::Tensor& S, co
 int main() {
   at::manual_seed(0);
   auto& dispatcher = c10::Dispatcher::singleton();
-  auto svd = dispatcher.findSchemaOrThrow("jsvd::svd", "").typed<SvdFn>();
-  auto svd_ex = dispatcher.findSchemaOrThrow("jsvd::svd_ex", "").typed<SvdExFn>();
-  auto svdvals = dispatcher.findSchemaOrThrow("jsvd::svdvals", "").typed<SvdvalsFn>();
+  auto svd = dispatcher.findSchemaOrThrow("jsvd::svd", "").typed<jsvd::SvdSig>();
+  auto svd_ex = dispatcher.findSchemaOrThrow("jsvd::svd_ex", "").typed<jsvd::SvdExSig>();
+  auto svdvals = dispatcher.findSchemaOrThrow("jsvd::svdvals", "").typed<jsvd::SvdvalsSig>();
 
   const std::vector<std::vector<int64_t>> shapes = {{8, 8}, {40, 13}, {13, 40}, {6, 9, 5}, {2, 3, 16, 16}};
   for (const auto dtype : {at::kFloat, at::kDouble}) {

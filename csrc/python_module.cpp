@@ -16,6 +16,8 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include "op_handles.h"
+
 namespace {
 
 // The nested tensor (strided layout) whose components are C-contiguous back to back in the 1-D
@@ -178,14 +180,9 @@ PyObject* below_autograd(PyObject* /*self*/, PyObject* args) {
   const bool full = as_bool(full_obj, "full_matrices"), uv = as_bool(uv_obj, "compute_uv");
   const std::optional<double> tol = opt_double(tol_obj);
   const std::optional<int64_t> sweeps = opt_int(sweeps_obj);
-  using Svd = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, bool, bool, std::optional<double>,
-                                                             std::optional<int64_t>);
-  using SvdEx = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
-      const at::Tensor&, bool, bool, std::optional<double>, std::optional<int64_t>);
-  using Vals = at::Tensor(const at::Tensor&, std::optional<double>, std::optional<int64_t>);
-  static const auto svd = c10::Dispatcher::singleton().findSchemaOrThrow("jsvd::svd", "").typed<Svd>();
-  static const auto svd_ex = c10::Dispatcher::singleton().findSchemaOrThrow("jsvd::svd_ex", "").typed<SvdEx>();
-  static const auto vals = c10::Dispatcher::singleton().findSchemaOrThrow("jsvd::svdvals", "").typed<Vals>();
+  static const auto svd = jsvd::op_handle<jsvd::SvdSig>("jsvd::svd");
+  static const auto svd_ex = jsvd::op_handle<jsvd::SvdExSig>("jsvd::svd_ex");
+  static const auto vals = jsvd::op_handle<jsvd::SvdvalsSig>("jsvd::svdvals");
   PyObject* out = nullptr;
   {
     pybind11::gil_scoped_release no_gil;

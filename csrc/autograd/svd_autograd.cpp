@@ -5,10 +5,10 @@
 // torch/csrc/autograd/FunctionsManual.cpp), real case, as torch_jsvd/_autograd.py writes them.
 #ifndef JSVD_PYTHON_MODULE
 
-#include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+
+#include "op_handles.h"
 
 #include <optional>
 #include <tuple>
@@ -18,17 +18,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-using SvdSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, bool, bool, std::optional<double>,
-                                                              std::optional<int64_t>);
-using SvdExSig = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
-    const at::Tensor&, bool, bool, std::optional<double>, std::optional<int64_t>);
-using SvdvalsSig = at::Tensor(const at::Tensor&, std::optional<double>, std::optional<int64_t>);
-
-template <typename Sig>
-c10::TypedOperatorHandle<Sig> handle(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
-}
 
 at::Tensor skew(const at::Tensor& X) { return X - X.mT(); }
 
@@ -69,7 +58,7 @@ at::Tensor svd_backward(const at::Tensor& gU, const at::Tensor& gS, const at::Te
 // second derivative sees their dependence on A).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> factors(const at::Tensor& A, std::optional<double> tol,
                                                        std::optional<int64_t> max_sweeps) {
-  static const auto svd = handle<SvdSig>("jsvd::svd");
+  static const auto svd = op_handle<SvdSig>("jsvd::svd");
   return svd.call(A, false, true, tol, max_sweeps);
 }
 
@@ -90,12 +79,12 @@ struct SvdFunction : public torch::autograd::Function<SvdFunction<kEx>> {
     at::AutoDispatchBelowADInplaceOrView guard;
     variable_list out;
     if constexpr (kEx) {
-      static const auto op = handle<SvdExSig>("jsvd::svd_ex");
+      static const auto op = op_handle<SvdExSig>("jsvd::svd_ex");
       auto [U, S, Vh, info] = op.call(A, full_matrices, compute_uv, tol, max_sweeps);
       out = {U, S, Vh, info};
       ctx->mark_non_differentiable({info});
     } else {
-      static const auto op = handle<SvdSig>("jsvd::svd");
+      static const auto op = op_handle<SvdSig>("jsvd::svd");
       auto [U, S, Vh] = op.call(A, full_matrices, compute_uv, tol, max_sweeps);
       out = {U, S, Vh};
     }
@@ -133,7 +122,7 @@ struct SvdvalsFunction : public torch::autograd::Function<SvdvalsFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& A, std::optional<double> tol,
                             std::optional<int64_t> max_sweeps) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    static const auto op = handle<SvdvalsSig>("jsvd::svdvals");
+    static const auto op = op_handle<SvdvalsSig>("jsvd::svdvals");
     ctx->saved_data["tol"] = tol ? c10::IValue(*tol) : c10::IValue();
     ctx->saved_data["max_sweeps"] = max_sweeps ? c10::IValue(*max_sweeps) : c10::IValue();
     ctx->save_for_backward({A});
