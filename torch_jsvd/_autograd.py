@@ -114,7 +114,7 @@ def _recompute_uv(A, tol, max_sweeps):
     # second derivative through them is right (under no_grad it silently missed their terms before stop 77).
     # Under torch.func's transforms (grad of grad) through the Function, as torch_jsvd.svd calls it.
     if torch._C._are_functorch_transforms_active():
-        return call_transformed(0, A, False, True, tol, max_sweeps)
+        return call_transformed(torch.ops.jsvd.svd.default, A, False, True, tol, max_sweeps)
     return torch.ops.jsvd.svd.default(A, False, True, tol, max_sweeps)
 
 
@@ -287,9 +287,9 @@ def _apply(function, *args):
     return super(torch.autograd.Function, function).apply(*args)
 
 
-def call_transformed(which: int, A: Tensor, *args):
-    """torch_jsvd.svd (which 0), svd_ex (1) or svdvals (2) under torch.func's transforms: the autograd.Function
-    at their level, so that they apply its vmap, jvp and backward. Forward mode over forward mode (jacfwd of
+def call_transformed(op, A: Tensor, *args):
+    """op(A, *args) (jsvd.svd, svd_ex or svdvals) under torch.func's transforms: its autograd.Function at their
+    level, so that they apply its vmap, jvp and backward. Forward mode over forward mode (jacfwd of
     jacfwd, jvp of jvp) raises: torch.func differentiates an autograd.Function's jvp at an outer jvp level as
     a constant (torch 2.11: x^3 through such a Function gives jvp(jvp) = 0, not 6x), which would be silently
     wrong; forward over reverse (torch.func.hessian) and reverse over either are right."""
@@ -298,9 +298,8 @@ def call_transformed(which: int, A: Tensor, *args):
         raise NotImplementedError("torch_jsvd under nested forward-mode transforms (jacfwd of jacfwd, jvp of "
                                   "jvp) is not supported: torch.func would drop the inner derivative's own "
                                   "derivative. Use torch.func.hessian (jacfwd of jacrev) or jacrev outside")
-    if which == 2:
+    if op is torch.ops.jsvd.svdvals.default:
         return SvdvalsFunction.apply(A, *args)
-    op = torch.ops.jsvd.svd_ex.default if which == 1 else torch.ops.jsvd.svd.default
     return SvdFunction.apply(A, *args, op)
 
 

@@ -63,7 +63,7 @@ def _call_one(which: int, op, A, *args):
             return _C._below_autograd(which, A, False, False, *args)
         return _C._below_autograd(which, A, *args)
     if plain and not torch.compiler.is_compiling() and torch._C._are_functorch_transforms_active():
-        return _autograd.call_transformed(which, A, *args)
+        return _autograd.call_transformed(op, A, *args)
     return _call(op, (A,), A, *args)
 
 
