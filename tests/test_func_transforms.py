@@ -230,3 +230,38 @@ def test_second_order_transforms(device):
             torch.testing.assert_close(T(loss(form))(A), T(ref)(A), rtol=1e-8, atol=1e-8, msg=name)
         with pytest.raises(NotImplementedError, match="nested forward-mode"):
             torch.func.jacfwd(torch.func.jacfwd(loss(form)))(A)
+
+
+@pytest.mark.parametrize("kind", ["graded", "rank_deficient", "nan"])
+def test_structured_inputs(device, kind):
+    # The differentiated paths on non-Gaussian inputs. Graded columns (1 .. 1e-6, distinct singular values):
+    # tangents and gradients as torch's, finite. Rank-deficient (rank 2 of 6x5): S's tangent and gradient
+    # stay finite (only U's and V's divide by S_j^2 - S_i^2). NaN: every differentiated form raises, as the
+    # undifferentiated one does, rather than returning a tangent or a gradient.
+    g = torch.Generator().manual_seed(5)
+    if kind == "graded":
+        A = torch.randn(6, 5, generator=g, dtype=torch.float64) * torch.logspace(0, -6, 5, dtype=torch.float64)
+    else:
+        A = torch.randn(6, 2, generator=g, dtype=torch.float64) @ torch.randn(2, 5, generator=g, dtype=torch.float64)
+        if kind == "nan":
+            A[2, 3] = float("nan")
+    A, dA = A.to(device), torch.randn(6, 5, generator=g, dtype=torch.float64).to(device)
+    if kind == "nan":
+        for f in (lambda: torch.func.jvp(torch_jsvd.svdvals, (A,), (dA,)),
+                  lambda: torch.func.grad(lambda x: torch_jsvd.svd(x)[1].sum())(A),
+                  lambda: torch.func.vmap(torch_jsvd.svdvals)(A[None])):
+            with pytest.raises(torch.linalg.LinAlgError, match="NaN"):
+                f()
+        return
+    k = 5 if kind == "graded" else 2
+    _, t = torch.func.jvp(torch_jsvd.svdvals, (A,), (dA,))
+    _, t_ref = torch.func.jvp(torch.linalg.svdvals, (A,), (dA,))
+    gr = torch.func.grad(lambda x: torch_jsvd.svdvals(x)[:k].sum())(A)
+    gr_ref = torch.func.grad(lambda x: torch.linalg.svdvals(x)[:k].sum())(A)
+    assert torch.isfinite(t).all() and torch.isfinite(gr).all()
+    torch.testing.assert_close(t[:k], t_ref[:k], rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(gr, gr_ref, rtol=1e-9, atol=1e-9)
+    if kind == "graded":
+        ours = torch.func.jvp(lambda x: _invariants(*torch_jsvd.svd(x, False)), (A,), (dA,))[1]
+        ref = torch.func.jvp(lambda x: _invariants(*torch.linalg.svd(x, full_matrices=False)), (A,), (dA,))[1]
+        _close(ours, ref, tol=1e-6)
