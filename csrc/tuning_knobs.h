@@ -37,6 +37,7 @@ struct Knobs {
   int start_evd32_square_ratio = 0;  // JSVD_START_EVD32_SQUARE_RATIO=R: N's batches are those of at least R/100 rows a column (0: kEvd32SquareLongRatio, or kEvd32SquareMidRatio from kEvd32SquareMidCols columns; eigh_precondition.h)
   int gram_eig_jacobi_cols = 64;  // JSVD_GRAM_EIG_JACOBI_COLS: the batched start's Gram matrices up to this many columns (at most kGramJacobiKnobMaxCols, 96) by this engine's Jacobi, beyond it by syevBatched (32 and 96 measured slower, experiments.md stops 64 and 73)
   bool start_late_check = true;  // JSVD_START_LATE_CHECK=0: the float32-solved V0's checks read before the Jacobi on X is queued (eigh_precondition.cpp)
+  int start_x_steps = 2;  // JSVD_START_X_STEPS=N: at most N one-sided first-order steps on X before the Jacobi on X (0: none; start_x_steps.h)
   bool start_refine = true;  // JSVD_START_REFINE=0: the float32-solved V0 not refined by a first-order step (refine_eigenvectors, eigh_precondition.h)
   int eigh_cond = 1;     // JSVD_EIGH_COND: float64 batches on syevBatched's route declined by their Cholesky pivots and eigenvalues (1), eigenvalues only (2), never (0)
   int start_x_qr = -1;  // JSVD_START_X_QR: the start's Jacobi on X by the QR path; -1 by the rule (start_x_by_qr), 0 never, 1 always
@@ -113,6 +114,7 @@ inline Knobs read() {
   k.start_evd32_square_ratio = integer("JSVD_START_EVD32_SQUARE_RATIO", k.start_evd32_square_ratio);
   k.gram_eig_jacobi_cols = integer("JSVD_GRAM_EIG_JACOBI_COLS", k.gram_eig_jacobi_cols);
   k.start_late_check = on("JSVD_START_LATE_CHECK", k.start_late_check);
+  k.start_x_steps = integer("JSVD_START_X_STEPS", k.start_x_steps);
   k.start_refine = on("JSVD_START_REFINE", k.start_refine);
   k.eigh_cond = integer("JSVD_EIGH_COND", k.eigh_cond);
   k.start_x_qr = integer("JSVD_START_X_QR", k.start_x_qr);

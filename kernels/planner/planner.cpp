@@ -14,6 +14,7 @@
 #include "levels/gram/gram_evd_smem.h"
 #include "precondition/eigh_precondition.h"
 #include "precondition/start_cholqr.h"
+#include "precondition/start_x_steps.h"
 #include "precondition/list_start.h"
 #include "qr/qr_precondition.h"
 #include "levels/smem/svd_smem.h"
@@ -421,7 +422,11 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
            << (start_f64_gram_on(count, p, q, elem) ? "\"float64\"" : "null");
       if (elem == sizeof(double))  // (eigh_precondition.h: the data may decline it)
         os << ", \"min_column_ratio\": " << start_limits(true, q).min_ratio;
-      if (start_x_by_qr(count, p, q)) os << ", \"jacobi_on_x\": \"qr_path\"";  // (where X fails its test)
+      // (where X fails its test: first-order steps on it, start_x_steps.h, then the Jacobi on X)
+      if (!gram_eig_by_jacobi(q) && !evd32_route_on(count, p, q, elem, true) && q <= kXStepsMaxCols &&
+          knobs().start_x_steps > 0)
+        os << ", \"x_steps\": " << knobs().start_x_steps;
+      if (start_x_by_qr(count, p, q)) os << ", \"jacobi_on_x\": \"qr_path\"";
       SvdOptions reduced;  // (CholeskyQR2 first, without full_matrices; where it declines, the route above)
       if (x_by_cholqr(p, q, reduced)) os << ", \"x_qr\": \"cholesky_qr2 (float64; svd without full_matrices, svdvals)\"";
       os << "}";

@@ -20,6 +20,7 @@
 #include "precondition/start_checks.h"
 #include "precondition/start_converged.h"
 #include "precondition/start_refine.h"
+#include "precondition/start_x_steps.h"
 #include "precondition/syev_batched.h"
 #include "tuning_knobs.h"
 
@@ -352,6 +353,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   at::Tensor V0;  // columns: the eigenvectors, by decreasing eigenvalue
   bool may_pass = false;  // (whether X is tested; the eigen-solvers' routes: where the eigenvalues leave it a chance)
   bool by_syevd = false;  // V0 from syevd (a few large matrices)
+  int steps = 0;  // (start_x_steps' on X where it fails its test)
   if (batched) {
     V0 = gram_eigenvectors(G, f64, e);  // (untested: full_matrices, or JSVD_START_CONVERGED*=0)
   } else {
@@ -382,7 +384,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     }
     const bool test_x = !evd32 && (converged_route || (test_x_f64 && p >= kEighMidRatio * q));
     may_pass = evd32 && evd32_tested;
-    const at::Tensor fro = test_x ? G.diagonal(0, -2, -1).sum(-1) : at::Tensor();
+    // (float64's squares, untested above: the steps' own test, after them)
+    steps = !evd32 && (test_x || test_x_f64) && q <= kXStepsMaxCols ? knobs().start_x_steps : 0;
+    const at::Tensor fro = test_x || steps > 0 ? G.diagonal(0, -2, -1).sum(-1) : at::Tensor();
     at::Tensor w;  // the eigenvalues, increasing
     if (evd32) {
       // (each G over its trace ||M||_F^2 first: float32's G would overflow from ||M||_F ~ 2^64; a zero
@@ -439,16 +443,24 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       const ConvergedStart unit = converged_start(x_test, 1.0, p, q, tol);
       may_pass = w.select(-1, 0).ge(fro * (0.5 * unit.col_min)).all().item<bool>();
     }
+    // (the steps cannot lift a column: float32 only where X is tested at all, float64 by its steps' test)
+    if (steps > 0 && f64) {
+      const ConvergedStart unit = converged_start(StartTest::kX64Steps, 1.0, p, q, tol);
+      if (!w.select(-1, 0).ge(fro * (0.5 * unit.col_min)).all().item<bool>()) steps = 0;
+    } else if (!may_pass) {
+      steps = 0;
+    }
   }
   at::Tensor X, Xd;  // packed, M V0 is V0^T W
   if (own) {
     X = start_product(W, V0);
   } else {
     Xd = times_v(Wd, V0);
+    at::Tensor C;
     if (may_pass) {
       // The eigen-solvers' routes and float64's batched one: the test on C = X^T X (converged_fails), and
       // U = X D^-1 from X itself.
-      const at::Tensor C = at::empty({B, q, q}, G.options());
+      C = at::empty({B, q, q}, G.options());
       gram_into(C, Xd);
       if (read_ints(converged_fails(C, p, tol, x_test))[0] == 0) {
         if (declined_late()) return e.without_start(A, b, opt);
@@ -456,6 +468,17 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
         r.polish = false;
         r.info_read = knobs().info_read;  // (as batched_start_tested's)
         return r;
+      }
+    }
+    // X not converged: first-order steps on X itself (start_x_steps.h), each tested, where V0 came from a
+    // float64 solver; the Jacobi on X from the last step's X and V0 where they do not pass.
+    if (steps > 0) {
+      const StartTest kind = f64 ? StartTest::kX64Steps : x_test;
+      if (std::optional<CoreResult> r =
+              start_x_steps(Xd, V0, C, p, tol, kind, opt.compute_uv, A.scalar_type(), steps)) {
+        if (declined_late()) return e.without_start(A, b, opt);
+        r->info_read = knobs().info_read;
+        return std::move(*r);
       }
     }
   }

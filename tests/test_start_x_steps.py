@@ -1,0 +1,122 @@
+"""One-sided first-order steps on the start's X (kernels/precondition/start_x_steps.h): float64 squares on the
+eigen-solvers' routes (syevd, syevBatched) whose X = M V0 fails the Jacobi's test take up to two steps on X
+(X W, V0 W, W = I + E + E^2/2 from C = X^T X) and return U, S and V from X where it then passes, with no
+Jacobi kernel. Checked: which kernels a call launches (torch.profiler), every output property, S against
+LAPACK's float64 and against the Jacobi on X's (JSVD_START_X_STEPS=0, in a child process), U and V as
+orthogonal; svdvals the same S; plan() naming the steps; a rank-deficient member and an ill-conditioned
+spectrum still valid (the Jacobi on X after the steps where they do not pass). Skipped without a CUDA device.
+"""
+
+import pytest
+import torch
+
+import torch_jsvd
+from jsvd_testutils import (ANY_LEVEL, assert_valid_svd, bound, jacobi_launches, orthogonality_error,
+                            random_spectrum, reference_svdvals, run_child, start_v)
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+# Every Jacobi level's kernels, the GEMM level's included.
+JACOBI = ANY_LEVEL + ("gemm_level_kernel", "pair_evd_kernel")
+
+
+def _gaussian(b, m, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(b, m, n, generator=g, dtype=torch.float64)
+
+
+def _by_child(tmp_path, A, **env):
+    """torch_jsvd.svd(A, full_matrices=False) in a child process with the engine's switches in env."""
+    torch.save(A.cpu(), tmp_path / "A.pt")
+    code = f"""
+        import os, torch, torch_jsvd
+        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
+        torch.save([t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)], os.environ["OUT"])
+    """
+    run_child(code, OUT=str(tmp_path / "ref.pt"), **env)
+    return [t.cuda() for t in torch.load(tmp_path / "ref.pt")]
+
+
+def test_plan_names_the_steps():
+    """plan() reports the steps on the routes that take them (float64 squares after syevd or syevBatched),
+    not on the batched start of small matrices nor on the float32-solved route."""
+    assert start_v([(1024, 1024)], torch.float64)[0]["x_steps"] == 2
+    assert start_v([(512, 512)] * 100, torch.float64)[0]["x_steps"] == 2
+    assert "x_steps" not in start_v([(256, 256)] * 200, torch.float32)[0]  # (float32's solver)
+    assert "x_steps" not in start_v([(128, 32)] * 1000, torch.float64)[0]  # (the batched start)
+    out = run_child("""
+        import torch, torch_jsvd
+        print("x_steps" in torch_jsvd.plan([(1024, 1024)], dtype=torch.float64, device="cuda")["matrices"][0]["start_v"])
+    """, JSVD_START_X_STEPS="0")
+    assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("shape", [(1, 1024, 1024), (100, 512, 512), (2, 2048, 2048), (1, 1300, 900)], ids=str)
+def test_steps_replace_the_jacobi_on_x(tmp_path, shape):
+    """Gaussian float64 squares (and a near-square one) on the eigen-solvers' routes: X fails the Jacobi's
+    test, one step on X passes it, and no Jacobi kernel runs. Every output property; S within float64's
+    bound of LAPACK's and of the Jacobi on X's (JSVD_START_X_STEPS=0); U and V as orthogonal (10 n eps at
+    most); svdvals the same S, also without a Jacobi kernel."""
+    b, m, n = shape
+    A = _gaussian(b, m, n, m + n + b).cuda()
+    sv = start_v([(m, n)] * b, torch.float64)[0]
+    assert sv is not None and sv.get("x_steps") == 2
+    assert jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False), JACOBI) == 0
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    ref = reference_svdvals(A)
+    assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float64)
+    U0, S0, Vh0 = _by_child(tmp_path, A, JSVD_START_X_STEPS="0")
+    torch.testing.assert_close(S, S0, rtol=0, atol=bound(m, n, torch.float64) * S0[..., :1].max().item())
+    eps = torch.finfo(torch.float64).eps
+    orth = lambda Q: orthogonality_error(Q).max().item()
+    assert orth(U) <= max(2 * orth(U0), 10 * n * eps) and orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * eps)
+    assert jacobi_launches(lambda: torch_jsvd.svdvals(A), JACOBI) == 0
+    assert torch.equal(torch_jsvd.svdvals(A), S)
+
+
+def test_without_steps_the_jacobi_runs(tmp_path):
+    """The control: with JSVD_START_X_STEPS=0 the same float64 square runs the Jacobi on X (in a child)."""
+    out = run_child("""
+        import torch, torch_jsvd
+        from jsvd_testutils import jacobi_launches, ANY_LEVEL
+        A = torch.randn(1, 1024, 1024, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).cuda()
+        print(jacobi_launches(lambda: torch_jsvd.svd(A, full_matrices=False),
+                              ANY_LEVEL + ("gemm_level_kernel", "pair_evd_kernel")))
+    """, JSVD_START_X_STEPS="0")
+    assert int(out.strip().splitlines()[-1]) > 0
+
+
+@pytest.mark.parametrize("decades", [3, 6, 9], ids=str)
+def test_ill_conditioned_spectra(tmp_path, decades):
+    """Singular values log-spaced over 3, 6 and 9 decades (random singular vectors: the route's checks keep
+    them): whether the steps pass or hand over to the Jacobi on X, the factors are valid, S agrees with
+    LAPACK's to float64's bound relative to S_max and with the Jacobi on X's (JSVD_START_X_STEPS=0), and U,
+    V are orthogonal to 10 n eps."""
+    n = 512
+    g = torch.Generator().manual_seed(decades)
+    A = torch.stack([random_spectrum(n, n, decades, g) for _ in range(2)]).cuda()
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    ref = reference_svdvals(A)
+    assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(n, n, torch.float64)
+    _, S0, _ = _by_child(tmp_path, A, JSVD_START_X_STEPS="0")
+    torch.testing.assert_close(S, S0, rtol=0, atol=bound(n, n, torch.float64) * S0[..., :1].max().item())
+    eps = torch.finfo(torch.float64).eps
+    assert orthogonality_error(U).max() <= 10 * n * eps and orthogonality_error(Vh.mT).max() <= 10 * n * eps
+
+
+@pytest.mark.parametrize("shape", [(1, 1024, 1024), (100, 512, 512)], ids=str)
+def test_rank_deficient_member(shape):
+    """A member with two equal columns: its X has a column of rounding noise, which the steps either leave
+    to the Jacobi on X or make orthogonal to the others (a valid U column, its S_j at the noise level): the
+    factors are valid either way and the zero singular value is found."""
+    b, m, n = shape
+    A = _gaussian(b, m, n, 7).cuda()
+    A[-1, :, 1] = A[-1, :, 0]
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    assert S[-1, -1] <= 1e-12 * S[-1, 0]
