@@ -74,8 +74,9 @@ def test_steps_replace_the_jacobi_on_x(tmp_path, shape):
     eps = torch.finfo(torch.float64).eps
     orth = lambda Q: orthogonality_error(Q).max().item()
     assert orth(U) <= max(2 * orth(U0), 10 * n * eps) and orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * eps)
+    S1 = torch_jsvd.svdvals(A)  # (its first call may calibrate the auto-tuner for svdvals' plan, which runs the levels)
+    assert torch.equal(S1, S)
     assert jacobi_launches(lambda: torch_jsvd.svdvals(A), JACOBI) == 0
-    assert torch.equal(torch_jsvd.svdvals(A), S)
 
 
 def test_without_steps_the_jacobi_runs(tmp_path):
