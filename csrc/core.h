@@ -263,7 +263,8 @@ JSVD_HOST_DEVICE inline ConvergedStart converged_start_x32(double fro, int64_t r
   t.col_min = fmax(fro * r * r, DBL_MIN);
   return t;
 }
-// float64 on X after the CUDA start's one-sided steps (kernels/precondition/start_x_steps.h): kX64's pairs,
+// float64 on X after the start's one-sided steps (kernels/precondition/start_x_steps.h; the CPU engine's in
+// csrc/cpu/gram_start_cpu.cpp): kX64's pairs,
 // and columns above the Jacobi's own negligible level (rows eps^2 max|x_ij|^2, jacobi_device.cuh's
 // negligible_norm2, here bounded by 4 rows eps^2 ||M||_F^2) rather than kX64's 16 (rows + cols) eps ||M||_F^2,
 // which turns away a Gaussian 4096² by its least column and, in a batch of 100 512² squares, about two
@@ -271,15 +272,19 @@ JSVD_HOST_DEVICE inline ConvergedStart converged_start_x32(double fro, int64_t r
 // and V from it: x_j's forward error (rows + cols) eps ||M||_F is the route's, not the test's (the start
 // gives backward stability, not the relative accuracy of the Jacobi on M, which graded inputs keep by the
 // route's pre-tests sending them elsewhere). Noise columns of a rank-deficient M fail the pairs' test.
+// The steps' caps (both engines): a pair's first-order rotation at most kXStepMaxAngle (nearly equal C_jj
+// are left to the Jacobi), and E scaled to ||E||_F <= kXStepMaxNorm, so that W = I + E + E^2/2 is orthogonal
+// to ||E||_F^4 / 4 ~ 4e-16.
+constexpr double kXStepMaxAngle = 0.1, kXStepMaxNorm = 2e-4;
 JSVD_HOST_DEVICE inline ConvergedStart converged_start_f64_steps(double fro, int64_t rows, int64_t cols, double tol) {
   ConvergedStart t = converged_start_f64(fro, rows, cols, tol);
   t.col_min = fmax(4.0 * static_cast<double>(rows) * DBL_EPSILON * DBL_EPSILON * fro, DBL_MIN);
   return t;
 }
-// Which of the four tests (both engines but kX64Steps): float32's on C = V0^T G V0 or on the X^T X of an
-// eigen-solver's route (kG32, converged_start), float32's tol on the X^T X of the float64 X (kX32,
-// converged_start_x32), float64's on its X^T X (kX64, converged_start_f64), or on X after the CUDA
-// start's steps (kX64Steps, converged_start_f64_steps).
+// Which of the four tests (both engines): float32's on C = V0^T G V0 or on the X^T X of an eigen-solver's
+// route (kG32, converged_start), float32's tol on the X^T X of the float64 X (kX32, converged_start_x32),
+// float64's on its X^T X (kX64, converged_start_f64), or on X after the start's steps (kX64Steps,
+// converged_start_f64_steps).
 enum class StartTest { kG32, kX32, kX64, kX64Steps };
 JSVD_HOST_DEVICE inline ConvergedStart converged_start(StartTest t, double fro, int64_t rows, int64_t cols,
                                                        double tol) {

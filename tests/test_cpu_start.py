@@ -283,8 +283,10 @@ def test_x_by_cholesky_qr(tmp_path, dtype, shape):
         torch.save([list(torch_jsvd.svd(A, False)), torch_jsvd.svdvals(A), list(torch_jsvd.svd(D, False)),
                     list(torch_jsvd.svd(A, True))], os.environ["OUT"])
     """
-    run_child(code, JSVD_X_CHOLQR="0", OUT=str(tmp_path / "off.pt"))
-    run_child(code, JSVD_X_CHOLQR="1" if dtype == torch.float32 else "-1", OUT=str(tmp_path / "on.pt"))
+    # (float64's steps on X, which come first and pass on some of these, off in both: this is CholeskyQR2's test)
+    run_child(code, JSVD_X_CHOLQR="0", JSVD_START_X_STEPS="0", OUT=str(tmp_path / "off.pt"))
+    run_child(code, JSVD_X_CHOLQR="1" if dtype == torch.float32 else "-1", JSVD_START_X_STEPS="0",
+              OUT=str(tmp_path / "on.pt"))
     (U0, S0, Vh0), S0v, off_d, off_full = torch.load(tmp_path / "off.pt")
     (U, S, Vh), Sv, on_d, on_full = torch.load(tmp_path / "on.pt")
     assert_valid_svd(A, U, S, Vh, False)
@@ -298,3 +300,36 @@ def test_x_by_cholesky_qr(tmp_path, dtype, shape):
     for got, want in ((on_d, off_d), (on_full, off_full)):
         for a, c in zip(got, want):
             assert torch.equal(a, c)
+
+
+@pytest.mark.parametrize("shape,decades", [((1, 300, 300), 0), ((4, 256, 256), 0), ((1, 400, 240), 0),
+                                           ((2, 256, 256), 3), ((2, 256, 256), 6)], ids=str)
+def test_float64_steps_on_x(tmp_path, shape, decades):
+    """float64's start where X = M V0 fails the Jacobi's test or is not tested (squares): up to two one-sided
+    first-order steps on X itself (x_step, gram_start_cpu.cpp; the CUDA engine's start_x_steps.h), tested by
+    kX64Steps (core.h), before the Jacobi on X. Gaussian matrices (decades 0) and singular values over 3 and 6
+    decades (random singular vectors; over 10 decades G's least eigenvalues are its rounding, some negative,
+    and the steps are not tried): valid factors whose bits differ from JSVD_START_X_STEPS=0's (a child
+    process), S within float64's bound of LAPACK's and of the child's, U and V at least as orthogonal (within
+    10 n eps); svdvals within the same bound of svd's S."""
+    b, m, n = shape
+    g = torch.Generator().manual_seed(m + n + decades)
+    A = (torch.randn(*shape, generator=g, dtype=torch.float64) if decades == 0
+         else torch.stack([random_spectrum(m, n, decades, g) for _ in range(b)]))
+    torch.save(A, tmp_path / "A.pt")
+    run_child(f"""
+        import os, torch, torch_jsvd
+        A = torch.load({str(tmp_path / "A.pt")!r})
+        torch.save(list(torch_jsvd.svd(A, False)), os.environ["OUT"])
+    """, JSVD_START_X_STEPS="0", OUT=str(tmp_path / "off.pt"))
+    U0, S0, Vh0 = torch.load(tmp_path / "off.pt")
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    assert_valid_svd(A, U, S, Vh, False)
+    assert not torch.equal(U, U0)  # (the steps ran)
+    ref = reference_svdvals(A)
+    assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, torch.float64)
+    torch.testing.assert_close(S, S0, rtol=0, atol=bound(m, n, torch.float64) * S0[..., :1].max().item())
+    eps = torch.finfo(torch.float64).eps
+    orth = lambda Q: orthogonality_error(Q).max().item()
+    assert orth(U) <= max(2 * orth(U0), 10 * n * eps) and orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * eps)
+    torch.testing.assert_close(torch_jsvd.svdvals(A), S, rtol=0, atol=bound(m, n, torch.float64) * S[..., :1].max().item())

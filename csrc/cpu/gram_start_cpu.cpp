@@ -68,6 +68,21 @@ bool converged_order(const at::Tensor& C, int64_t p, double tol, StartTest t, at
   return true;
 }
 
+// One of the CPU engine's one-sided first-order steps on X (the CUDA engine's start_x_steps.h gives the
+// argument): from C = X^T X, E_ij = C_ij / (C_jj - C_ii) where at most kXStepMaxAngle, scaled to ||E||_F <=
+// kXStepMaxNorm, W = I + E + E^2/2; X <- X W (Xd packed: W^T Xd), V0 <- V0 W. Returns the new C.
+at::Tensor x_step(at::Tensor& Xd, at::Tensor& V0, const at::Tensor& C, bool uv) {
+  const int64_t q = C.size(1);
+  const at::Tensor d = C.diagonal(0, 1, 2);
+  at::Tensor E = C / (d.unsqueeze(1) - d.unsqueeze(2));  // [k][i][j]: C_ij / (C_jj - C_ii)
+  E = at::where(E.abs() <= kXStepMaxAngle, E, at::zeros({}, E.options()));  // (the diagonal, inf, NaN: 0)
+  E.mul_(at::clamp_max(kXStepMaxNorm / at::linalg_matrix_norm(E, "fro", {1, 2}, /*keepdim=*/true), 1.0));
+  const at::Tensor W = at::baddbmm(E + at::eye(q, E.options()), E, E, /*beta=*/1, /*alpha=*/0.5);
+  Xd = at::bmm(W.mT(), Xd);
+  if (uv) V0 = at::bmm(V0, W);
+  return at::bmm(Xd, Xd.mT()).contiguous();
+}
+
 // The Jacobi on X by CholeskyQR2 (kernels/precondition/start_cholqr.h, the CUDA engine's, gives the
 // argument): X = Q2 R, the Jacobi on R (q x q), U = Q2 U_R. Xd packed (B, q, p) float64 (row j: column j
 // of X). nullopt where a factorisation fails or Q1 is further than kCholQrMaxDev from orthogonal.
@@ -144,24 +159,36 @@ CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, con
                     might_converge(L, p, tol, kind);
   at::Tensor Xd;  // X = M V0 in float64, packed as V0^T W
   if (kind != StartTest::kG32) Xd = at::bmm(V0.mT(), Wd);
-  at::Tensor order;
+  // S, U and V from a C that passed (its columns in `order`): what the Jacobi's one sweep on X would give.
+  const auto outputs = [&](const at::Tensor& C, const at::Tensor& order) {
+    const at::Tensor Vp = V0.gather(2, order.unsqueeze(1).expand({B, q, q}));  // V0's columns in that order
+    const at::Tensor d = C.diagonal(0, 1, 2).gather(1, order).sqrt();
+    CoreResult r;
+    r.S = d.to(A.scalar_type()).contiguous().view({-1});
+    r.info = at::ones({B}, A.options().dtype(at::kInt));  // (the Jacobi's one sweep on X)
+    if (!opt.compute_uv) return r;
+    const at::Tensor U = kind == StartTest::kG32 ? at::bmm((Vp / d.unsqueeze(1)).mT(), Wd)
+                                             : Xd.gather(1, order.unsqueeze(2).expand({B, q, p})) / d.unsqueeze(2);
+    r.U = U.to(A.scalar_type()).contiguous().view({-1});
+    r.V = Vp.mT().to(A.scalar_type()).contiguous().view({-1});  // packed V^T
+    return r;
+  };
+  at::Tensor order, C;
   if (test) {
-    const at::Tensor C = (kind == StartTest::kG32 ? at::bmm(V0.mT(), at::bmm(G, V0)) : at::bmm(Xd, Xd.mT())).contiguous();
-    if (converged_order(C, p, tol, kind, &order)) {
-      const at::Tensor Vp = V0.gather(2, order.unsqueeze(1).expand({B, q, q}));  // V0's columns in that order
-      const at::Tensor d = C.diagonal(0, 1, 2).gather(1, order).sqrt();
-      CoreResult r;
-      r.S = d.to(A.scalar_type()).contiguous().view({-1});
-      r.info = at::ones({B}, A.options().dtype(at::kInt));  // (the Jacobi's one sweep on X)
-      if (!opt.compute_uv) return r;
-      const at::Tensor U = kind == StartTest::kG32 ? at::bmm((Vp / d.unsqueeze(1)).mT(), Wd)
-                                               : Xd.gather(1, order.unsqueeze(2).expand({B, q, p})) / d.unsqueeze(2);
-      r.U = U.to(A.scalar_type()).contiguous().view({-1});
-      r.V = Vp.mT().to(A.scalar_type()).contiguous().view({-1});  // packed V^T
-      return r;
-    }
+    C = (kind == StartTest::kG32 ? at::bmm(V0.mT(), at::bmm(G, V0)) : at::bmm(Xd, Xd.mT())).contiguous();
+    if (converged_order(C, p, tol, kind, &order)) return outputs(C, order);
   }
   if (!Xd.defined()) Xd = at::bmm(V0.mT(), Wd);
+  // float64 where X failed the test or was not tested (squares): up to JSVD_START_X_STEPS one-sided steps
+  // on X first (x_step), each tested by kX64Steps (core.h); the Jacobi on the last X where they do not pass.
+  if (f64 && (!opt.compute_uv || !opt.full_matrices) && knobs().start_converged_f64 && knobs().start_x_steps > 0 &&
+      might_converge(L, p, tol, StartTest::kX64Steps)) {
+    if (!C.defined()) C = at::bmm(Xd, Xd.mT()).contiguous();
+    for (int k = 0; k < knobs().start_x_steps; ++k) {
+      C = x_step(Xd, V0, C, opt.compute_uv);
+      if (converged_order(C, p, tol, StartTest::kX64Steps, &order)) return outputs(C, order);
+    }
+  }
   // Tall matrices: CholeskyQR2 on X, where it is not declined (cpu_x_by_cholqr)
   std::optional<CoreResult> by_cholqr;
   if (cpu_x_by_cholqr(p, q, A.scalar_type(), opt)) by_cholqr = jacobi_on_x_by_cholqr(Xd, A.scalar_type(), opt, jacobi_x);

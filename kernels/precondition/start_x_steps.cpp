@@ -4,7 +4,6 @@
 #include <ATen/ATen.h>
 
 #include "common/batched_gemm.h"
-#include "precondition/eigh_precondition.h"  // kRefineMaxAngle
 #include "precondition/start_converged.h"
 #include "precondition/start_refine.h"
 
@@ -24,7 +23,7 @@ std::optional<CoreResult> start_x_steps(at::Tensor& Xd, at::Tensor& V0, at::Tens
   }
   for (int k = 0; k < steps; ++k) {
     const at::Tensor W = at::empty({B, q, q}, o);
-    refine_rotation(C, W, kRefineMaxAngle, kXStepMaxNorm);  // I + E
+    refine_rotation(C, W, kXStepMaxAngle, kXStepMaxNorm);  // I + E
     const at::Tensor E = W.clone();
     E.diagonal(0, -2, -1).sub_(1.0);
     bmm_into<double>(W, E, E, 0.5, 1.0);  // I + E + E^2 / 2

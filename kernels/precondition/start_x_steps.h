@@ -25,10 +25,9 @@
 namespace jsvd {
 namespace cuda {
 
-// Where the steps apply: q <= refine_rotation's 4096 columns.
+// Where the steps apply: q <= refine_rotation's 4096 columns. (The caps: core.h's kXStepMaxAngle and
+// kXStepMaxNorm, shared with the CPU engine's steps.)
 constexpr int64_t kXStepsMaxCols = 4096;
-// ||E||_F's cap: W^T W - I <= ||E||_F^4 / 4 ~ 4e-16.
-constexpr double kXStepMaxNorm = 2e-4;
 
 // Up to `steps` steps on Xd ((B, q, p) contiguous float64, row j: X's column j) and V0 ((B, q, q) float64),
 // each followed by `kind`'s test on the new C (one read). Where every matrix passes, the outputs from X
