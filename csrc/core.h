@@ -264,9 +264,9 @@ JSVD_HOST_DEVICE inline ConvergedStart converged_start_x32(double fro, int64_t r
   return t;
 }
 // float64 on X after the start's one-sided steps (kernels/precondition/start_x_steps.h; the CPU engine's in
-// csrc/cpu/gram_start_cpu.cpp): kX64's pairs,
-// and columns above the Jacobi's own negligible level (rows eps^2 max|x_ij|^2, jacobi_device.cuh's
-// negligible_norm2, here bounded by 4 rows eps^2 ||M||_F^2) rather than kX64's 16 (rows + cols) eps ||M||_F^2,
+// csrc/cpu/gram_start_cpu.cpp): kX64's pairs, and columns above the Jacobi's own negligible level (rows eps^2
+// max|x_ij|^2, jacobi_device.cuh's negligible_norm2, here bounded by 4 rows eps^2 ||M||_F^2) rather than
+// kX64's 16 (rows + cols) eps ||M||_F^2,
 // which turns away a Gaussian 4096² by its least column and, in a batch of 100 512² squares, about two
 // members. The Jacobi on this X, the alternative, would find no pair to rotate and return the same U, S
 // and V from it: x_j's forward error (rows + cols) eps ||M||_F is the route's, not the test's (the start

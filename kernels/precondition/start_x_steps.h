@@ -12,8 +12,8 @@
 // (numpy, float64, LAPACK's eigh of G, .scratch/s78_xrefine.py): Gaussian 256² to 1024², X's largest cosine
 // 1e3 - 7e3 tol, after one step 0.02 - 0.07 tol; singular values over 6 decades (512²) 1e9 - 2e10 tol,
 // after three steps 0.04 - 0.05 tol; column-graded over 8 decades no progress (the route's checks decline
-// such matrices first). A step is five float64 GEMMs of q^2 (p + q) (C, E^2, X W, V0 W), against a sweep
-// of the Jacobi on X, two to three of which the steps replace.
+// such matrices first). A step is four float64 GEMMs (E^2, X W, V0 W and the next C), against a sweep of the
+// Jacobi on X, two to three of which the steps replace.
 #pragma once
 
 #include <ATen/ATen.h>
