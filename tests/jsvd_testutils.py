@@ -161,3 +161,15 @@ def run_child(code, timeout=600, **env):
                        timeout=timeout)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
     return p.stdout
+
+
+def svd_in_child(tmp_path, A, **env):
+    """torch_jsvd.svd(A, full_matrices=False) in a child process with the engine's switches in `env` (A on its
+    own device there too): [U, S, Vh] on A's device."""
+    torch.save(A.cpu(), tmp_path / "child_in.pt")
+    run_child(f"""
+        import os, torch, torch_jsvd
+        A = torch.load({str(tmp_path / "child_in.pt")!r}).to({str(A.device)!r})
+        torch.save([t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)], os.environ["OUT"])
+    """, OUT=str(tmp_path / "child_out.pt"), **env)
+    return [t.to(A.device) for t in torch.load(tmp_path / "child_out.pt")]

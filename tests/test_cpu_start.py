@@ -16,7 +16,7 @@ import torch
 
 import torch_jsvd
 from jsvd_testutils import (assert_valid_svd, bound, orthogonality_error, random_rank, random_spectrum,
-                            reference_svdvals, run_child)
+                            reference_svdvals, run_child, svd_in_child)
 
 DTYPES = [torch.float32, torch.float64]
 
@@ -176,13 +176,7 @@ def test_converged_with_a_small_singular_value(tmp_path, small):
     s = torch.ones(n, dtype=torch.float64)
     s[-1] = small
     A = ((Q1 * s) @ Q2.mT).float().unsqueeze(0)
-    torch.save(A, tmp_path / "A.pt")
-    run_child(f"""
-        import os, torch, torch_jsvd
-        A = torch.load({str(tmp_path / "A.pt")!r})
-        torch.save(list(torch_jsvd.svd(A, False)), os.environ["OUT"])
-    """, JSVD_START_CONVERGED="0", OUT=str(tmp_path / "off.pt"))
-    U0, S0, Vh0 = torch.load(tmp_path / "off.pt")
+    U0, S0, Vh0 = svd_in_child(tmp_path, A, JSVD_START_CONVERGED="0")
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     assert not torch.equal(S, S0)  # (the shortcut ran)
@@ -316,13 +310,7 @@ def test_float64_steps_on_x(tmp_path, shape, decades):
     g = torch.Generator().manual_seed(m + n + decades)
     A = (torch.randn(*shape, generator=g, dtype=torch.float64) if decades == 0
          else torch.stack([random_spectrum(m, n, decades, g) for _ in range(b)]))
-    torch.save(A, tmp_path / "A.pt")
-    run_child(f"""
-        import os, torch, torch_jsvd
-        A = torch.load({str(tmp_path / "A.pt")!r})
-        torch.save(list(torch_jsvd.svd(A, False)), os.environ["OUT"])
-    """, JSVD_START_X_STEPS="0", OUT=str(tmp_path / "off.pt"))
-    U0, S0, Vh0 = torch.load(tmp_path / "off.pt")
+    U0, S0, Vh0 = svd_in_child(tmp_path, A, JSVD_START_X_STEPS="0")
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     assert not torch.equal(U, U0)  # (the steps ran)
