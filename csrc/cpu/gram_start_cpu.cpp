@@ -76,6 +76,11 @@ at::Tensor x_step(at::Tensor& Xd, at::Tensor& V0, const at::Tensor& C, bool uv) 
   const at::Tensor d = C.diagonal(0, 1, 2);
   at::Tensor E = C / (d.unsqueeze(1) - d.unsqueeze(2));  // [k][i][j]: C_ij / (C_jj - C_ii)
   E = at::where(E.abs() <= kXStepMaxAngle, E, at::zeros({}, E.options()));  // (the diagonal, inf, NaN: 0)
+  // Exactly antisymmetric, which W's orthogonality rests on: C_ij and C_ji are two sums whose last bits may
+  // differ, far more relatively where the pair is nearly orthogonal already (and the cap may then keep one
+  // of the two): without it, a matrix of two clusters of equal singular values lost V's orthogonality
+  // (reconstruction 3.5e-6, test_svd's test_repeated_singular_values_recovered).
+  E = (E - E.mT()).mul_(0.5);
   E.mul_(at::clamp_max(kXStepMaxNorm / at::linalg_matrix_norm(E, "fro", {1, 2}, /*keepdim=*/true), 1.0));
   const at::Tensor W = at::baddbmm(E + at::eye(q, E.options()), E, E, /*beta=*/1, /*alpha=*/0.5);
   Xd = at::bmm(W.mT(), Xd);

@@ -22,10 +22,13 @@ std::optional<CoreResult> start_x_steps(at::Tensor& Xd, at::Tensor& V0, at::Tens
     gram_into(C, Xd);
   }
   for (int k = 0; k < steps; ++k) {
-    const at::Tensor W = at::empty({B, q, q}, o);
-    refine_rotation(C, W, kXStepMaxAngle, kXStepMaxNorm);  // I + E
-    const at::Tensor E = W.clone();
-    E.diagonal(0, -2, -1).sub_(1.0);
+    const at::Tensor IE = at::empty({B, q, q}, o);
+    refine_rotation(C, IE, kXStepMaxAngle, kXStepMaxNorm);  // I + E
+    // E exactly antisymmetric, which W's orthogonality rests on: C_ij and C_ji are two GEMM sums whose last
+    // bits may differ, far more relatively where the pair is nearly orthogonal already, and the cap may keep
+    // one of the two (the CPU engine's steps lost V's orthogonality on two clusters of equal singular values)
+    const at::Tensor E = (IE - IE.mT()).mul_(0.5);
+    const at::Tensor W = E + at::eye(q, o);
     bmm_into<double>(W, E, E, 0.5, 1.0);  // I + E + E^2 / 2
     const at::Tensor X1 = at::empty_like(Xd);
     bmm_into<double>(X1, W.mT(), Xd, 1.0, 0.0);  // (X W, packed: W^T X^T)
