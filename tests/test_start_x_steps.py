@@ -110,3 +110,26 @@ def test_rank_deficient_member(shape):
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
     assert S[-1, -1] <= 1e-12 * S[-1, 0]
+
+
+@pytest.mark.parametrize("spectrum", ["two_clusters", "orthogonal", "spread_1e-10"], ids=str)
+@pytest.mark.parametrize("shape", [(1, 600, 600), (1, 1100, 1024)], ids=str)
+def test_clustered_spectra(tmp_path, shape, spectrum):
+    """Equal and nearly equal singular values, where C_jj - C_ii is rounding and E_ij = C_ij / (C_jj - C_ii)
+    rounding over rounding (up to the cap): two clusters (1 and 0.5), an orthogonal matrix, all within 1e-10
+    of 1. The steps must keep W orthogonal (E exactly antisymmetric: the CPU engine's steps lost V's
+    orthogonality on two clusters before it was made so), whether they pass or hand over to the Jacobi on X:
+    valid factors, S against LAPACK's and the Jacobi on X's, U and V as orthogonal."""
+    b, m, n = shape
+    g = torch.Generator().manual_seed(m + n)
+    Q1 = torch.linalg.qr(torch.randn(b, m, n, generator=g, dtype=torch.float64))[0]
+    Q2 = torch.linalg.qr(torch.randn(b, n, n, generator=g, dtype=torch.float64))[0]
+    s = torch.ones(b, n, dtype=torch.float64)
+    if spectrum == "two_clusters":
+        s[:, n // 2:] = 0.5
+    elif spectrum == "spread_1e-10":
+        s += 1e-10 * torch.rand(b, n, generator=g, dtype=torch.float64)
+    A = ((Q1 * s.unsqueeze(1)) @ Q2.mT).cuda()
+    assert start_v([(m, n)] * b, torch.float64)[0].get("x_steps") == 2
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    _check_against_no_steps(tmp_path, A, U, S, Vh)
