@@ -4,7 +4,9 @@ eigen-solvers' routes (syevd, syevBatched) whose X = M V0 fails the Jacobi's tes
 Jacobi kernel. Checked: which kernels a call launches (torch.profiler), every output property, S against
 LAPACK's float64 and against the Jacobi on X's (JSVD_START_X_STEPS=0, in a child process), U and V as
 orthogonal; svdvals the same S; plan() naming the steps; a rank-deficient member and an ill-conditioned
-spectrum still valid (the Jacobi on X after the steps where they do not pass). Skipped without a CUDA device.
+spectrum still valid (the Jacobi on X after the steps where they do not pass). float32's X on the same routes,
+tested at float32's tol, takes the steps where it fails that test; no case here makes it fail (Gaussian float32
+squares pass before any step). Skipped without a CUDA device.
 """
 
 import pytest
