@@ -49,10 +49,9 @@ void check_svd(const at::Tensor& A, const at::Tensor& U, const at::Tensor& S, co
 
 int main() {
   at::manual_seed(0);
-  auto& dispatcher = c10::Dispatcher::singleton();
-  auto svd = dispatcher.findSchemaOrThrow("jsvd::svd", "").typed<jsvd::SvdSig>();
-  auto svd_ex = dispatcher.findSchemaOrThrow("jsvd::svd_ex", "").typed<jsvd::SvdExSig>();
-  auto svdvals = dispatcher.findSchemaOrThrow("jsvd::svdvals", "").typed<jsvd::SvdvalsSig>();
+  const auto svd = jsvd::op_handle<jsvd::SvdSig>("jsvd::svd");
+  const auto svd_ex = jsvd::op_handle<jsvd::SvdExSig>("jsvd::svd_ex");
+  const auto svdvals = jsvd::op_handle<jsvd::SvdvalsSig>("jsvd::svdvals");
 
   const std::vector<std::vector<int64_t>> shapes = {{8, 8}, {40, 13}, {13, 40}, {6, 9, 5}, {2, 3, 16, 16}};
   for (const auto dtype : {at::kFloat, at::kDouble}) {

@@ -16,6 +16,9 @@ using SvdSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&,
 using SvdExSig = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor&, bool, bool, std::optional<double>, std::optional<int64_t>);
 using SvdvalsSig = at::Tensor(const at::Tensor&, std::optional<double>, std::optional<int64_t>);
+using SvdVarlenPackedSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, bool,
+                                                                          bool, std::optional<double>,
+                                                                          std::optional<int64_t>);
 
 // jsvd::<name>'s handle, e.g. op_handle<SvdSig>("jsvd::svd") (a lookup: keep it in a static).
 template <typename Sig>

@@ -1,11 +1,14 @@
 // The op schemas, in one place. Backends add kernels with TORCH_LIBRARY_IMPL
 // (csrc/cpu/ops_cpu.cpp, kernels/engine/ops_cuda.cpp); fake kernels and autograd are
-// registered from Python (torch_jsvd/_fake.py, torch_jsvd/_autograd.py), but for the
-// one Autograd kernel at the end (an error: svd_varlen_packed has no derivative).
+// registered from Python (torch_jsvd/_fake.py, torch_jsvd/_autograd.py; for LibTorch programs
+// csrc/autograd/svd_autograd.cpp), but for the one Autograd kernel at the end (an error:
+// svd_varlen_packed has no derivative).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/library.h>
+
+#include "op_handles.h"
 
 TORCH_LIBRARY(jsvd, m) {
   // svd, svdvals and both svd_varlen ops read results on the host (svd to stop
@@ -42,11 +45,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> svd_varlen_packed_autograd(
   TORCH_CHECK(!values._fw_grad(/*level=*/0).defined(),
               "jsvd.svd_varlen_packed: values has a forward-mode tangent, but this op is not differentiable; "
               "torch_jsvd.svd_varlen on a list of matrices (or a nested tensor) is");
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("jsvd::svd_varlen_packed", "")
-                             .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
-                                 const at::Tensor&, const at::Tensor&, bool, bool, std::optional<double>,
-                                 std::optional<int64_t>)>();
+  static const auto op = jsvd::op_handle<jsvd::SvdVarlenPackedSig>("jsvd::svd_varlen_packed");
   at::AutoDispatchBelowADInplaceOrView guard;
   return op.call(values, members, full_matrices, compute_uv, tol, max_sweeps);
 }

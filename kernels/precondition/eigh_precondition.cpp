@@ -438,15 +438,16 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       }
     }
     // C_jj is an eigenvalue to within the solver's backward error, far below eg: a matrix whose least
-    // eigenvalue is below half of column_ok's bound cannot pass, and the test is not formed.
-    if (test_x) {
-      const ConvergedStart unit = converged_start(x_test, 1.0, p, q, tol);
-      may_pass = w.select(-1, 0).ge(fro * (0.5 * unit.col_min)).all().item<bool>();
-    }
-    // (the steps cannot lift a column: float32 only where X is tested at all, float64 by its steps' test)
+    // eigenvalue is below half of column_ok's bound cannot pass `kind`'s test (one read).
+    const auto columns_may_pass = [&](StartTest kind) {
+      const ConvergedStart unit = converged_start(kind, 1.0, p, q, tol);
+      return w.select(-1, 0).ge(fro * (0.5 * unit.col_min)).all().item<bool>();
+    };
+    if (test_x) may_pass = columns_may_pass(x_test);
+    // (the steps cannot lift a column: float32 only where X is tested at all, float64 by its steps' test,
+    // whose col_min is below kX64's: no second read where X's columns may pass already)
     if (steps > 0 && f64) {
-      const ConvergedStart unit = converged_start(StartTest::kX64Steps, 1.0, p, q, tol);
-      if (!w.select(-1, 0).ge(fro * (0.5 * unit.col_min)).all().item<bool>()) steps = 0;
+      if (!may_pass && !columns_may_pass(StartTest::kX64Steps)) steps = 0;
     } else if (!may_pass) {
       steps = 0;
     }
