@@ -173,3 +173,19 @@ def svd_in_child(tmp_path, A, **env):
         torch.save([t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)], os.environ["OUT"])
     """, OUT=str(tmp_path / "child_out.pt"), **env)
     return [t.to(A.device) for t in torch.load(tmp_path / "child_out.pt")]
+
+
+def check_against_child(tmp_path, A, U, S, Vh, **env):
+    """svd(A, full_matrices=False)'s U, S, Vh against the same call in a child process with the engine's switches
+    in `env` (svd_in_child): every output property, S within the bound of LAPACK's and of the child's, U and V
+    at least as orthogonal as the child's (within 2x, or 10 n eps). Returns the child's [U, S, Vh]."""
+    m, n = A.shape[-2:]
+    assert_valid_svd(A, U, S, Vh, False)
+    ref = reference_svdvals(A)
+    assert ((S.double() - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, A.dtype)
+    U0, S0, Vh0 = svd_in_child(tmp_path, A, **env)
+    torch.testing.assert_close(S, S0, rtol=0, atol=bound(m, n, A.dtype) * S0[..., :1].max().item())
+    eps = torch.finfo(A.dtype).eps
+    orth = lambda Q: orthogonality_error(Q).max().item()
+    assert orth(U) <= max(2 * orth(U0), 10 * n * eps) and orth(Vh.mT) <= max(2 * orth(Vh0.mT), 10 * n * eps)
+    return U0, S0, Vh0
