@@ -60,6 +60,10 @@ struct EngineArgs {
   int32_t* pair_done = nullptr;  // per block column: tasks done on it this sweep
   // Whole matrices on the register steps: rows padded to the register bucket (SmemLaunch::pad_rows).
   int32_t pad_rows = 0;
+  // Whole matrices with V by the log (SmemLaunch::log_v): a block's log at vlog + block * vlog_entries.
+  void* vlog = nullptr;
+  int64_t vlog_entries = 0;
+  int32_t vlog_rows = 0, vlog_steps = 0;  // V's rows and the log's steps staged at once (SmemLaunch)
 };
 
 // Matrix k's descriptor: from the table, or for a uniform batch computed from

@@ -61,7 +61,7 @@ MatrixPlan gram_plan(int64_t cols) {
 }  // namespace
 
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
-                       const DeviceLimits& lim, const TunedLevel* tuned, int64_t width_cap) {
+                       const DeviceLimits& lim, const TunedLevel* tuned, int64_t width_cap, bool log_v) {
   MatrixPlan mp;
   // Test hook: JSVD_LEVEL=whole|pair|gram|gemm sends every matrix that would go to
   // a lower level to that one instead (the levels' tests on any shape).
@@ -83,6 +83,18 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     mp.level = Level::kWholeSmem;
     mp.launch = svd_smem_config(rows, vrows, cols, elem);
     return mp;
+  }
+  // Level 1 with V by the log where A fits alone (its log's staging at most the widest block's slots:
+  // plan_log_v then fits it, unpadding A's rows if need be).
+  if (log_v && compute_uv && min_level <= 1 && log_v_enabled(elem)) {
+    SmemLaunch l = svd_smem_config(rows, 0, cols, elem);
+    const int64_t slots = std::min<int64_t>(1024 / l.tpp, std::max<int64_t>(l.reg_groups, (cols + 1) / 2));
+    if (l.smem + log_v_min_smem_bytes(cols, std::max<int64_t>(slots, 32 / l.tpp), elem) <= budget) {
+      l.log_v = true;
+      mp.level = Level::kWholeSmem;
+      mp.launch = l;
+      return mp;
+    }
   }
   // Blocked: the widest block-column pair whose SVD fits in shared memory,
   // narrowed while one round-robin step of the batch would leave SMs idle.
@@ -217,6 +229,11 @@ void wider_lanes(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool c
 }  // namespace
 
 void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv) {
+  if (mp.level == Level::kWholeSmem && mp.launch.log_v) {
+    TORCH_CHECK(plan_log_v(mp.launch, elem, smem_budget(device_limits(c10::cuda::current_device()))),
+                "jsvd internal: no room for V's log");  // (plan_matrix's bound)
+    return;
+  }
   if (mp.level == Level::kWholeSmem) choose_whole_steps(mp.launch, elem, compute_uv);
   if (mp.level == Level::kPairSvd) choose_pair_steps(mp.launch, elem, compute_uv);
 }
@@ -270,18 +287,20 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
       tuned = fill ? no_gemm : tuned_level(batch, p, cols, elem, carry_v, device, may_calibrate);
       cp.tuner = tuned.why;
     }
-    cp.jacobi = plan_matrix(p, cols, elem, carry_v, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr);
+    cp.jacobi = plan_matrix(p, cols, elem, carry_v, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr,
+                            0, /*log_v=*/true);
     plan_variant(cp.jacobi, elem, carry_v);
     if (!forced) {
       more_lane_rows(cp.jacobi, p, cols, elem, carry_v, batch, lim);
       wider_lanes(cp.jacobi, p, cols, elem, carry_v, lim);
     }
     if (cp.v_solve) {
-      cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr);
+      cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr, 0, /*log_v=*/true);
       plan_variant(cp.jacobi_v, elem, true);
-      // (JSVD_V_SOLVE=1: wherever it can run, for measurements)
-      const bool pays = vs > 0 || (cp.jacobi_v.level != Level::kWholeSmem &&
-                                   (cp.jacobi.level == Level::kWholeSmem || cols >= 512));
+      // (JSVD_V_SOLVE=1: wherever it can run, for measurements; V by the log, kernel_log_v.cuh, is V
+      // that does not fit beside A)
+      const bool v_fits = cp.jacobi_v.level == Level::kWholeSmem && !cp.jacobi_v.launch.log_v;
+      const bool pays = vs > 0 || (!v_fits && (cp.jacobi.level == Level::kWholeSmem || cols >= 512));
       // (and the warp level computes U only with V)
       if (cp.jacobi_v.level == Level::kWholeWarp || !pays) {
         cp.v_solve = false;
@@ -447,6 +466,7 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
          << ", \"lanes_per_rotation\": " << cfg.tpp << ", \"steps\": \"" << (cfg.reg_rows ? "registers" : "shared")
          << "\", \"threads\": " << (cfg.reg_rows ? cfg.reg_threads : cfg.threads) << ", \"smem\": " << cfg.smem;
       if (cfg.reg_rows && cfg.pad_rows) os << ", \"rows_padded_to\": " << cfg.reg_rows * cfg.tpp;  // (A's and V's)
+      if (cfg.log_v) os << ", \"v\": \"rotation_log\"";  // (V in global memory, kernel_log_v.cuh)
       os << "}";
     } else if (mp.level == Level::kGemm) {
       const GemmShape g = gemm_shape(p, q, mp.width, as_uniform ? count : 1, lim.sm_count);

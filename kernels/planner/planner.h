@@ -45,9 +45,12 @@ struct MatrixPlan {
 // current device).
 // `tuned`: the auto-tuner's choice for this shape (tuner.h); nullptr: the
 // GEMM level from JSVD_GEMM_MIN_COLS columns. `width_cap` > 0: a member of
-// an svd_varlen list, whose block pairs are at most that wide (list_width_cap).
+// an svd_varlen list, whose block pairs are at most that wide (list_width_cap). `log_v`: a uniform
+// batch, whose float64 matrices may keep A alone in shared memory and take V by the log
+// (kernel_log_v.cuh) where A and V together do not fit; plan_variant then sizes the log.
 MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
-                       const DeviceLimits& lim, const TunedLevel* tuned = nullptr, int64_t width_cap = 0);
+                       const DeviceLimits& lim, const TunedLevel* tuned = nullptr, int64_t width_cap = 0,
+                       bool log_v = false);
 // A list's block-pair width cap (0: none), one for all its members (p[k] x q[k], tall): planner.cpp.
 int64_t list_width_cap(const std::vector<int64_t>& p, const std::vector<int64_t>& q, size_t elem, bool compute_uv);
 void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv);

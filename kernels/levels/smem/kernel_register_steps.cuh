@@ -112,6 +112,9 @@
                       [&] { __syncwarp(group_mask<TPP>()); },  // every lane of the group has read dy
                       ss, tau, any_rot, above_tol);
     }
+    if constexpr (kLogV) {
+      if (lane == 0) log_put(lrec * G + g, ss, tau, xi, yi);
+    }
     if (ss != T(0)) {
 #pragma unroll
       for (int h = 0; h < R; ++h) {
@@ -174,6 +177,9 @@
         for (int step = 0; step < W; ++step, jj = (jj + 1 == Ws) ? 0 : jj + 1) {
           if (step < Ws && jj < b)
             register_step(xr, As + (y0 + jj) * ld, d + y0 + jj, dx, any_rot, above_tol, x, y0 + jj, exact);
+          else if (kLogV && lane == 0)
+            log_put(lrec * G + g, T(0), T(0), 0, 0);
+          if constexpr (kLogV) ++lrec;
           __syncthreads();  // y and its norm pass to the next owner
         }
         if (b > 0) {

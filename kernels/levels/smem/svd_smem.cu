@@ -33,10 +33,10 @@ bool dependent_launch(int device) {
 }
 
 // Whole matrices: one block per listed matrix.
-template <typename T, int TPP, bool kWithV, int kRegRows = 0>
+template <typename T, int TPP, bool kWithV, int kRegRows = 0, bool kLogV = false>
 void launch_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, int threads, size_t smem,
                   cudaStream_t stream) {
-  auto kernel = svd_smem_kernel<T, TPP, false, kWithV, kRegRows>;
+  auto kernel = svd_smem_kernel<T, TPP, false, kWithV, kRegRows, false, kLogV>;
   allow_dynamic_smem(kernel, smem);
   kernel<<<ntasks, threads, smem, stream>>>(args, tasks, nullptr);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -112,13 +112,13 @@ int whole_registers_mode() {
 // bucket (cfg.pad_rows, svd_smem_kernel.cuh) where the padded shared memory
 // fits and costs no block per SM: the steps' loops then need no per-row bounds
 // (rows_exact, kernel_register_steps.cuh).
-template <typename T, int TPP, bool kWithV, int B>
+template <typename T, int TPP, bool kWithV, int B, bool kLogV>
 int whole_bucket_threads(SmemLaunch& cfg) {
   const int64_t words = B * static_cast<int64_t>(sizeof(T)) / 4;
   const int threads = std::max(32, std::min(cfg.reg_groups, 1024 / TPP) * TPP);
   if (cfg.rows > static_cast<int64_t>(B) * TPP || threads > reg_block_limit(words)) return 0;
-  auto with_regs = svd_smem_kernel<T, TPP, false, kWithV, B>;
-  auto without = svd_smem_kernel<T, TPP, false, kWithV, 0>;
+  auto with_regs = svd_smem_kernel<T, TPP, false, kWithV, B, false, kLogV>;
+  auto without = svd_smem_kernel<T, TPP, false, kWithV, 0, false, kLogV>;
   allow_dynamic_smem(with_regs, cfg.smem);
   allow_dynamic_smem(without, cfg.smem);
   // 8 lanes a rotation whose rows fill at least 3/4 of the bucket: the register steps even where they
@@ -146,11 +146,11 @@ int whole_bucket_threads(SmemLaunch& cfg) {
 }
 
 // The register steps' bucket for this launch (0: none) and its block size.
-template <typename T, int TPP, bool kWithV>
+template <typename T, int TPP, bool kWithV, bool kLogV>
 int whole_register_bucket(SmemLaunch& cfg, int& threads) {
   if (whole_registers_mode() == 0) return 0;
-  if ((threads = whole_bucket_threads<T, TPP, kWithV, 8>(cfg))) return 8;
-  if ((threads = whole_bucket_threads<T, TPP, kWithV, 16>(cfg))) return 16;
+  if ((threads = whole_bucket_threads<T, TPP, kWithV, 8, kLogV>(cfg))) return 8;
+  if ((threads = whole_bucket_threads<T, TPP, kWithV, 16, kLogV>(cfg))) return 16;
   return 0;
 }
 
@@ -222,32 +222,32 @@ PairKernel<T> pair_kernel(const SmemLaunch& cfg, bool with_v) {
 
 // Whole matrices: the plan's variant (register steps of reg_rows rows a lane
 // on reg_threads threads, or the shared-memory steps).
-template <typename T, bool kWithV>
+template <typename T, bool kWithV, bool kLogV = false>
 void launch_tpp(const EngineArgs<T>& engine_args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
                 cudaStream_t stream) {
   EngineArgs<T> args = engine_args;
   args.pad_rows = cfg.reg_rows > 0 && cfg.pad_rows;
   const int rt = cfg.reg_threads;
   switch (cfg.tpp) {
-    case 4: return launch_whole<T, 4, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
+    case 4: return launch_whole<T, 4, kWithV, 0, kLogV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
     case 8:  // (register steps: float32 only, choose_whole_steps_t)
       if constexpr (sizeof(T) == sizeof(float)) {
-        if (cfg.reg_rows == 8) return launch_whole<T, 8, kWithV, 8>(args, tasks, ntasks, rt, cfg.smem, stream);
-        if (cfg.reg_rows == 16) return launch_whole<T, 8, kWithV, 16>(args, tasks, ntasks, rt, cfg.smem, stream);
+        if (cfg.reg_rows == 8) return launch_whole<T, 8, kWithV, 8, kLogV>(args, tasks, ntasks, rt, cfg.smem, stream);
+        if (cfg.reg_rows == 16) return launch_whole<T, 8, kWithV, 16, kLogV>(args, tasks, ntasks, rt, cfg.smem, stream);
       }
-      return launch_whole<T, 8, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
+      return launch_whole<T, 8, kWithV, 0, kLogV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
     case 16:
-      if (cfg.reg_rows == 8) return launch_whole<T, 16, kWithV, 8>(args, tasks, ntasks, rt, cfg.smem, stream);
-      if (cfg.reg_rows == 16) return launch_whole<T, 16, kWithV, 16>(args, tasks, ntasks, rt, cfg.smem, stream);
-      return launch_whole<T, 16, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
+      if (cfg.reg_rows == 8) return launch_whole<T, 16, kWithV, 8, kLogV>(args, tasks, ntasks, rt, cfg.smem, stream);
+      if (cfg.reg_rows == 16) return launch_whole<T, 16, kWithV, 16, kLogV>(args, tasks, ntasks, rt, cfg.smem, stream);
+      return launch_whole<T, 16, kWithV, 0, kLogV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
     default:
-      if (cfg.reg_rows == 8) return launch_whole<T, 32, kWithV, 8>(args, tasks, ntasks, rt, cfg.smem, stream);
-      if (cfg.reg_rows == 16) return launch_whole<T, 32, kWithV, 16>(args, tasks, ntasks, rt, cfg.smem, stream);
-      return launch_whole<T, 32, kWithV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
+      if (cfg.reg_rows == 8) return launch_whole<T, 32, kWithV, 8, kLogV>(args, tasks, ntasks, rt, cfg.smem, stream);
+      if (cfg.reg_rows == 16) return launch_whole<T, 32, kWithV, 16, kLogV>(args, tasks, ntasks, rt, cfg.smem, stream);
+      return launch_whole<T, 32, kWithV, 0, kLogV>(args, tasks, ntasks, cfg.threads, cfg.smem, stream);
   }
 }
 
-template <typename T, bool kWithV>
+template <typename T, bool kWithV, bool kLogV = false>
 void choose_whole_steps_t(SmemLaunch& cfg) {
   int threads = 0;
   cfg.reg_rows = 0;
@@ -255,10 +255,10 @@ void choose_whole_steps_t(SmemLaunch& cfg) {
   // (8 lanes a rotation: float32 only. Float64's kernels spilled, and a float64 Hilbert 33 x 16 took
   // a sweep more than its test allows; not measured for speed.)
   if constexpr (sizeof(T) == sizeof(float)) {
-    if (cfg.tpp == 8) cfg.reg_rows = whole_register_bucket<T, 8, kWithV>(cfg, threads);
+    if (cfg.tpp == 8) cfg.reg_rows = whole_register_bucket<T, 8, kWithV, kLogV>(cfg, threads);
   }
-  if (cfg.tpp == 16) cfg.reg_rows = whole_register_bucket<T, 16, kWithV>(cfg, threads);
-  if (cfg.tpp == 32) cfg.reg_rows = whole_register_bucket<T, 32, kWithV>(cfg, threads);
+  if (cfg.tpp == 16) cfg.reg_rows = whole_register_bucket<T, 16, kWithV, kLogV>(cfg, threads);
+  if (cfg.tpp == 32) cfg.reg_rows = whole_register_bucket<T, 32, kWithV, kLogV>(cfg, threads);
   cfg.reg_threads = cfg.reg_rows ? threads : 0;
 }
 
@@ -304,6 +304,46 @@ void choose_whole_steps(SmemLaunch& cfg, size_t elem, bool with_v) {
   else with_v ? choose_whole_steps_t<double, true>(cfg) : choose_whole_steps_t<double, false>(cfg);
 }
 
+bool log_v_enabled(size_t elem) { return elem == sizeof(double) && knobs().log_v; }
+
+size_t log_v_smem_bytes(int64_t q, int64_t slots, size_t elem, int rows, int steps) {
+  const size_t entry = elem == sizeof(double) ? sizeof(LogEntry<double>) : sizeof(LogEntry<float>);
+  return 32 + static_cast<size_t>(rows * (q + 1)) * elem + static_cast<size_t>(steps * slots) * entry;
+}
+
+bool plan_log_v(SmemLaunch& cfg, size_t elem, size_t budget) {
+  if (!log_v_enabled(elem)) return false;
+  const size_t unpadded = cfg.smem;
+  choose_whole_steps_t<double, false, true>(cfg);
+  // The log's records a sweep (kernel_log_v.cuh): the register steps' barrier steps (levels_in_registers:
+  // each level's slots in passes of G groups), G slots each; the shared-memory steps' round-robin steps,
+  // a slot per pair.
+  const int c = static_cast<int>(cfg.cols), e = c + (c & 1);
+  const int G = (cfg.reg_rows ? cfg.reg_threads : cfg.threads) / cfg.tpp;
+  const HalvingOrder order{c, (c + 1) / 2};
+  int64_t records = 0;
+  for (int L = 0; L < order.levels(); ++L) records += HalvingOrder::ceil_div(order.slots(L), G) * order.steps(L);
+  cfg.log_entries = std::max<int64_t>(records * G, static_cast<int64_t>(e - 1) * (e / 2));
+  const int slots = std::max(G, e / 2);
+  // The most rows and steps staged at once that fit (fewer: more passes over the log); the padding
+  // gives way where it took the least's room.
+  if (cfg.pad_rows && cfg.smem + log_v_min_smem_bytes(c, slots, elem) > budget) {
+    cfg.pad_rows = false;
+    cfg.smem = unpadded;
+  }
+  for (const auto& rs : {std::pair<int, int>{32, 8}, {16, 8}, {16, 4}, {8, 4}}) {
+    const size_t bytes = cfg.smem + log_v_smem_bytes(c, slots, elem, rs.first, rs.second);
+    if (bytes > budget) continue;
+    cfg.smem = bytes;
+    cfg.log_rows = rs.first;
+    cfg.log_steps = rs.second;
+    cfg.log_v = true;
+    return true;
+  }
+  cfg.log_v = false;
+  return false;
+}
+
 void choose_pair_steps(SmemLaunch& cfg, size_t elem, bool with_v) {
   cfg.reg_threads = 0;
   if (cfg.delta) {
@@ -320,6 +360,11 @@ template <typename T>
 void launch_svd_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
                       bool with_v, cudaStream_t stream) {
   if (ntasks == 0) return;
+  if (cfg.log_v) {
+    TORCH_CHECK(with_v && sizeof(T) == sizeof(double) && args.vlog, "jsvd internal: V by the log is float64's, with V");
+    if constexpr (sizeof(T) == sizeof(double)) launch_tpp<T, false, true>(args, tasks, ntasks, cfg, stream);
+    return;
+  }
   if (with_v) launch_tpp<T, true>(args, tasks, ntasks, cfg, stream);
   else launch_tpp<T, false>(args, tasks, ntasks, cfg, stream);
 }

@@ -58,7 +58,28 @@ struct SmemLaunch {
   // Whole matrices with register steps: A's and V's rows padded with zeros to reg_rows lanes' worth
   // (svd_smem_kernel.cuh, pa), where it costs no block per SM; smem then covers the padded rows.
   bool pad_rows = false;
+  // Whole matrices whose V does not fit beside A (kernel_log_v.cuh): V in global memory, rotated after
+  // each sweep from the sweep's log of rotations. log_entries: the log's capacity a block (a sweep's
+  // records times their slots); smem includes the V rows' and the log's staging.
+  bool log_v = false;
+  int64_t log_entries = 0;
+  int log_rows = 0, log_steps = 0;  // V's rows and the log's steps staged at once
 };
+
+// One logged rotation of a whole matrix's sweep (kernel_log_v.cuh): rotate_pair(V[:, i], V[:, j], s, tau)
+// with ij = i | j << 16; s = 0: none (a slot of the step with no rotation).
+template <typename T>
+struct LogEntry {
+  T s, tau;
+  int32_t ij;
+};
+// Whole matrices without V beside A in shared memory, V by the log instead (JSVD_LOG_V): float64 only.
+bool log_v_enabled(size_t elem);
+// The log's shared memory beyond A's for q columns, `slots` entries a step, V's rows and the log's
+// steps staged `rows` and `steps` at a time (kernel_log_v.cuh).
+size_t log_v_smem_bytes(int64_t q, int64_t slots, size_t elem, int rows, int steps);
+// The least of it (8 rows, 4 steps), which the planner's choice of the level asks to fit.
+inline size_t log_v_min_smem_bytes(int64_t q, int64_t slots, size_t elem) { return log_v_smem_bytes(q, slots, elem, 8, 4); }
 
 // Whether float32 block pairs of width w of a p x q matrix with V carry the
 // pair's E = J - I (2w rows) under their columns instead of V's q rows
@@ -102,6 +123,9 @@ SmemLaunch pair_smem_config(int64_t p, int64_t q, int64_t c, size_t elem, bool w
 // (an occupancy query of the current device), else the shared-memory steps.
 // JSVD_WHOLE_REGS and JSVD_REG_STEPS (tuning_knobs.h) override.
 void choose_whole_steps(SmemLaunch& cfg, size_t elem, bool with_v);
+// Whole matrices with V by the log (cfg from svd_smem_config without V's rows): their steps
+// (choose_whole_steps), then the log's capacity and shared memory; false where that exceeds `budget`.
+bool plan_log_v(SmemLaunch& cfg, size_t elem, size_t budget);
 void choose_pair_steps(SmemLaunch& cfg, size_t elem, bool with_v);
 
 // Whole matrices: tasks[t] is the matrix index of block t. Writes U (first q

@@ -117,11 +117,12 @@ constexpr int64_t kMaxRegWords = 128;
 // rows: one block, shared memory allows no more). The others name a
 // minimum of one block, which ptxas allocates differently from naming none
 // (fewer spills, faster: docs/kernel-notes.md).
-template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0, bool kDelta = false>
+template <typename T, int TPP, bool kPair, bool kWithV, int kRegRows = 0, bool kDelta = false, bool kLogV = false>
 __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 256 : 512)
                                          : reg_block_limit(kRegRows * sizeof(T) / 4),
                                   kDelta && delta_two_columns(kRegRows * 32) ? 3 : 1)
     svd_smem_kernel(EngineArgs<T> args, const int32_t* whole_tasks, const PairTask* pair_tasks) {
+  static_assert(!kLogV || (!kPair && !kWithV), "V by the log: whole matrices, without V's rows in shared memory");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int s_rot;  // a rotation above tol in this sweep
   __shared__ int s_any;  // any rotation in this sweep
@@ -367,6 +368,7 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
       }
     }
   };
+#include "levels/smem/kernel_log_v.cuh"
 #include "levels/smem/kernel_register_steps.cuh"
 #include "levels/smem/kernel_delta_steps.cuh"
   int sweeps = 0;
@@ -441,6 +443,13 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
       // 3. each group: apply its pair's rotation to the A rows and the V rows
       for (int pk = g; pk < npairs; pk += G) {
         const T ss = ps[pk];
+        if constexpr (kLogV) {
+          if (lane == 0) {
+            int i, j;
+            step_pair(step, pk, i, j);
+            log_put(step * npairs + pk, ss, ptau[pk], i, j);
+          }
+        }
         if (ss == T(0)) continue;
         int i, j;
         step_pair(step, pk, i, j);
@@ -450,6 +459,10 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
         for (int r = lane; r < ld; r += TPP) rotate_pair(x[r], y[r], ss, tau);
       }
       __syncthreads();
+    }
+    if constexpr (kLogV) {
+      if (s_any != 0) apply_log(regs ? lrec : nsteps, regs ? G : npairs);
+      lrec = 0;
     }
     sweeps = sweep;
     const bool rot = s_rot != 0;

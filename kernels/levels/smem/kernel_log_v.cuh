@@ -1,0 +1,78 @@
+// svd_smem_kernel's V by a log of rotations (kLogV): whole matrices whose V does not fit beside A in
+// one block's shared memory (float64 from about 120 columns). A alone stays in shared memory and
+// its steps run as without V; each step's rotations are logged to global memory (a slot per pair
+// or lane group: s = 0 where it did not rotate), and after each sweep the block applies the sweep's
+// log to V, held in global memory, in chunks of a few rows staged in shared memory with a few steps
+// of the log (SmemLaunch::log_rows, log_steps). Within a step the pairs are disjoint, so a warp owns a row of V
+// and its lanes share the step's slots; a row's steps are ordered by __syncwarp alone. This is the
+// split of V's accumulation from A's sweeps of issue 20 (the W-cycle paper's §IV-B update, applied
+// per sweep rather than per block pair): the blocked level it replaces ran a 128-column float64
+// matrix in 8 blocks of 16 columns, seven launches' worth of steps a sweep.
+//
+// Not a standalone header: pasted by the preprocessor into svd_smem_kernel's body
+// (svd_smem_kernel.cuh), before kernel_register_steps.cuh, whose steps log through log_put.
+
+  // The log's record of this sweep's current step (register steps; the shared-memory steps use `step`).
+  int lrec = 0;
+  LogEntry<T>* const vlog =
+      kLogV ? static_cast<LogEntry<T>*>(args.vlog) + static_cast<int64_t>(blockIdx.x) * args.vlog_entries : nullptr;
+  // V's staged rows (row-major, stride q + 1) and the log's staged steps, after rank_s (svd_smem.cu's sizes).
+  const int vld = c + 1;
+  const int vrows_at_once = args.vlog_rows, steps_at_once = args.vlog_steps;
+  T* const Vs = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(rank_s + c) + 15) & ~uintptr_t(15));
+  LogEntry<T>* const Ls =
+      reinterpret_cast<LogEntry<T>*>((reinterpret_cast<uintptr_t>(Vs + vrows_at_once * vld) + 15) & ~uintptr_t(15));
+  auto log_put = [&](int idx, T s, T tau, int i, int j) {
+    if constexpr (kLogV) vlog[idx] = LogEntry<T>{s, tau, i | (j << 16)};
+  };
+  if constexpr (kLogV) {  // V = I (the block's barriers before the first sweep's end order it)
+    T* Vg = args.V + md.v_off;
+    for_each_column(c, c, [&](int l, int r) { Vg[static_cast<int64_t>(l) * c + r] = r == l ? T(1) : T(0); });
+  }
+  // Rows [r0, r0 + rows) of V (column l at l * c) to Vs and back: a warp per column, its lanes over the rows.
+  auto stage_v_rows = [&](int r0, int rows, bool to_smem) {
+    T* Vg = args.V + md.v_off;
+    for_each_column(c, rows, [&](int l, int rr) {
+      T& g = Vg[static_cast<int64_t>(l) * c + r0 + rr];
+      if (to_smem) Vs[rr * vld + l] = g;
+      else g = Vs[rr * vld + l];
+    });
+  };
+  // V <- V J_1 ... J_n, the sweep's n = nrec steps of `slots` entries each.
+  auto apply_log = [&](int nrec, int slots) {
+    const int warp = tid >> 5, wl = tid & 31, nwarps = nt >> 5;
+    for (int r0 = 0; r0 < c; r0 += vrows_at_once) {
+      const int rows = min(vrows_at_once, c - r0);
+      stage_v_rows(r0, rows, true);
+      for (int s0 = 0; s0 < nrec; s0 += steps_at_once) {
+        const int ns = min(steps_at_once, nrec - s0);
+        __syncthreads();  // V's rows staged; the previous steps' entries read
+        for (int idx = tid; idx < ns * slots; idx += nt) Ls[idx] = vlog[s0 * slots + idx];
+        __syncthreads();
+        for (int rr = warp; rr < rows; rr += nwarps) {
+          T* row = Vs + rr * vld;
+          for (int s = 0; s < ns; ++s) {
+            for (int e = wl; e < slots; e += 32) {
+              const LogEntry<T> le = Ls[s * slots + e];
+              if (le.s != T(0)) rotate_pair(row[le.ij & 0xffff], row[le.ij >> 16], le.s, le.tau);
+            }
+            __syncwarp();  // the next step's pairs meet columns this one's lanes wrote
+          }
+        }
+      }
+      __syncthreads();
+      stage_v_rows(r0, rows, false);
+      __syncthreads();  // written back before the next chunk is staged
+    }
+  };
+  // The end: V's column l to column rank_s[l] (descending S), in place through the staged rows.
+  auto write_v_by_rank = [&] {
+    T* Vg = args.V + md.v_off;
+    for (int r0 = 0; r0 < c; r0 += vrows_at_once) {
+      const int rows = min(vrows_at_once, c - r0);
+      stage_v_rows(r0, rows, true);
+      __syncthreads();
+      for_each_column(c, rows, [&](int l, int rr) { Vg[static_cast<int64_t>(rank_s[l]) * c + r0 + rr] = Vs[rr * vld + l]; });
+      __syncthreads();
+    }
+  };

@@ -1,0 +1,119 @@
+"""V by the log of rotations (kernels/levels/smem/kernel_log_v.cuh): float64 whole matrices whose V does not
+fit beside A in one block's shared memory keep A there alone, log each step's rotations and apply a sweep's
+log to V in global memory, instead of going to block pairs. Each shape asserts its plan (the register steps,
+the shared-memory steps, a tall matrix), then the results against float64 LAPACK and against the block pairs
+that JSVD_LOG_V=0 restores (in a fresh process: the engine reads its switches once). Skipped without CUDA.
+"""
+
+import pytest
+import torch
+
+import torch_jsvd
+from jsvd_testutils import (assert_valid_svd, bound, check_against_child, orthogonality_error, random_spectrum,
+                            reference_svdvals, run_child)
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+F64 = torch.float64
+# (batch, m, n, the steps the plan gives them): 128² on the register steps, 150 x 141 (odd, 8 lanes a
+# rotation: float64's shared-memory steps), a tall 300 x 77 on the shared-memory steps
+SHAPES = [(4, 128, 128, "registers"), (2, 150, 141, "shared"), (3, 300, 77, "shared")]
+
+
+def _level(b, m, n, sync=True):
+    return torch_jsvd.plan([(m, n)] * b, dtype=F64, device="cuda", sync=sync)["matrices"][0]["levels"][0]
+
+
+def _mixed(b, m, n, seed):
+    """Gaussian members, then (where the batch has them) rank n // 3, a zero column, graded columns over
+    ten decades and a spectrum over twelve decades."""
+    g = torch.Generator().manual_seed(seed)
+    A = torch.randn(b, m, n, generator=g, dtype=F64)
+    extra = [lambda: torch.randn(m, n // 3, generator=g, dtype=F64) @ torch.randn(n // 3, n, generator=g, dtype=F64),
+             lambda: torch.cat([torch.randn(m, n - 1, generator=g, dtype=F64), torch.zeros(m, 1, dtype=F64)], 1),
+             lambda: torch.randn(m, n, generator=g, dtype=F64) * torch.logspace(0, -10, n, dtype=F64),
+             lambda: random_spectrum(m, n, 12, generator=g)]
+    for k in range(1, b):
+        A[k] = extra[(k - 1) % len(extra)]()
+    return A.cuda()
+
+
+@pytest.mark.parametrize("b,m,n,steps", SHAPES, ids=[f"{b}x{m}x{n}" for b, m, n, _ in SHAPES])
+def test_plan_takes_the_log_where_v_does_not_fit(b, m, n, steps):
+    for sync in (True, False):  # (svd's Jacobi, on A or on the start's X, and svd_ex's)
+        lv = _level(b, m, n, sync)
+        assert lv["kernel"] == "whole_svd_smem" and lv.get("v") == "rotation_log" and lv["steps"] == steps, lv
+    # V fits beside A: no log; float32, svdvals and a list: none either
+    assert "v" not in _level(b, 64, 64)
+    assert "v" not in torch_jsvd.plan([(m, n)] * b, dtype=torch.float32, device="cuda")["matrices"][0]["levels"][0]
+    assert "v" not in torch_jsvd.plan([(m, n)] * b, dtype=F64, device="cuda", compute_uv=False)["matrices"][0]["levels"][0]
+    listed = torch_jsvd.plan([(m, n), (m - 1, n)], dtype=F64, device="cuda")["matrices"][0]["levels"][0]
+    assert listed.get("v") != "rotation_log", listed
+
+
+@pytest.mark.parametrize("full_matrices", [False, True])
+@pytest.mark.parametrize("b,m,n,steps", SHAPES, ids=[f"{b}x{m}x{n}" for b, m, n, _ in SHAPES])
+def test_svd_ex_by_the_log(b, m, n, steps, full_matrices):
+    """svd_ex (no start, no host read): a valid SVD, S to float64 LAPACK's bound, info the sweeps; the wide
+    transpose as well."""
+    A = _mixed(b, m, n, seed=n)
+    for X in (A, A.mT):
+        U, S, Vh, info = torch_jsvd.svd_ex(X, full_matrices=full_matrices)
+        assert (info > 0).all(), info
+        assert_valid_svd(X, U, S, Vh, full_matrices)
+        ref = reference_svdvals(X)
+        assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, F64)
+
+
+@pytest.mark.parametrize("b,m,n,steps", SHAPES, ids=[f"{b}x{m}x{n}" for b, m, n, _ in SHAPES])
+def test_log_against_block_pairs(tmp_path, b, m, n, steps):
+    """svd by the log against svd with JSVD_LOG_V=0 (the block pairs) in a fresh process: S within the bound
+    of each other and of LAPACK's, U and V as orthogonal (check_against_child)."""
+    A = _mixed(b, m, n, seed=7 * n)
+    U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
+    check_against_child(tmp_path, A, U, S, Vh, JSVD_LOG_V="0")
+
+
+def test_graded_columns_keep_small_singular_values():
+    """Column-graded float64 (A = B D, B's columns of unit norm, D over 12 decades, unordered): one-sided
+    Jacobi's relative accuracy of every singular value (about eps kappa(B)), which V's log must not spoil;
+    the reference is the CPU engine's (test_graded.py checks it against mpmath)."""
+    g = torch.Generator().manual_seed(3)
+    n = 128
+    B = torch.randn(2, n, n, generator=g, dtype=F64)
+    B = B / torch.linalg.vector_norm(B, dim=-2, keepdim=True)
+    A = B * torch.logspace(0, -12, n, dtype=F64)[torch.randperm(n, generator=g)]
+    assert _level(2, n, n, sync=False).get("v") == "rotation_log"
+    U, S, Vh, info = torch_jsvd.svd_ex(A.cuda(), full_matrices=False)
+    assert (info > 0).all()
+    ref = torch_jsvd.svdvals(A)
+    assert ref[:, 0].min() / ref[:, -1].max() > 1e10  # really that ill-conditioned
+    tol = 10 * n * torch.finfo(F64).eps * torch.linalg.cond(B).max().item()
+    rel = ((S.cpu() - ref).abs() / ref).max().item()
+    assert rel <= tol, (rel, tol)
+    assert orthogonality_error(Vh.mT).max().item() <= bound(n, n, F64)
+
+
+def test_non_finite_and_max_sweeps():
+    """A NaN member: NaN outputs and info -2, its neighbours unharmed; one sweep allowed: info -1
+    (not converged), never a silent answer."""
+    A = _mixed(3, 128, 128, seed=11)
+    A[1, 5, 7] = float("nan")
+    U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False)
+    assert info.tolist()[1] == -2 and torch.isnan(S[1]).all() and torch.isnan(Vh[1]).all()
+    assert info[0] > 0 and info[2] > 0
+    assert_valid_svd(A[0::2], U[0::2], S[0::2], Vh[0::2], False)
+    info1 = torch_jsvd.svd_ex(_mixed(2, 128, 128, seed=12), max_sweeps=1)[3]
+    assert (info1 == -1).all(), info1
+
+
+def test_switch_off_restores_block_pairs():
+    out = run_child("""
+        import torch, torch_jsvd
+        lv = torch_jsvd.plan([(128, 128)] * 4, dtype=torch.float64, device="cuda", sync=False)["matrices"][0]["levels"]
+        print(lv[0]["kernel"], lv[0].get("v"))
+    """, JSVD_LOG_V="0")
+    assert out.split()[-2:] == ["block_pairs", "None"], out
