@@ -42,11 +42,10 @@ cases = [
     ("whole f32 registers", torch.randn(2, 100, 70, device=dev)),  # halving order, 64 lane groups
     ("whole f64 registers", torch.randn(2, 64, 64, dtype=torch.float64, device=dev)),
     ("whole f32 registers exact", torch.randn(2, 128, 128, device=dev)),  # rows split exactly (rows_exact)
-    # float64 V by the log (kernel_log_v.cuh): the register steps, the shared-memory steps (8 lanes, odd
-    # columns), a tall matrix; V's rows staged 32, 16 at a time
-    ("whole f64 log registers", torch.randn(2, 128, 128, dtype=torch.float64, device=dev)),
-    ("whole f64 log shared", torch.randn(1, 150, 141, dtype=torch.float64, device=dev)),
-    ("whole f64 log tall", torch.randn(2, 300, 77, dtype=torch.float64, device=dev)),
+    # float64 V by the log (kernel_log_v.cuh; JSVD_WHOLE_REGS=0 sends them to the shared-memory steps):
+    # square, and tall with odd columns (a partial warp on the shared-memory steps)
+    ("whole f64 log", torch.randn(2, 128, 128, dtype=torch.float64, device=dev)),
+    ("whole f64 log tall", torch.randn(2, 200, 117, dtype=torch.float64, device=dev)),
     ("pair f32", torch.randn(1, 300, 150, device=dev)),
     ("pair f32 exact", torch.randn(1, 256, 256, device=dev)),  # cross and intra tasks in registers, rows_exact
     ("pair f64", torch.randn(1, 200, 100, dtype=torch.float64, device=dev)),

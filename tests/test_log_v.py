@@ -18,9 +18,10 @@ pytestmark = [
 ]
 
 F64 = torch.float64
-# (batch, m, n, the steps the plan gives them): 128² on the register steps, 150 x 141 (odd, 8 lanes a
-# rotation: float64's shared-memory steps), a tall 300 x 77 on the shared-memory steps
-SHAPES = [(4, 128, 128, "registers"), (2, 150, 141, "shared"), (3, 300, 77, "shared")]
+# (batch, m, n): 128², and tall ones (odd columns; 256 rows, 16 a lane), all on float64's register steps,
+# where the planner takes the log (planner.cpp, plan_matrix); the shared-memory steps in a child below
+SHAPES = [(4, 128, 128), (3, 200, 117), (2, 256, 100)]
+IDS = [f"{b}x{m}x{n}" for b, m, n in SHAPES]
 
 
 def _level(b, m, n, sync=True):
@@ -41,11 +42,15 @@ def _mixed(b, m, n, seed):
     return A.cuda()
 
 
-@pytest.mark.parametrize("b,m,n,steps", SHAPES, ids=[f"{b}x{m}x{n}" for b, m, n, _ in SHAPES])
-def test_plan_takes_the_log_where_v_does_not_fit(b, m, n, steps):
-    for sync in (True, False):  # (svd's Jacobi, on A or on the start's X, and svd_ex's)
-        lv = _level(b, m, n, sync)
-        assert lv["kernel"] == "whole_svd_smem" and lv.get("v") == "rotation_log" and lv["steps"] == steps, lv
+@pytest.mark.parametrize("b,m,n", SHAPES, ids=IDS)
+def test_plan_takes_the_log_where_v_does_not_fit(b, m, n):
+    lv = _level(b, m, n, sync=False)  # (svd_ex's; svd's QR path solves for V instead, test_qr_precondition.py)
+    assert lv["kernel"] == "whole_svd_smem" and lv.get("v") == "rotation_log" and lv["steps"] == "registers", lv
+    # svd's Jacobi on the start's X = A V0 (a batch of near-square float64 matrices: the float32-solved start)
+    start = torch_jsvd.plan([(128, 128)] * 200, dtype=F64, device="cuda")["matrices"][0]
+    assert "start_v" in start and start["levels"][0].get("v") == "rotation_log", start
+    # float64's shared-memory steps (150 x 141: 8 lanes a rotation) keep the block pairs, which were faster
+    assert _level(2, 150, 141, sync=False)["kernel"] == "block_pairs"
     # V fits beside A: no log; float32, svdvals and a list: none either
     assert "v" not in _level(b, 64, 64)
     assert "v" not in torch_jsvd.plan([(m, n)] * b, dtype=torch.float32, device="cuda")["matrices"][0]["levels"][0]
@@ -55,8 +60,8 @@ def test_plan_takes_the_log_where_v_does_not_fit(b, m, n, steps):
 
 
 @pytest.mark.parametrize("full_matrices", [False, True])
-@pytest.mark.parametrize("b,m,n,steps", SHAPES, ids=[f"{b}x{m}x{n}" for b, m, n, _ in SHAPES])
-def test_svd_ex_by_the_log(b, m, n, steps, full_matrices):
+@pytest.mark.parametrize("b,m,n", SHAPES, ids=IDS)
+def test_svd_ex_by_the_log(b, m, n, full_matrices):
     """svd_ex (no start, no host read): a valid SVD, S to float64 LAPACK's bound, info the sweeps; the wide
     transpose as well."""
     A = _mixed(b, m, n, seed=n)
@@ -68,8 +73,8 @@ def test_svd_ex_by_the_log(b, m, n, steps, full_matrices):
         assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= bound(m, n, F64)
 
 
-@pytest.mark.parametrize("b,m,n,steps", SHAPES, ids=[f"{b}x{m}x{n}" for b, m, n, _ in SHAPES])
-def test_log_against_block_pairs(tmp_path, b, m, n, steps):
+@pytest.mark.parametrize("b,m,n", SHAPES, ids=IDS)
+def test_log_against_block_pairs(tmp_path, b, m, n):
     """svd by the log against svd with JSVD_LOG_V=0 (the block pairs) in a fresh process: S within the bound
     of each other and of LAPACK's, U and V as orthogonal (check_against_child)."""
     A = _mixed(b, m, n, seed=7 * n)
@@ -98,16 +103,36 @@ def test_graded_columns_keep_small_singular_values():
 
 
 def test_non_finite_and_max_sweeps():
-    """A NaN member: NaN outputs and info -2, its neighbours unharmed; one sweep allowed: info -1
-    (not converged), never a silent answer."""
-    A = _mixed(3, 128, 128, seed=11)
+    """A NaN member: NaN outputs and a negative info, its neighbours unharmed; one sweep allowed: a
+    negative info (not converged), never a silent answer."""
+    A = _mixed(3, 200, 117, seed=11)
     A[1, 5, 7] = float("nan")
     U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False)
-    assert info.tolist()[1] == -2 and torch.isnan(S[1]).all() and torch.isnan(Vh[1]).all()
-    assert info[0] > 0 and info[2] > 0
+    assert info[1] < 0 and torch.isnan(S[1]).all() and torch.isnan(Vh[1]).all(), (info, S[1, :3], Vh[1, 0, :3])
+    assert info[0] > 0 and info[2] > 0, info
     assert_valid_svd(A[0::2], U[0::2], S[0::2], Vh[0::2], False)
-    info1 = torch_jsvd.svd_ex(_mixed(2, 128, 128, seed=12), max_sweeps=1)[3]
-    assert (info1 == -1).all(), info1
+    info1 = torch_jsvd.svd_ex(_mixed(2, 200, 117, seed=12), max_sweeps=1)[3]
+    assert (info1 < 0).all(), info1
+
+
+def test_shared_memory_steps_by_the_log():
+    """The log's other half: the shared-memory steps (JSVD_WHOLE_REGS=0, in a fresh process), a slot per
+    pair; 200 x 117 ends its block in a partial warp (59 groups of 16 lanes), which the log's pass skips."""
+    out = run_child("""
+        import torch, torch_jsvd, jsvd_testutils as t
+        from test_log_v import _level, _mixed
+        for b, m, n in [(2, 128, 128), (3, 200, 117)]:
+            lv = _level(b, m, n, sync=False)
+            assert lv.get("v") == "rotation_log" and lv["steps"] == "shared", lv
+            A = _mixed(b, m, n, seed=m)
+            U, S, Vh, info = torch_jsvd.svd_ex(A, full_matrices=False)
+            assert (info > 0).all(), info
+            t.assert_valid_svd(A, U, S, Vh, False)
+            ref = t.reference_svdvals(A)
+            assert ((S - ref).abs().amax(-1) / ref[..., 0]).max() <= t.bound(m, n, A.dtype)
+        print("ok")
+    """, JSVD_WHOLE_REGS="0")
+    assert out.strip().endswith("ok"), out
 
 
 def test_switch_off_restores_block_pairs():

@@ -85,11 +85,16 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     return mp;
   }
   // Level 1 with V by the log where A fits alone (its log's staging at most the widest block's slots:
-  // plan_log_v then fits it, unpadding A's rows if need be).
+  // plan_log_v then fits it, unpadding A's rows if need be), and where A's rows fit a lane group's
+  // registers (float64's register steps: 16 lanes a rotation or more, at most 16 rows a lane). On
+  // float64's shared-memory steps the whole level was slower than the block pairs it would replace
+  // (H200, stop 80, JSVD_LOG_V=1 / 0, ms: 64 x 150² 8.1 / 4.7, 200 x 150² 15.6 / 10.1; 200 x 128²,
+  // on the register steps, 4.6 / 5.0, docs/experiments.md).
   if (log_v && compute_uv && min_level <= 1 && log_v_enabled(elem)) {
     SmemLaunch l = svd_smem_config(rows, 0, cols, elem);
     const int64_t slots = std::min<int64_t>(1024 / l.tpp, std::max<int64_t>(l.reg_groups, (cols + 1) / 2));
-    if (l.smem + log_v_min_smem_bytes(cols, std::max<int64_t>(slots, 32 / l.tpp), elem) <= budget) {
+    if (l.tpp >= 16 && rows <= 16 * l.tpp &&
+        l.smem + log_v_min_smem_bytes(cols, std::max<int64_t>(slots, 32 / l.tpp), elem) <= budget) {
       l.log_v = true;
       mp.level = Level::kWholeSmem;
       mp.launch = l;

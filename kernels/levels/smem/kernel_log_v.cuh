@@ -40,6 +40,8 @@
   };
   // V <- V J_1 ... J_n, the sweep's n = nrec steps of `slots` entries each.
   auto apply_log = [&](int nrec, int slots) {
+    // (whole warps only: a block of 600 threads ends in a partial warp, which must neither share a row
+    // with warp 0 nor meet __syncwarp with lanes missing)
     const int warp = tid >> 5, wl = tid & 31, nwarps = nt >> 5;
     for (int r0 = 0; r0 < c; r0 += vrows_at_once) {
       const int rows = min(vrows_at_once, c - r0);
@@ -49,7 +51,7 @@
         __syncthreads();  // V's rows staged; the previous steps' entries read
         for (int idx = tid; idx < ns * slots; idx += nt) Ls[idx] = vlog[s0 * slots + idx];
         __syncthreads();
-        for (int rr = warp; rr < rows; rr += nwarps) {
+        for (int rr = warp; rr < rows && warp < nwarps; rr += nwarps) {
           T* row = Vs + rr * vld;
           for (int s = 0; s < ns; ++s) {
             for (int e = wl; e < slots; e += 32) {
