@@ -64,7 +64,7 @@ struct Knobs {
   int whole_wide_lanes = -1;   // JSVD_WHOLE_WIDE_LANES: whole matrices without register steps at 32 lanes a rotation (planner.cpp, wider_lanes): -1 where that pads their rows, 1 always, 0 never
   bool pair_delta = true;      // JSVD_PAIR_DELTA=0: float32 512-row pairs carry V's rows, not E = J - I
   bool list_streams = true;    // JSVD_LIST_STREAMS=0: a list's launch groups one after another on the current stream
-  bool log_v = true;           // JSVD_LOG_V=0: float64 whole matrices whose V does not fit beside A go to block pairs (kernel_log_v.cuh)
+  int log_v = 1;               // JSVD_LOG_V: float64 whole matrices whose V does not fit beside A by V's log (kernel_log_v.cuh) on the register steps (1), on either steps (2), never (0: block pairs)
   bool whole_merge = true;     // JSVD_WHOLE_MERGE=0: a list's whole matrices grouped by block size, not only lanes per rotation
   bool info_read = true;       // JSVD_INFO_READ=0: svd reads info even where the engine already did (CoreResult)
   bool gpu_stop_bound = true;  // JSVD_GPU_STOP_BOUND=0: float64's blocked levels end with a sweep that rotates nothing (converged_by_bound)
@@ -143,7 +143,7 @@ inline Knobs read() {
   k.pair_delta = on("JSVD_PAIR_DELTA", k.pair_delta);
   k.list_streams = on("JSVD_LIST_STREAMS", k.list_streams);
   k.whole_merge = on("JSVD_WHOLE_MERGE", k.whole_merge);
-  k.log_v = on("JSVD_LOG_V", k.log_v);
+  k.log_v = integer("JSVD_LOG_V", k.log_v);
   k.gpu_stop_bound = on("JSVD_GPU_STOP_BOUND", k.gpu_stop_bound);
   k.info_read = on("JSVD_INFO_READ", k.info_read);
   k.cpu_block_width = integer("JSVD_CPU_W", k.cpu_block_width);

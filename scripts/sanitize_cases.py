@@ -42,9 +42,10 @@ cases = [
     ("whole f32 registers", torch.randn(2, 100, 70, device=dev)),  # halving order, 64 lane groups
     ("whole f64 registers", torch.randn(2, 64, 64, dtype=torch.float64, device=dev)),
     ("whole f32 registers exact", torch.randn(2, 128, 128, device=dev)),  # rows split exactly (rows_exact)
-    # float64 V by the log (kernel_log_v.cuh; JSVD_WHOLE_REGS=0 sends them to the shared-memory steps):
-    # square, and tall with odd columns (a partial warp on the shared-memory steps)
+    # float64 V by the log (kernel_log_v.cuh), square and odd columns on the register steps; with
+    # JSVD_LOG_V=2 JSVD_WHOLE_REGS=0 all three on the shared-memory steps, 200 x 117 ending in a partial warp
     ("whole f64 log", torch.randn(2, 128, 128, dtype=torch.float64, device=dev)),
+    ("whole f64 log odd", torch.randn(2, 128, 121, dtype=torch.float64, device=dev)),
     ("whole f64 log tall", torch.randn(2, 200, 117, dtype=torch.float64, device=dev)),
     ("pair f32", torch.randn(1, 300, 150, device=dev)),
     ("pair f32 exact", torch.randn(1, 256, 256, device=dev)),  # cross and intra tasks in registers, rows_exact

@@ -86,14 +86,15 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
   }
   // Level 1 with V by the log where A fits alone (its log's staging at most the widest block's slots:
   // plan_log_v then fits it, unpadding A's rows if need be), and where A's rows fit a lane group's
-  // registers (float64's register steps: 16 lanes a rotation or more, at most 16 rows a lane). On
-  // float64's shared-memory steps the whole level was slower than the block pairs it would replace
+  // registers (float64's register steps: 16 lanes a rotation or more, 8 rows a lane at 1024 threads;
+  // plan_log_v declines where the occupancy rule still picks the shared-memory steps, plan_matrix_log).
+  // On float64's shared-memory steps the whole level was slower than the block pairs it would replace
   // (H200, stop 80, JSVD_LOG_V=1 / 0, ms: 64 x 150² 8.1 / 4.7, 200 x 150² 15.6 / 10.1; 200 x 128²,
-  // on the register steps, 4.6 / 5.0, docs/experiments.md).
+  // on the register steps, 4.6 / 5.0, docs/experiments.md). JSVD_LOG_V=2: either steps.
   if (log_v && compute_uv && min_level <= 1 && log_v_enabled(elem)) {
     SmemLaunch l = svd_smem_config(rows, 0, cols, elem);
     const int64_t slots = std::min<int64_t>(1024 / l.tpp, std::max<int64_t>(l.reg_groups, (cols + 1) / 2));
-    if (l.tpp >= 16 && rows <= 16 * l.tpp &&
+    if ((knobs().log_v == 2 || (l.tpp >= 16 && rows <= 8 * l.tpp)) &&
         l.smem + log_v_min_smem_bytes(cols, std::max<int64_t>(slots, 32 / l.tpp), elem) <= budget) {
       l.log_v = true;
       mp.level = Level::kWholeSmem;
@@ -234,9 +235,8 @@ void wider_lanes(MatrixPlan& mp, int64_t rows, int64_t cols, size_t elem, bool c
 }  // namespace
 
 void plan_variant(MatrixPlan& mp, size_t elem, bool compute_uv) {
-  if (mp.level == Level::kWholeSmem && mp.launch.log_v) {
-    TORCH_CHECK(plan_log_v(mp.launch, elem, smem_budget(device_limits(c10::cuda::current_device()))),
-                "jsvd internal: no room for V's log");  // (plan_matrix's bound)
+  if (mp.level == Level::kWholeSmem && mp.launch.log_v) {  // (false where declined: plan_matrix_log)
+    plan_log_v(mp.launch, elem, smem_budget(device_limits(c10::cuda::current_device())));
     return;
   }
   if (mp.level == Level::kWholeSmem) choose_whole_steps(mp.launch, elem, compute_uv);
@@ -252,6 +252,22 @@ SmemLaunch plan_pair_launch(int64_t rows, int64_t cols, int64_t c, size_t elem, 
   choose_pair_steps(cfg, elem, compute_uv);
   return cfg;
 }
+
+namespace {
+// plan_matrix with V by the log where it takes it, its variant planned; where plan_log_v declines (the
+// shared-memory steps), the plan without it.
+MatrixPlan plan_matrix_log(int64_t rows, int64_t cols, size_t elem, bool compute_uv, int64_t batch,
+                           const DeviceLimits& lim, const TunedLevel* tuned) {
+  MatrixPlan mp = plan_matrix(rows, cols, elem, compute_uv, batch, lim, tuned, 0, /*log_v=*/true);
+  const bool log = mp.level == Level::kWholeSmem && mp.launch.log_v;
+  plan_variant(mp, elem, compute_uv);
+  if (log && !mp.launch.log_v) {
+    mp = plan_matrix(rows, cols, elem, compute_uv, batch, lim, tuned);
+    plan_variant(mp, elem, compute_uv);
+  }
+  return mp;
+}
+}  // namespace
 
 CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size_t elem, bool compute_uv,
                    int64_t view_stride, int64_t numel, const DeviceLimits& lim, int device, bool may_calibrate,
@@ -292,16 +308,13 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
       tuned = fill ? no_gemm : tuned_level(batch, p, cols, elem, carry_v, device, may_calibrate);
       cp.tuner = tuned.why;
     }
-    cp.jacobi = plan_matrix(p, cols, elem, carry_v, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr,
-                            0, /*log_v=*/true);
-    plan_variant(cp.jacobi, elem, carry_v);
+    cp.jacobi = plan_matrix_log(p, cols, elem, carry_v, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr);
     if (!forced) {
       more_lane_rows(cp.jacobi, p, cols, elem, carry_v, batch, lim);
       wider_lanes(cp.jacobi, p, cols, elem, carry_v, lim);
     }
     if (cp.v_solve) {
-      cp.jacobi_v = plan_matrix(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr, 0, /*log_v=*/true);
-      plan_variant(cp.jacobi_v, elem, true);
+      cp.jacobi_v = plan_matrix_log(p, cols, elem, true, batch, lim, tuned.measured ? &tuned : nullptr);
       // (JSVD_V_SOLVE=1: wherever it can run, for measurements; V by the log, kernel_log_v.cuh, is V
       // that does not fit beside A)
       const bool v_fits = cp.jacobi_v.level == Level::kWholeSmem && !cp.jacobi_v.launch.log_v;

@@ -304,7 +304,7 @@ void choose_whole_steps(SmemLaunch& cfg, size_t elem, bool with_v) {
   else with_v ? choose_whole_steps_t<double, true>(cfg) : choose_whole_steps_t<double, false>(cfg);
 }
 
-bool log_v_enabled(size_t elem) { return elem == sizeof(double) && knobs().log_v; }
+bool log_v_enabled(size_t elem) { return elem == sizeof(double) && knobs().log_v > 0; }
 
 size_t log_v_smem_bytes(int64_t q, int64_t slots, size_t elem, int rows, int steps) {
   const size_t entry = elem == sizeof(double) ? sizeof(LogEntry<double>) : sizeof(LogEntry<float>);
@@ -315,6 +315,7 @@ bool plan_log_v(SmemLaunch& cfg, size_t elem, size_t budget) {
   if (!log_v_enabled(elem)) return false;
   const size_t unpadded = cfg.smem;
   choose_whole_steps_t<double, false, true>(cfg);
+  if (cfg.reg_rows == 0 && knobs().log_v < 2) return false;  // (the shared-memory steps: plan_matrix says why)
   // The log's records a sweep (kernel_log_v.cuh): the register steps' barrier steps (levels_in_registers:
   // each level's slots in passes of G groups), G slots each; the shared-memory steps' round-robin steps,
   // a slot per pair.

@@ -124,7 +124,8 @@ SmemLaunch pair_smem_config(int64_t p, int64_t q, int64_t c, size_t elem, bool w
 // JSVD_WHOLE_REGS and JSVD_REG_STEPS (tuning_knobs.h) override.
 void choose_whole_steps(SmemLaunch& cfg, size_t elem, bool with_v);
 // Whole matrices with V by the log (cfg from svd_smem_config without V's rows): their steps
-// (choose_whole_steps), then the log's capacity and shared memory; false where that exceeds `budget`.
+// (choose_whole_steps), then the log's capacity and shared memory; false where that exceeds `budget`,
+// or where they take the shared-memory steps (but for JSVD_LOG_V=2).
 bool plan_log_v(SmemLaunch& cfg, size_t elem, size_t budget);
 void choose_pair_steps(SmemLaunch& cfg, size_t elem, bool with_v);
 
