@@ -18,7 +18,9 @@ def plan(shapes, dtype=torch.float32, device="cuda", compute_uv=True, sync=True)
     group keeps one column of its pairs in registers, ``registers``, or reads
     both from shared memory, ``shared``; with registers, ``rows_padded_to``: the
     column height, A's rows and V's, padded with zero rows to what the lanes hold,
-    where the padding fits), or ``block_pairs`` of a width w whose rotations
+    where the padding fits; ``"v": "rotation_log"``: float64 matrices whose V does not fit
+    beside A, V in global memory, rotated after each sweep from the sweep's logged
+    rotations, uniform batches only), or ``block_pairs`` of a width w whose rotations
     come from ``pair_svd_smem`` (the SVD of a 2w-column pair in shared memory)
     or ``gram_evd_smem`` (the EVD of the pair's Gram matrix in shared memory),
     with the kernel's block size and shared memory. A uniform batch of at least

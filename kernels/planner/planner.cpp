@@ -84,13 +84,9 @@ MatrixPlan plan_matrix(int64_t rows, int64_t cols, size_t elem, bool compute_uv,
     mp.launch = svd_smem_config(rows, vrows, cols, elem);
     return mp;
   }
-  // Level 1 with V by the log where A fits alone (its log's staging at most the widest block's slots:
-  // plan_log_v then fits it, unpadding A's rows if need be), and where A's rows fit a lane group's
-  // registers (float64's register steps: 16 lanes a rotation or more, 8 rows a lane at 1024 threads;
-  // plan_log_v declines where the occupancy rule still picks the shared-memory steps, plan_matrix_log).
-  // On float64's shared-memory steps the whole level was slower than the block pairs it would replace
-  // (H200, stop 80, JSVD_LOG_V=1 / 0, ms: 64 x 150² 8.1 / 4.7, 200 x 150² 15.6 / 10.1; 200 x 128²,
-  // on the register steps, 4.6 / 5.0, docs/experiments.md). JSVD_LOG_V=2: either steps.
+  // Level 1 with V by the log (kernel_log_v.cuh) where A fits alone with the log's least staging, and
+  // its rows the register steps (float64: 16 lanes a rotation, 8 rows a lane; plan_log_v declines the
+  // shared-memory steps, where the whole level lost to block pairs: docs/design.md). JSVD_LOG_V=2: either.
   if (log_v && compute_uv && min_level <= 1 && log_v_enabled(elem)) {
     SmemLaunch l = svd_smem_config(rows, 0, cols, elem);
     const int64_t slots = std::min<int64_t>(1024 / l.tpp, std::max<int64_t>(l.reg_groups, (cols + 1) / 2));

@@ -1,13 +1,16 @@
-// svd_smem_kernel's V by a log of rotations (kLogV): whole matrices whose V does not fit beside A in
-// one block's shared memory (float64 from about 120 columns). A alone stays in shared memory and
-// its steps run as without V; each step's rotations are logged to global memory (a slot per pair
-// or lane group: s = 0 where it did not rotate), and after each sweep the block applies the sweep's
-// log to V, held in global memory, in chunks of a few rows staged in shared memory with a few steps
-// of the log (SmemLaunch::log_rows, log_steps). Within a step the pairs are disjoint, so a warp owns a row of V
+// svd_smem_kernel's V by a log of rotations (kLogV): float64 whole matrices whose V does not fit
+// beside A in one block's shared memory (the planner takes it where A's rows fit the register steps:
+// about 120 to 128 columns, planner.cpp). A alone stays in shared memory and its steps run as without
+// V; each step's rotations are logged to global memory (a slot per pair or lane group: s = 0 where
+// it did not rotate), and after each sweep the block applies the sweep's log to V, held in global
+// memory, a few rows at a time staged in shared memory with a few steps of the log
+// (SmemLaunch::log_rows, log_steps). Within a step the pairs are disjoint, so a warp owns a row of V
 // and its lanes share the step's slots; a row's steps are ordered by __syncwarp alone. This is the
 // split of V's accumulation from A's sweeps of issue 20 (the W-cycle paper's §IV-B update, applied
-// per sweep rather than per block pair): the blocked level it replaces ran a 128-column float64
-// matrix in 8 blocks of 16 columns, seven launches' worth of steps a sweep.
+// per sweep rather than per block pair), in place of block pairs (a 128-column float64 matrix: 8
+// blocks of 16 columns, 7 round-robin steps of 4 pair tasks a sweep). H200, stop 80, float64
+// 200 x 128² (svd's Jacobi on the start's X): that Jacobi 1.95 ms by block pairs, 1.82 by the log,
+// 0.77 without V; the log's passes cost about what the sweeps do, room left there.
 //
 // Not a standalone header: pasted by the preprocessor into svd_smem_kernel's body
 // (svd_smem_kernel.cuh), before kernel_register_steps.cuh, whose steps log through log_put.

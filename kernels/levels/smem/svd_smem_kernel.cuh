@@ -23,12 +23,15 @@
 // pair's q rows of V; float64 pairs, the pair's 2w x 2w rotation J (half the
 // shared memory, so fewer steps), applied after the sweep as one small GEMM
 // (§IV-B's update); float32 pairs of 512 rows (kDelta), E = J - I, whose small
-// late-sweep entries keep their relative precision. Each choice was measured
+// late-sweep entries keep their relative precision; float64 whole matrices
+// whose V does not fit beside A (kLogV), nothing: V stays in global memory and
+// takes each sweep's log of rotations. Each choice was measured
 // (docs/kernel-notes.md).
 //
 // The variants' code: kernel_register_steps.cuh (kRegRows > 0: one column of
-// a group's pairs in registers), kernel_delta_steps.cuh (kDelta), and
-// kernel_write_back.cuh (the end of a task), pasted into the kernel body.
+// a group's pairs in registers), kernel_delta_steps.cuh (kDelta),
+// kernel_log_v.cuh (kLogV) and kernel_write_back.cuh (the end of a task),
+// pasted into the kernel body.
 // Included by svd_smem.cu (the launchers) only: the instantiations live there.
 #pragma once
 
