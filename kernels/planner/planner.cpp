@@ -304,7 +304,8 @@ CallPlan plan_call(int64_t rows, int64_t cols, int64_t batch, bool uniform, size
       tuned = fill ? no_gemm : tuned_level(batch, p, cols, elem, carry_v, device, may_calibrate);
       cp.tuner = tuned.why;
     }
-    cp.jacobi = plan_matrix_log(p, cols, elem, carry_v, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr);
+    cp.jacobi =
+        plan_matrix_log(p, cols, elem, carry_v, batch, lim, forced ? forced : tuned.measured ? &tuned : nullptr);
     if (!forced) {
       more_lane_rows(cp.jacobi, p, cols, elem, carry_v, batch, lim);
       wider_lanes(cp.jacobi, p, cols, elem, carry_v, lim);

@@ -77,7 +77,8 @@
       const int rows = min(vrows_at_once, c - r0);
       stage_v_rows(r0, rows, true);
       __syncthreads();
-      for_each_column(c, rows, [&](int l, int rr) { Vg[static_cast<int64_t>(rank_s[l]) * c + r0 + rr] = Vs[rr * vld + l]; });
+      for_each_column(c, rows,
+                      [&](int l, int rr) { Vg[static_cast<int64_t>(rank_s[l]) * c + r0 + rr] = Vs[rr * vld + l]; });
       __syncthreads();
     }
   };

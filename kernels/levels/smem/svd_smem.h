@@ -79,7 +79,9 @@ bool log_v_enabled(size_t elem);
 // steps staged `rows` and `steps` at a time (kernel_log_v.cuh).
 size_t log_v_smem_bytes(int64_t q, int64_t slots, size_t elem, int rows, int steps);
 // The least of it (8 rows, 4 steps), which the planner's choice of the level asks to fit.
-inline size_t log_v_min_smem_bytes(int64_t q, int64_t slots, size_t elem) { return log_v_smem_bytes(q, slots, elem, 8, 4); }
+inline size_t log_v_min_smem_bytes(int64_t q, int64_t slots, size_t elem) {
+  return log_v_smem_bytes(q, slots, elem, 8, 4);
+}
 
 // Whether float32 block pairs of width w of a p x q matrix with V carry the
 // pair's E = J - I (2w rows) under their columns instead of V's q rows
