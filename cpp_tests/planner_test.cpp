@@ -221,6 +221,22 @@ int main() {
   check(plan_matrix(512, 512, 8, true, 100, h100).width == 8, "100 x 512x512 float64: 2 x 8 (3 blocks per SM)");
   check(plan_matrix(128, 128, 8, true, 500, h100).width == 16, "500 x 128² float64: 2 x 16, not 2 x 32");
   check(plan_matrix(128, 128, 8, true, 20, h100).width == 8, "20 x 128² float64: 2 x 8 (too few tasks)");
+  // V by the log (kernel_log_v.cuh; uniform batches ask for it): float64 whole matrices whose V does not fit
+  // beside A, where A's rows fit the register steps (16 lanes, 8 rows a lane); block pairs elsewhere
+  const MatrixPlan log128 = plan_matrix(128, 128, 8, true, 200, h100, nullptr, 0, /*log_v=*/true);
+  check(log128.level == Level::kWholeSmem && log128.launch.log_v && log128.launch.tpp == 16,
+        "200 x 128² float64, V by the log: whole, 16 lanes a rotation");
+  check(plan_matrix(128, 121, 8, true, 3, h100, nullptr, 0, true).launch.log_v, "3 x 128x121 float64: the log");
+  check(plan_matrix(150, 141, 8, true, 64, h100, nullptr, 0, true).level == Level::kPairSvd,
+        "64 x 150x141 float64 (8 lanes a rotation): block pairs, not the log");
+  check(plan_matrix(200, 117, 8, true, 64, h100, nullptr, 0, true).level == Level::kPairSvd,
+        "64 x 200x117 float64 (more rows than 8 a lane): block pairs");
+  check(!plan_matrix(100, 100, 8, true, 64, h100, nullptr, 0, true).launch.log_v &&
+            !plan_matrix(128, 128, 8, false, 200, h100, nullptr, 0, true).launch.log_v &&
+            plan_matrix(128, 128, 4, true, 200, h100, nullptr, 0, true).level == Level::kWholeSmem &&
+            !plan_matrix(128, 128, 4, true, 200, h100, nullptr, 0, true).launch.log_v,
+        "no log where V fits beside A, without V, or in float32");
+  check(!plan_matrix(128, 128, 8, true, 200, h100).launch.log_v, "no log unless asked (lists)");
   // List members: narrower float32 pairs (a list's sweep is its largest member's chain of steps).
   check(plan_matrix(200, 200, 4, true, 243, h100).width == 32, "243 x 200x200 float32, uniform: 2 x 32");
   check(list_width_cap({200, 150}, {200, 120}, 4, true) == 16, "a float32 list to 200 columns: pairs of 16");
