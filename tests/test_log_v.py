@@ -1,8 +1,9 @@
 """V by the log of rotations (kernels/levels/smem/kernel_log_v.cuh): float64 whole matrices whose V does not
 fit beside A in one block's shared memory keep A there alone, log each step's rotations and apply a sweep's
-log to V in global memory, instead of going to block pairs. Each shape asserts its plan (the register steps,
-the shared-memory steps, a tall matrix), then the results against float64 LAPACK and against the block pairs
-that JSVD_LOG_V=0 restores (in a fresh process: the engine reads its switches once). Skipped without CUDA.
+log to V in global memory, instead of going to block pairs. Each shape asserts its plan (the register steps;
+the shared-memory steps, which JSVD_LOG_V=2 allows, in a child), then the results against float64 LAPACK and
+against the block pairs that JSVD_LOG_V=0 restores (in a fresh process: the engine reads its switches once).
+Skipped without CUDA.
 """
 
 import pytest
