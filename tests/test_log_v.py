@@ -47,6 +47,9 @@ def _mixed(b, m, n, seed):
 def test_plan_takes_the_log_where_v_does_not_fit(b, m, n):
     lv = _level(b, m, n, sync=False)  # (svd_ex's; svd's QR path solves for V instead, test_qr_precondition.py)
     assert lv["kernel"] == "whole_svd_smem" and lv.get("v") == "rotation_log" and lv["steps"] == "registers", lv
+    if torch.cuda.get_device_capability() >= (9, 0):  # (227 KB a block: V's rows two a warp, 8 steps of the log)
+        rows, steps = lv["log_staging"]
+        assert rows >= 2 * (lv["threads"] // 32) and steps >= 8, lv
     # svd's Jacobi on the start's X = A V0 (a batch of near-square float64 matrices: the float32-solved start)
     start = torch_jsvd.plan([(128, 128)] * 200, dtype=F64, device="cuda")["matrices"][0]
     assert "start_v" in start and start["levels"][0].get("v") == "rotation_log", start

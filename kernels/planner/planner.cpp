@@ -481,7 +481,8 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
          << ", \"lanes_per_rotation\": " << cfg.tpp << ", \"steps\": \"" << (cfg.reg_rows ? "registers" : "shared")
          << "\", \"threads\": " << (cfg.reg_rows ? cfg.reg_threads : cfg.threads) << ", \"smem\": " << cfg.smem;
       if (cfg.reg_rows && cfg.pad_rows) os << ", \"rows_padded_to\": " << cfg.reg_rows * cfg.tpp;  // (A's and V's)
-      if (cfg.log_v) os << ", \"v\": \"rotation_log\"";  // (V in global memory, kernel_log_v.cuh)
+      if (cfg.log_v)  // (V in global memory, kernel_log_v.cuh; its rows and the log's steps staged at once)
+        os << ", \"v\": \"rotation_log\", \"log_staging\": [" << cfg.log_rows << ", " << cfg.log_steps << "]";
       os << "}";
     } else if (mp.level == Level::kGemm) {
       const GemmShape g = gemm_shape(p, q, mp.width, as_uniform ? count : 1, lim.sm_count);

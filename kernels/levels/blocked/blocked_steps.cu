@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kPassThreads)
 }
 
 // Finalisation, pass 2, one block per matrix: S descending, each column's
-// position in it (order), info and rank. Dynamic smem: q doubles.
+// position in it (order), info and rank. Dynamic smem: q doubles (launch_finalize rounds it up).
 template <typename T>
 __global__ void order_kernel(EngineArgs<T> args, const int32_t* mats, const double* norms, int32_t* order) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -427,7 +427,9 @@ void launch_finalize(const EngineArgs<T>& args, const int32_t* mats, int n, int6
   const dim3 grid = pass_grid(n, max_q);
   column_norms_kernel<T><<<grid, kPassThreads, 0, stream>>>(args, mats, norms);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  const size_t smem = static_cast<size_t>(max_q) * sizeof(double);
+  // (a multiple of four doubles: ptxas may merge write_descending_s's unrolled loads of d into 16-byte ones
+  // past an odd q's last entry, which compute-sanitizer flags as out of bounds: a 200 x 117 float64, stop 81)
+  const size_t smem = static_cast<size_t>((max_q + 3) & ~int64_t(3)) * sizeof(double);
   auto kernel = order_kernel<T>;
   allow_dynamic_smem(kernel, smem);
   kernel<<<n, 256, smem, stream>>>(args, mats, norms, order);

@@ -12,6 +12,11 @@
 // 200 x 128² (svd's Jacobi on the start's X): that Jacobi 1.95 ms by block pairs, 1.82 by the log,
 // 0.77 without V; the log's passes cost about what the sweeps do, room left there.
 //
+// The pass's shared-memory traffic: a row's rotations of a step move 64 bytes a slot (the halving
+// order's slots meet consecutive columns, so without bank conflicts), and the step's entries as many
+// again where a warp has one row; so a warp takes several rows (SmemLaunch::log_rows over the warps)
+// and each lane loads its entries once for all of them, from arrays of s, tau and (i, j) (stop 81).
+//
 // Not a standalone header: pasted by the preprocessor into svd_smem_kernel's body
 // (svd_smem_kernel.cuh), before kernel_register_steps.cuh, whose steps log through log_put.
 
@@ -23,8 +28,8 @@
   const int vld = c + 1;
   const int vrows_at_once = args.vlog_rows, steps_at_once = args.vlog_steps;
   T* const Vs = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(rank_s + c) + 15) & ~uintptr_t(15));
-  LogEntry<T>* const Ls =
-      reinterpret_cast<LogEntry<T>*>((reinterpret_cast<uintptr_t>(Vs + vrows_at_once * vld) + 15) & ~uintptr_t(15));
+  // The staged steps' entries, as arrays of s, tau and (i, j) (apply_log; a LogEntry<T>'s bytes a slot).
+  T* const Ls_s = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(Vs + vrows_at_once * vld) + 15) & ~uintptr_t(15));
   auto log_put = [&](int idx, T s, T tau, int i, int j) {
     if constexpr (kLogV) vlog[idx] = LogEntry<T>{s, tau, i | (j << 16)};
   };
@@ -41,25 +46,35 @@
       else g = Vs[rr * vld + l];
     });
   };
-  // V <- V J_1 ... J_n, the sweep's n = nrec steps of `slots` entries each.
+  // V <- V J_1 ... J_n, the sweep's n = nrec steps of `slots` entries each: warp w rotates the staged
+  // rows w, w + nwarps, ..., each lane with its slots' entries, loaded once for the warp's rows.
   auto apply_log = [&](int nrec, int slots) {
     // (whole warps only: a block of 600 threads ends in a partial warp, which must neither share a row
     // with warp 0 nor meet __syncwarp with lanes missing)
     const int warp = tid >> 5, wl = tid & 31, nwarps = nt >> 5;
+    T* const Ls_tau = Ls_s + steps_at_once * slots;
+    int* const Ls_ij = reinterpret_cast<int*>(Ls_tau + steps_at_once * slots);
     for (int r0 = 0; r0 < c; r0 += vrows_at_once) {
       const int rows = min(vrows_at_once, c - r0);
       stage_v_rows(r0, rows, true);
       for (int s0 = 0; s0 < nrec; s0 += steps_at_once) {
         const int ns = min(steps_at_once, nrec - s0);
         __syncthreads();  // V's rows staged; the previous steps' entries read
-        for (int idx = tid; idx < ns * slots; idx += nt) Ls[idx] = vlog[s0 * slots + idx];
+        for (int idx = tid; idx < ns * slots; idx += nt) {
+          const LogEntry<T> le = vlog[s0 * slots + idx];
+          Ls_s[idx] = le.s;
+          Ls_tau[idx] = le.tau;
+          Ls_ij[idx] = le.ij;
+        }
         __syncthreads();
-        for (int rr = warp; rr < rows && warp < nwarps; rr += nwarps) {
-          T* row = Vs + rr * vld;
+        if (warp < nwarps && warp < rows) {
           for (int s = 0; s < ns; ++s) {
-            for (int e = wl; e < slots; e += 32) {
-              const LogEntry<T> le = Ls[s * slots + e];
-              if (le.s != T(0)) rotate_pair(row[le.ij & 0xffff], row[le.ij >> 16], le.s, le.tau);
+            for (int e = s * slots + wl; e < (s + 1) * slots; e += 32) {
+              const T sn = Ls_s[e];
+              if (sn == T(0)) continue;
+              const T tau = Ls_tau[e];
+              const int i = Ls_ij[e] & 0xffff, j = Ls_ij[e] >> 16;
+              for (int rr = warp; rr < rows; rr += nwarps) rotate_pair(Vs[rr * vld + i], Vs[rr * vld + j], sn, tau);
             }
             __syncwarp();  // the next step's pairs meet columns this one's lanes wrote
           }

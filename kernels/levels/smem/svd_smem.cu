@@ -332,7 +332,7 @@ bool plan_log_v(SmemLaunch& cfg, size_t elem, size_t budget) {
     cfg.pad_rows = false;
     cfg.smem = unpadded;
   }
-  for (const auto& rs : {std::pair<int, int>{32, 8}, {16, 8}, {16, 4}, {8, 4}}) {
+  for (const auto& rs : {std::pair<int, int>{64, 16}, {64, 8}, {32, 16}, {32, 8}, {16, 8}, {16, 4}, {8, 4}}) {
     const size_t bytes = cfg.smem + log_v_smem_bytes(c, slots, elem, rs.first, rs.second);
     if (bytes > budget) continue;
     cfg.smem = bytes;
