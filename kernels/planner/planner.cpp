@@ -12,7 +12,6 @@
 #include "levels/gemm/gemm_level.h"
 #include "levels/gram/gram_evd_smem.h"
 #include "precondition/eigh_precondition.h"
-#include "precondition/list_start.h"
 #include "qr/qr_precondition.h"
 #include "levels/smem/svd_smem.h"
 #include "levels/warp/svd_warp.h"
