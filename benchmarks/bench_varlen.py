@@ -78,7 +78,8 @@ def list_accuracy(As, U, S, Vh):
 def host_us_per_matrix(torch_jsvd, As, count, op_name="jsvd::svd_varlen", reps=3):
     """CPU time of one svd_varlen op (op_name None: the whole call) less its waits for the device, per matrix
     (microseconds): the median of `reps` profiled calls after a profiled warm-up call (one profiled call alone
-    moved by 1.4x between runs of one build: 2.36 and 3.25 us at 2000x[4,64], docs/experiments.md, stop 82)."""
+    moved by 1.4x between two runs of the same list code: 2.36 and 3.25 us at 2000x[4,64], docs/experiments.md,
+    stop 82)."""
     from torch.profiler import ProfilerActivity, profile, record_function
     samples = []
     for _ in range(reps + 1):
@@ -92,7 +93,8 @@ def host_us_per_matrix(torch_jsvd, As, count, op_name="jsvd::svd_varlen", reps=3
         t0, t1 = op[0].time_range.start, op[0].time_range.end
         # (and the profiler's own buffer allocation at its first CUDA activity, ~2 ms inside the op: stop 57)
         waits = sum(e.time_range.end - e.time_range.start for e in ev
-                    if ("Synchronize" in e.name or e.name in ("cudaMemcpyAsync", "cudaMemcpy", "Activity Buffer Request"))
+                    if ("Synchronize" in e.name
+                        or e.name in ("cudaMemcpyAsync", "cudaMemcpy", "Activity Buffer Request"))
                     and t0 <= e.time_range.start and e.time_range.end <= t1)
         samples.append((t1 - t0 - waits) / count)
     return statistics.median(samples[1:])
@@ -188,7 +190,8 @@ def goal_lines(rows):
                              ("nested_host_us_per_matrix", "nested tensor", "nested")):
             host = r.get(key)
             if host is not None:
-                # (the call's unprofiled wall time a matrix, the device's work included, bounds its host time)
+                # (the unprofiled call's wall time a matrix, the device's work included: an upper bound on its
+                # host time)
                 wall = r["methods"][m]["ms"] * 1e3 / r["batch"] if m in r["methods"] else None
                 out.append(f"host time per matrix <= 2 us ({r['case']}, {what}): {host:.2f} us "
                            + ("MET" if host <= 2 else "MISSED")
