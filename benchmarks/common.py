@@ -161,7 +161,8 @@ def pyplot():
 def section(title, doc, note, table_md, goals_heading, plot_alt=None):
     """A RESULTS.md section: title; device, date and commit, command; the note on method; the table; the
     goals (doc["goals"]); the plot (doc["plot"]), if any."""
-    lines = [title, "", f"- device: {doc['device']}, torch {doc['torch']}, CUDA {doc.get('cuda')}",
+    host = f", host CPU {doc['host_cpu']}" if doc.get("host_cpu") else ""
+    lines = [title, "", f"- device: {doc['device']}{host}, torch {doc['torch']}, CUDA {doc.get('cuda')}",
              f"- date: {doc['date']}, torch_jsvd at git {doc['commit']} (`benchmarks/results/{doc['json']}`)",
              f"- command: `{doc['command']}`", note, "", table_md, "", goals_heading, ""]
     lines += [f"- {g}" for g in doc["goals"]] + vs_previous_lines(doc)
