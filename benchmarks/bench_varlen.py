@@ -103,17 +103,14 @@ def host_us_per_matrix(torch_jsvd, As, count, op_name="jsvd::svd_varlen", reps=3
 
 def host_floor_us_per_matrix(count, reps=5):
     """torch's own host time for what a list's results are, three tensors a matrix, on this host: three
-    unbind calls on (count, 2, 2) CUDA tensors, us a matrix, median of `reps` after a warm-up. The same
-    list's host time moved from 1.4-1.8 to 2.7-3.0 us a matrix between two H200 machines of one session
-    (docs/experiments.md, stop 83): the host's speed, which this floor measured beside it tells apart."""
+    unbind calls on (count, 2, 2) CUDA tensors (no device work), us a matrix, median of `reps` after a
+    warm-up. The same list's host time moved from 1.4-1.8 to 2.7-3.0 us a matrix between two H200 machines
+    of one session (docs/experiments.md, stop 83): the host's speed, which this floor measured beside it
+    tells apart."""
     x = torch.empty(count, 3, 2, 2, device="cuda")
-    samples = []
-    for _ in range(reps + 1):
-        t0 = time.perf_counter()
-        parts = (x[:, 0].unbind(), x[:, 1].unbind(), x[:, 2].unbind())
-        samples.append((time.perf_counter() - t0) * 1e6 / count)
-        del parts
-    return statistics.median(samples[1:])
+    ms, _ = common.time_ms(lambda: (x[:, 0].unbind(), x[:, 1].unbind(), x[:, 2].unbind()), "cpu",
+                           min_time=float("inf"), max_repeat=reps)
+    return ms * 1e3 / count
 
 
 def host_cpu():
