@@ -4,6 +4,8 @@
 
 #ifdef __CUDACC__
 #define JSVD_HOST_DEVICE __host__ __device__
+#define JSVD_HOST_DEVICE_INLINE __host__ __device__ __forceinline__
 #else
 #define JSVD_HOST_DEVICE
+#define JSVD_HOST_DEVICE_INLINE inline
 #endif

@@ -31,6 +31,7 @@ struct Knobs {
   bool qr_in_place = true;  // JSVD_QR_IN_PLACE=0: the one-launch QRs read a packed copy, not the caller's tensor
   int v_solve = -1;      // JSVD_V_SOLVE=0|1: the QR path's V_x by a triangular solve (-1: float64 only; qr_precondition.h)
   int eigh = -1;         // JSVD_EIGH=0|1: never | always (uniform batches) the Gram eigenvectors as the start V
+  int start_own_evd = -1;  // JSVD_START_OWN_EVD=0|1: the float32 solver's route solves its Gram matrices of at most 128 columns by syevBatched always | by the engine's own eigen-solver always (-1: the own from kEvdSmallMinBatch matrices; kernels/eigen/evd_small.h)
   int start_evd32 = -1;  // JSVD_START_EVD32=0|1: the syevBatched start never solves the Gram matrices in float32 | always, untested (-1: evd32_route_on's rule and the pivots' test; eigh_precondition.h)
   int start_evd32_tall = 2;  // JSVD_START_EVD32_TALL=N: float32's large tall batches on the float32 solver, V0 refined N times (0: the float64 solver; eigh_precondition.h)
   int start_evd32_square = 40;  // JSVD_START_EVD32_SQUARE=N: that route for near-square batches of N matrices and more too (0: tall ones only; squarer than kEvd32SquareLongRatio from 200 too; eigh_precondition.h)
@@ -109,6 +110,7 @@ inline Knobs read() {
   k.qr_in_place = on("JSVD_QR_IN_PLACE", k.qr_in_place);
   k.v_solve = integer("JSVD_V_SOLVE", k.v_solve);
   k.eigh = integer("JSVD_EIGH", k.eigh);
+  k.start_own_evd = integer("JSVD_START_OWN_EVD", k.start_own_evd);
   k.start_evd32 = integer("JSVD_START_EVD32", k.start_evd32);
   k.start_evd32_tall = integer("JSVD_START_EVD32_TALL", k.start_evd32_tall);
   k.start_evd32_square = integer("JSVD_START_EVD32_SQUARE", k.start_evd32_square);

@@ -133,6 +133,13 @@ def random_spectrum(m, n, decades, generator=None):
     return (Q1 * torch.logspace(0, -decades, n, dtype=torch.float64)) @ Q2.mT
 
 
+# The solvers of syevBatched's route, as the plan names them: cuSOLVER's, or for its float32 Gram matrices of at
+# most 128 columns from 32 matrices the engine's own (kernels/eigen/evd_small.h).
+SYEV_BATCHED = "cusolverDnXsyevBatched"
+OWN_EVD = "jsvd (tridiagonal reduction, bisection, inverse iteration)"
+SYEV_ROUTE = (SYEV_BATCHED, OWN_EVD)
+
+
 def start_v(shapes, dtype=torch.float32):
     """Each matrix's "start_v" entry of the CUDA plan (the Gram eigenvectors' start), None where it has none."""
     return [m.get("start_v") for m in torch_jsvd.plan(shapes, dtype=dtype, device="cuda")["matrices"]]

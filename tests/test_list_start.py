@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, random_rank, random_spectrum, reference_svdvals, run_child, start_v
+from jsvd_testutils import (SYEV_BATCHED, assert_valid_svd, bound, random_rank, random_spectrum, reference_svdvals,
+                            run_child, start_v)
 
 pytestmark = [
     pytest.mark.cuda,
@@ -42,7 +43,7 @@ def test_plan(dtype, count):
     plan = start_v(shapes, dtype)
     for (m, n), s in zip(shapes, plan):
         if min(m, n) >= 256:
-            assert s is not None and s["solver"] == "cusolverDnXsyevBatched"
+            assert s is not None and s["solver"] == SYEV_BATCHED
             assert s["padded_to"] % 128 == 0 and min(m, n) <= s["padded_to"] < min(m, n) + 128
         else:
             assert s is None

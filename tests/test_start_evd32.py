@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import (assert_valid_svd, bound, orthogonality_error, random_rank, reference_svdvals, run_child,
-                            start_v)
+from jsvd_testutils import (OWN_EVD, SYEV_BATCHED, SYEV_ROUTE, assert_valid_svd, bound, orthogonality_error,
+                            random_rank, reference_svdvals, run_child, start_v)
 
 pytestmark = [
     pytest.mark.cuda,
@@ -53,7 +53,7 @@ def test_gram_eigenvectors_in_float32(tmp_path, dtype, m, n, member):
         A[3] *= torch.logspace(0, -3, n, dtype=torch.float64)
     A = A.to(dtype).cuda()
     sv = start_v([(m, n)] * 100, dtype)[0]
-    assert sv["solver"] == "cusolverDnXsyevBatched" and sv["gram_dtype"] == "float32"
+    assert sv["solver"] in SYEV_ROUTE and sv["gram_dtype"] == "float32"
     assert start_v([(m + 160, n + 160)] * 100, dtype)[0]["gram_dtype"] == "float64"
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
@@ -243,11 +243,11 @@ def test_square_route_knob():
     150 x 120 as square at R = 140, 160 x 112 too at R = 150)."""
     code = """
         import torch
-        from jsvd_testutils import start_v
+        from jsvd_testutils import SYEV_ROUTE, start_v
         for shape in ((128, 128), (160, 112), (150, 120), (120, 100), (300, 100)):
             for count in (39, 40, 199, 200):
                 s = start_v([shape] * count, torch.float32)[0]
-                print(s["gram_dtype"] if s and s["solver"] == "cusolverDnXsyevBatched" else None)
+                print(s["gram_dtype"] if s and s["solver"] in SYEV_ROUTE else None)
     """
     late, on, off = ["None"] * 3 + ["float32"], ["None"] + ["float32"] * 3, ["None"] * 4
     tall = ["float64", "float64", "float64", "float32"]
@@ -292,3 +292,42 @@ def test_near_square_route_wide_and_few(tmp_path, shape):
         torch.save(torch_jsvd.svd(A, full_matrices=False).S.cpu(), os.environ["OUT"])
     """, JSVD_START_EVD32_SQUARE="0", OUT=str(tmp_path / "S0.pt"))
     assert not torch.equal(S, torch.load(tmp_path / "S0.pt"))
+
+
+@pytest.mark.parametrize("dtype,batch,m,n", [(F32, 200, 128, 128), (F32, 200, 300, 100), (F32, 40, 200, 120),
+                                             (F64, 16, 128, 128)], ids=str)
+def test_own_eigensolver(tmp_path, dtype, batch, m, n):
+    """The route's Gram matrices of at most 128 columns solved by the engine's own eigen-solver
+    (kernels/eigen/evd_small.h: tridiagonal reduction, bisection, inverse iteration with its clusters
+    orthonormalised) in place of syevBatched: by default from 32 matrices (the plan names it), always with
+    JSVD_START_OWN_EVD=1, never with 0. With 1 (in a child process), members beside Gaussian ones: a zero one,
+    two equal columns, one at 1e-30, one of equal singular values (one cluster of every eigenvalue), one of two
+    clusters and one of singular values equal to within 1e-7: every output property, S against LAPACK, and
+    float32's Gaussian members' V orthogonal to 3 sqrt(n) eps32, as after syevBatched."""
+    g = torch.Generator().manual_seed(batch + m + n)
+    A = torch.randn(batch, m, n, generator=g, dtype=torch.float64)
+    A[0] = 0
+    A[1, :, 1] = A[1, :, 0]
+    A[2] *= 1e-30
+    for k, kind in enumerate(("orthogonal", "two_clusters", "near_identity")):
+        Q1 = torch.linalg.qr(torch.randn(m, n, generator=g, dtype=torch.float64))[0]
+        A[3 + k] = Q1 @ _clustered(kind, n, g)
+    A = A.to(dtype)
+    assert start_v([(m, n)] * batch, dtype)[0]["solver"] == (OWN_EVD if batch >= 32 else SYEV_BATCHED)
+    torch.save(A, tmp_path / "A.pt")
+    code = f"""
+        import os, torch, torch_jsvd
+        from jsvd_testutils import start_v
+        print(start_v([({m}, {n})] * {batch}, {dtype})[0]["solver"])
+        A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
+        torch.save([t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)], os.environ["OUT"])
+    """
+    assert run_child(code, JSVD_START_OWN_EVD="1", OUT=str(tmp_path / "usv.pt")).strip().splitlines()[-1] == OWN_EVD
+    assert run_child(code.split("A = torch.load")[0], JSVD_START_OWN_EVD="0").strip() == SYEV_BATCHED
+    U, S, Vh = torch.load(tmp_path / "usv.pt")
+    assert_valid_svd(A, U, S, Vh, False)
+    ref = reference_svdvals(A)
+    assert ((S.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, dtype)
+    if dtype == F32:
+        lim = 3 * n**0.5 * torch.finfo(torch.float32).eps
+        assert orthogonality_error(Vh, rows=True)[6:].max().item() <= lim

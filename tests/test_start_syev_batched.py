@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import torch_jsvd
-from jsvd_testutils import assert_valid_svd, bound, random_rank, random_spectrum, reference_svdvals, run_child, start_v
+from jsvd_testutils import (SYEV_ROUTE, assert_valid_svd, bound, random_rank, random_spectrum, reference_svdvals,
+                            run_child, start_v)
 
 pytestmark = [
     pytest.mark.cuda,
@@ -26,7 +27,7 @@ def test_plan_mid_columns(dtype):
     column from 40 matrices, squarer ones from 200 (in float32 where X is tested: test_start_evd32.py), not
     fewer; nor from 129 columns of tall ones, nor fewer matrices (but up to 4 tall ones:
     test_start_few_tall.py)."""
-    syevb = lambda shapes: (start_v(shapes, dtype)[0] or {}).get("solver") == "cusolverDnXsyevBatched"
+    syevb = lambda shapes: (start_v(shapes, dtype)[0] or {}).get("solver") in SYEV_ROUTE
     f32 = dtype == torch.float32
     assert syevb([(300, 100)] * 5)
     assert syevb([(1000, 128)] * 200) and syevb([(65, 200)] * 40) and syevb([(130, 65)] * 10)
@@ -65,7 +66,7 @@ def test_batches_by_syev_batched(dtype, m, n, full):
     A[5] *= 1e-30
     A[6] *= 1e30
     A = A.to(dtype).cuda()
-    assert start_v([(m, n)] * batch, dtype)[0]["solver"] == "cusolverDnXsyevBatched"
+    assert start_v([(m, n)] * batch, dtype)[0]["solver"] in SYEV_ROUTE
     U, S, Vh = torch_jsvd.svd(A, full_matrices=full)
     assert_valid_svd(A, U, S, Vh, full)
     ref = reference_svdvals(A)
@@ -96,7 +97,7 @@ def test_batches_by_syev_batched_declined(tmp_path, member, n):
         A[2] = random_spectrum(300, n, 12, g)
     elif member == "rank_deficient":
         A[2] = random_rank((300, n), n // 2)
-    assert start_v([(300, n)] * 40, torch.float64)[0]["solver"] == "cusolverDnXsyevBatched"
+    assert start_v([(300, n)] * 40, torch.float64)[0]["solver"] in SYEV_ROUTE
     torch.save(A, tmp_path / "A.pt")
     code = f"""
         import os, torch, torch_jsvd
@@ -124,7 +125,7 @@ def test_non_finite_member_on_syev_batched_route(dtype, shape, bad):
     """On syevBatched's route a member with a NaN, an Inf, or entries whose Gram matrix would overflow,
     declines the batch (start_checks): svd raises for the non-finite member (svd_ex: its info -2, the others
     converged); with the overflowing one every member comes out valid, S against LAPACK's."""
-    assert start_v([shape[1:]] * shape[0], dtype)[0]["solver"] == "cusolverDnXsyevBatched"
+    assert start_v([shape[1:]] * shape[0], dtype)[0]["solver"] in SYEV_ROUTE
     g = torch.Generator(device="cuda").manual_seed(11)
     A = torch.randn(shape, device="cuda", dtype=dtype, generator=g)
     if bad == "overflow":

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core.h"
+#include "eigen/evd_small.h"
 #include "levels/gemm/gemm_level.h"
 #include "levels/gram/gram_evd_smem.h"
 #include "precondition/eigh_precondition.h"
@@ -110,12 +111,14 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
          << list_start_order(q) << ", \"calls\": \"svd_varlen (a list's members of its size class in one call)\"}";
     }
     if (cp.eigh) {
+      const bool gram32 = !gram_eig_by_jacobi(q) && evd32_route_on(count, p, q, elem, /*x_tested=*/true);
       os << ", \"start_v\": {\"kernel\": \"gram_eigh\", \"solver\": \""
-         << (gram_eig_by_jacobi(q)     ? "jsvd (batched Jacobi on the float64 Gram matrices)"
-             : syev_batched_on(count) ? "cusolverDnXsyevBatched"
-                                      : "torch.linalg.eigh")
+         << (gram_eig_by_jacobi(q)        ? "jsvd (batched Jacobi on the float64 Gram matrices)"
+             : gram32 && evd_small_on(count, q) ? "jsvd (tridiagonal reduction, bisection, inverse iteration)"
+             : syev_batched_on(count)    ? "cusolverDnXsyevBatched"
+                                         : "torch.linalg.eigh")
          << "\", \"gram_dtype\": \""
-         << (!gram_eig_by_jacobi(q) && evd32_route_on(count, p, q, elem, /*x_tested=*/true) ? "float32" : "float64")
+         << (gram32 ? "float32" : "float64")
          << "\", \"calls\": \"svd, svdvals (svd_ex, which never synchronises, plans without it)\"";
       // (float32's large batches of 65 to 128 columns: where X is tested, eigh_precondition.h; with
       // full_matrices tall ones on the float64 solver, near-square ones without the start; squares, whose

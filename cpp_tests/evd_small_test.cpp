@@ -1,0 +1,186 @@
+// The start's own eigen-solver (kernels/eigen/evd_small.h) checked on the host, without a GPU: the phases of
+// its two kernels (evd_small.cu) run thread by thread in the kernels' order, on float32 Gram matrices scaled by
+// their trace as the route scales them (Gaussian, orthonormal columns, low rank, graded and duplicated columns,
+// zero, diagonal; 1 to 128 columns). Each must give ||G V0 - V0 L||_F / ||G||_F and ||V0^T V0 - I||_F within
+// 8 n eps32 (in double), eigenvalues increasing, no member replaced (the flag the caller declines a batch by).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "eigen/evd_tail.cuh"
+#include "eigen/tridiag_reduce.cuh"
+
+using namespace jsvd::cuda::eigen;
+
+namespace {
+
+constexpr int N = 128;  // the kernels' threads
+
+// evd_small.cu's reduce_kernel.
+void reduce(const float* G, int n, float* d, float* e, float* tau, float* V) {
+  static RegsThread<float, N> s[N];
+  static RegsShared<float, N> sh;
+  for (int t = 0; t < N; ++t) regs_load(s[t], G, n, t);
+  if (n == 1) {
+    d[0] = s[0].a[0];
+    return;
+  }
+  for (int k = 0; k < n - 2; ++k) {
+    for (int t = 0; t < N; ++t) regs_owner(s[t], sh, k, t);
+    float sigma = 0, pv = 0;
+    for (int t = 0; t < N; ++t) sigma += regs_sigma_part(s[t], sh, k, t);
+    for (int t = 0; t < N; ++t) regs_reflector(s[t], sh, k, t, sigma, n, d, e, tau, V);
+    for (int t = 0; t < N; ++t) pv += regs_symv(s[t], sh, k);
+    for (int t = 0; t < N; ++t) regs_w(s[t], sh, k, t, pv);
+    for (int t = 0; t < N; ++t) regs_update(s[t], sh, k, t);
+  }
+  for (int t = 0; t < N; ++t) regs_end_rows(s[t], sh, n, t);
+  regs_end_out(sh, n, d, e, tau);
+}
+
+// evd_small.cu's tail_kernel; returns its flag.
+bool tail(const float* d, const float* e, const float* tau, const float* V, int n, float* V0, float* w) {
+  static EigShared<float, N> sh;
+  std::vector<float> Zt(static_cast<size_t>(N) * n, -7.0f), scratch(static_cast<size_t>(5) * N * n), vbuf(2 * N);
+  float* X1 = scratch.data() + static_cast<size_t>(4) * N * n;
+  for (int j = 0; j < N; ++j) f_load(sh, d, e, n, j);
+  for (int j = 0; j < N; ++j) f_split(sh, n, j);
+  f_blocks(sh, n);
+  for (int j = 0; j < N; ++j) f_bisect(sh, n, j);
+  for (int j = 0; j < N; ++j) f_clusters(sh, n, j);
+  for (int j = 0; j < N; ++j) {
+    t_zero(sh, n, j, Zt.data());
+    f_vectors(sh, n, j, Zt.data(), scratch.data());
+  }
+  for (int round = 0; round < 2 && sh.max_cluster > 1; ++round) {
+    if (round == 1)
+      for (int j = 0; j < N; ++j) {
+        f_keep(sh, n, j, Zt.data(), X1, true);
+        f_resolve(sh, n, j, Zt.data(), scratch.data());
+      }
+    for (int s = 1; s < sh.max_cluster; ++s)
+      for (int attempt = 0; attempt < 3; ++attempt) {
+        for (int pass = 0; pass < 2; ++pass) {
+          for (int j = 0; j < N; ++j) f_cgs_dot(sh, n, j, s, Zt.data());
+          for (int j = 0; j < N; ++j) f_cgs_sub(sh, n, j, s, Zt.data());
+        }
+        for (int j = 0; j < N; ++j) f_cgs_norm(sh, n, j, s, Zt.data(), round, attempt);
+        const bool again = sh.retry;
+        sh.retry = 0;
+        if (!again) break;
+      }
+    if (round == 1)
+      for (int j = 0; j < N; ++j) f_keep(sh, n, j, Zt.data(), X1, false);
+  }
+  std::vector<int> rank(N);
+  for (int j = 0; j < N; ++j) rank[j] = j < n ? t_rank(sh, n, j) : 0;
+  std::vector<BtThread<float, N>> bt(N);
+  for (int j = 0; j < N; ++j) bt_regs_load(bt[j], Zt.data(), n, j);
+  if (n >= 3)
+    for (int j = 0; j < N; ++j) bt_regs_v<float, N>(vbuf.data() + ((n - 3) & 1) * N, V, n, n - 3, j);
+  for (int k = n - 3; k >= 0; --k) {
+    for (int j = 0; j < N; ++j) bt_regs_apply(bt[j], vbuf.data() + (k & 1) * N, tau[k], k);
+    if (k > 0)
+      for (int j = 0; j < N; ++j) bt_regs_v<float, N>(vbuf.data() + ((k - 1) & 1) * N, V, n, k - 1, j);
+  }
+  for (int j = 0; j < N; ++j) bt_regs_out(sh, bt[j], n, j, rank[j], V0, w);
+  return sh.replaced != 0;
+}
+
+// M (m x n, row-major, double) of a kind.
+std::vector<double> matrix(const std::string& kind, int m, int n, std::mt19937& rng) {
+  std::normal_distribution<double> N01;
+  std::vector<double> A(static_cast<size_t>(m) * n, 0.0);
+  if (kind == "zero") return A;
+  if (kind == "diagonal") {
+    for (int j = 0; j < std::min(m, n); ++j) A[j * n + j] = 1.0 + j % 7;
+    return A;
+  }
+  if (kind == "low_rank") {  // rank n / 4 + 1
+    const int r = n / 4 + 1;
+    std::vector<double> X(static_cast<size_t>(m) * r), Y(static_cast<size_t>(r) * n);
+    for (auto& x : X) x = N01(rng);
+    for (auto& y : Y) y = N01(rng);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j)
+        for (int t = 0; t < r; ++t) A[i * n + j] += X[i * r + t] * Y[t * n + j];
+    return A;
+  }
+  for (auto& a : A) a = N01(rng);
+  if (kind == "orthonormal") {  // (modified Gram-Schmidt twice on the columns)
+    for (int pass = 0; pass < 2; ++pass)
+      for (int j = 0; j < n; ++j) {
+        for (int k = 0; k < j; ++k) {
+          double dot = 0;
+          for (int i = 0; i < m; ++i) dot += A[i * n + k] * A[i * n + j];
+          for (int i = 0; i < m; ++i) A[i * n + j] -= dot * A[i * n + k];
+        }
+        double nr = 0;
+        for (int i = 0; i < m; ++i) nr += A[i * n + j] * A[i * n + j];
+        for (int i = 0; i < m; ++i) A[i * n + j] /= std::sqrt(nr);
+      }
+  } else if (kind == "graded") {
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) A[i * n + j] *= std::pow(10.0, -3.0 * j / std::max(n - 1, 1));
+  } else if (kind == "duplicated") {
+    for (int i = 0; i < m; ++i)
+      for (int j = 1; j < n; j += 2) A[i * n + j] = A[i * n + j - 1];
+  }
+  return A;
+}
+
+}  // namespace
+
+int main() {
+  std::mt19937 rng(84);
+  int failures = 0, checked = 0;
+  const double eps = 1.1920928955078125e-07;
+  for (const int n : {1, 2, 3, 17, 64, 77, 100, 128})
+    for (const std::string kind : {"gaussian", "orthonormal", "low_rank", "graded", "duplicated", "zero", "diagonal"}) {
+      const int m = n + n / 2 + 8;
+      const std::vector<double> A = matrix(kind, m, n, rng);
+      std::vector<double> G(static_cast<size_t>(n) * n, 0.0);
+      double trace = 0;
+      for (int r = 0; r < n; ++r)
+        for (int c = 0; c < n; ++c) {
+          for (int i = 0; i < m; ++i) G[r * n + c] += A[i * n + r] * A[i * n + c];
+          if (r == c) trace += G[r * n + c];
+        }
+      std::vector<float> Gf(G.size());
+      for (size_t i = 0; i < G.size(); ++i) Gf[i] = static_cast<float>(trace > 0 ? G[i] / trace : G[i]);
+      std::vector<float> d(n), e(std::max(n - 1, 1)), tau(std::max(n - 1, 1)), V(static_cast<size_t>(n) * n),
+          V0(static_cast<size_t>(n) * n), w(n);
+      reduce(Gf.data(), n, d.data(), e.data(), tau.data(), V.data());
+      const bool flagged = tail(d.data(), e.data(), tau.data(), V.data(), n, V0.data(), w.data());
+      double res = 0, gn = 0, orth = 0;
+      bool increasing = true;
+      for (int c = 0; c < n; ++c) {
+        if (c > 0 && w[c] < w[c - 1]) increasing = false;
+        for (int r = 0; r < n; ++r) {
+          gn += double(Gf[r * n + c]) * Gf[r * n + c];
+          double gv = 0, vv = 0;
+          for (int t = 0; t < n; ++t) {
+            gv += double(Gf[r * n + t]) * V0[t * n + c];
+            vv += double(V0[t * n + r]) * V0[t * n + c];
+          }
+          const double x = gv - double(V0[r * n + c]) * w[n - 1 - c];
+          res += x * x;
+          orth += (vv - (r == c)) * (vv - (r == c));
+        }
+      }
+      res = gn > 0 ? std::sqrt(res / gn) : std::sqrt(res);
+      orth = std::sqrt(orth);
+      const double lim = 8 * n * eps;
+      const bool ok = res <= lim && orth <= lim && increasing && !flagged && std::isfinite(res + orth);
+      ++checked;
+      if (!ok) ++failures;
+      std::printf("%s n=%3d %-11s residual %.2e orthogonality %.2e (limit %.2e)%s%s\n", ok ? "ok  " : "FAIL", n,
+                  kind.c_str(), res, orth, lim, increasing ? "" : " eigenvalues not increasing",
+                  flagged ? " flagged" : "");
+    }
+  std::printf("%d of %d cases failed\n", failures, checked);
+  return failures == 0 ? 0 : 1;
+}

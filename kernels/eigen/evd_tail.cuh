@@ -1,0 +1,80 @@
+// The back-transformation of the start's own eigen-solver (evd_small.h): V0 = H_0 ... H_{n-3} Z, Z the
+// tridiagonal eigenvectors (tridiag_eigenpairs.cuh) and H_k tridiag_reduce.cuh's reflectors, a thread a column
+// of Z held in its registers (float32: NMAX values), each reflector's v zero-padded in shared memory (rows <= k
+// and >= n zero) and double-buffered (one barrier a reflector), the chunks of 32 rows above the reflector
+// skipped; V0 and the eigenvalues written as syev_batched's: V0 (n x n row-major, column c the eigenvector of
+// the c-th largest eigenvalue), w increasing.
+#pragma once
+
+#include "eigen/tridiag_eigenpairs.cuh"
+
+namespace jsvd {
+namespace cuda {
+namespace eigen {
+
+// Thread j: its column zero off its block's rows (the back-transformation reads every row).
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void t_zero(const EigShared<T, NMAX>& sh, int n, int j, T* Zt) {
+  if (j >= n) return;
+  const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1];
+  for (int r = 0; r < n; ++r)
+    if (r < bs || r >= be) Zt[r * NMAX + j] = T(0);
+}
+// Thread j: its pair's place in descending order (ties by index).
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE int t_rank(const EigShared<T, NMAX>& sh, int n, int j) {
+  const T v = sh.bl[j];
+  int rank = 0;
+  for (int i = 0; i < n; ++i) rank += sh.bl[i] > v || (sh.bl[i] == v && i < j);
+  return rank;
+}
+// The back-transformation with Z's column in one thread's registers (float32: NMAX values), each reflector's v
+// zero-padded in shared memory (rows <= k and >= n zero), chunks of 32 rows above the reflector skipped.
+template <typename T, int NMAX>
+struct BtThread {
+  T z[NMAX];
+};
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE_INLINE void bt_regs_load(BtThread<T, NMAX>& t, const T* Zt, int n, int j) {
+#pragma unroll
+  for (int r = 0; r < NMAX; ++r) t.z[r] = r < n ? Zt[r * NMAX + j] : T(0);
+}
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE_INLINE void bt_regs_v(T* vbuf, const T* V, int n, int k, int r) {
+  vbuf[r] = r == k + 1 ? T(1) : (r > k + 1 && r < n ? V[static_cast<size_t>(r) * n + k] : T(0));
+}
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE_INLINE void bt_regs_apply(BtThread<T, NMAX>& t, const T* vbuf, T tau, int k) {
+  T p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+#pragma unroll
+  for (int c = 0; c < NMAX / 32; ++c) {
+    if (k + 1 >= 32 * (c + 1)) continue;
+#pragma unroll
+    for (int r = 32 * c; r < 32 * (c + 1); r += 4) {
+      p0 += vbuf[r] * t.z[r];
+      p1 += vbuf[r + 1] * t.z[r + 1];
+      p2 += vbuf[r + 2] * t.z[r + 2];
+      p3 += vbuf[r + 3] * t.z[r + 3];
+    }
+  }
+  const T dot = tau * ((p0 + p1) + (p2 + p3));
+#pragma unroll
+  for (int c = 0; c < NMAX / 32; ++c) {
+    if (k + 1 >= 32 * (c + 1)) continue;
+#pragma unroll
+    for (int r = 32 * c; r < 32 * (c + 1); ++r) t.z[r] -= dot * vbuf[r];
+  }
+}
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE_INLINE void bt_regs_out(const EigShared<T, NMAX>& sh, const BtThread<T, NMAX>& t, int n,
+                                                     int j, int rank, T* V0, T* w) {
+  if (j >= n) return;
+  w[n - 1 - rank] = sh.bl[j];
+#pragma unroll
+  for (int r = 0; r < NMAX; ++r)
+    if (r < n) V0[static_cast<size_t>(r) * n + rank] = t.z[r];
+}
+
+}  // namespace eigen
+}  // namespace cuda
+}  // namespace jsvd

@@ -1,0 +1,366 @@
+// The eigenpairs of one symmetric tridiagonal matrix T = tridiag(e, d, e) a CTA (n <= NMAX, a thread an
+// eigenpair), as the start's own eigen-solver needs them (evd_small.h), with no thread's work serialised by a
+// cluster:
+//   T split at negligible off-diagonals (xSTEBZ's test) into unreduced blocks;
+//   bisection on Sturm counts, a thread an eigenvalue, to about eps ||T|| (xSTEBZ's default ABSTOL);
+//   inverse iteration, a thread a vector, all at once (xLAGTF's factorisation once, two solves, xLAGTS's
+//   scaling), the factors interleaved across the CTA's threads in global memory (entry r of thread j at
+//   r NMAX + j: a warp's accesses coalesce), the vectors in Zt (shared memory, the same layout);
+//   each cluster (neighbours closer than 1e-3 ||T||, xSTEIN's ORTOL) orthonormalised by the whole CTA, member
+//   after member (Gram-Schmidt twice: a thread a dot product, a thread a row), all clusters at once; a
+//   member's second solve after that (two in a row would square the spread of the members' amplifications,
+//   up to 1e-3 / eps, and leave them numerically dependent), then the clusters orthonormalised again.
+// A cluster's vectors span its invariant subspace, not its eigenvectors one by one: the Jacobi after the start
+// resolves within it. Phases between the barriers, so that the host can run them thread by thread
+// (cpp_tests/evd_small_test.cpp); evd_small.cu strings them together.
+#pragma once
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+
+#include "host_device.h"
+
+namespace jsvd {
+namespace cuda {
+namespace eigen {
+
+// Gershgorin interval of T.
+template <typename T>
+JSVD_HOST_DEVICE_INLINE void gershgorin(const T* d, const T* e, int n, T& lo, T& hi) {
+  lo = d[0];
+  hi = d[0];
+  for (int i = 0; i < n; ++i) {
+    const T r = (i > 0 ? fabs(e[i - 1]) : T(0)) + (i + 1 < n ? fabs(e[i]) : T(0));
+    lo = fmin(lo, d[i] - r);
+    hi = fmax(hi, d[i] + r);
+  }
+  const T pad = (hi - lo) * T(2.0e-7) + T(1e-30);
+  lo -= pad;
+  hi += pad;
+}
+
+// A deterministic start vector entry in [-1, 1).
+JSVD_HOST_DEVICE_INLINE float start_entry(uint32_t i, uint32_t r) {
+  uint32_t h = i * 2654435761u ^ (r + 0x9e3779b9u) * 2246822519u;
+  h ^= h >> 15;
+  h *= 2246822519u;
+  h ^= h >> 13;
+  return static_cast<float>(h & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+// x / y: float32's by the hardware reciprocal (two ulps: bisection and inverse iteration are indifferent to
+// it; H200, stop 84: a third off the bisection), float64's IEEE.
+template <typename T>
+JSVD_HOST_DEVICE_INLINE T qdiv(T x, T y) {
+#ifdef __CUDA_ARCH__
+  if constexpr (sizeof(T) == 4) return __fdividef(x, y);
+#endif
+  return x / y;
+}
+
+template <typename T, int NMAX>
+struct EigShared {
+  T d[NMAX], e[NMAX], e2[NMAX], bl[NMAX], dot[NMAX];
+  int block_of[NMAX], block_start[NMAX + 1], cl_first[NMAX], cl_size[NMAX], cl_fail[NMAX];
+  T scale;
+  int max_cluster, retry;
+  int replaced, reverted;  // (round 0's members replaced, round 1's clusters reverted: the matrix's flags)
+};
+
+template <typename T>
+JSVD_HOST_DEVICE_INLINE T feps() { return sizeof(T) == 8 ? T(DBL_EPSILON) : T(FLT_EPSILON); }
+template <typename T>
+JSVD_HOST_DEVICE_INLINE T ftiny() { return sizeof(T) == 8 ? T(DBL_MIN) : T(FLT_MIN); }
+
+JSVD_HOST_DEVICE_INLINE void smem_max(int* p, int v) {
+#ifdef __CUDA_ARCH__
+  atomicMax(p, v);
+#else
+  if (v > *p) *p = v;
+#endif
+}
+
+// 1. Load, a thread an entry.
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_load(EigShared<T, NMAX>& sh, const T* d, const T* e, int n, int j) {
+  if (j < n) sh.d[j] = d[j];
+  if (j < n - 1) sh.e[j] = e[j];
+}
+// 2. Negligible off-diagonals to 0 (|e_j| <= eps sqrt|d_j d_j+1|, xSTEBZ's test), their squares.
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_split(EigShared<T, NMAX>& sh, int n, int j) {
+  if (j < n - 1) {
+    T x = sh.e[j];
+    if (fabs(x) <= feps<T>() * sqrt(fabs(sh.d[j]) * fabs(sh.d[j + 1])) + ftiny<T>()) x = 0;
+    sh.e[j] = x;
+    sh.e2[j] = x * x;
+  }
+}
+// 3. The unreduced blocks, ||T||'s Gershgorin bound (thread 0).
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_blocks(EigShared<T, NMAX>& sh, int n) {
+  int nblk = 0;
+  sh.block_start[0] = 0;
+  for (int r = 0; r < n; ++r) {
+    sh.block_of[r] = nblk;
+    if (r == n - 1 || sh.e[r] == 0) sh.block_start[++nblk] = r + 1;
+  }
+  T lo, hi;
+  gershgorin(sh.d, sh.e, n, lo, hi);
+  sh.scale = fmax(fabs(lo), fabs(hi));
+  sh.max_cluster = 1;
+  sh.retry = 0;
+  sh.replaced = 0;
+  sh.reverted = 0;
+}
+// 4. Thread j: its block's (j - bs)-th largest eigenvalue, by bisection on Sturm counts to |hi - lo| <= 2 eps
+// max(|lo|, |hi|, ||T||) (bl descending within each block).
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_bisect(EigShared<T, NMAX>& sh, int n, int j) {
+  if (j >= n) return;
+  const int k = sh.block_of[j], bs = sh.block_start[k], nb = sh.block_start[k + 1] - bs;
+  const T* d = sh.d + bs;
+  const T* e2 = sh.e2 + bs;
+  T lo, hi;
+  gershgorin(d, sh.e + bs, nb, lo, hi);
+  if (nb == 1) {
+    sh.bl[j] = d[0];
+    return;
+  }
+  T emax2 = 0;
+  for (int i = 0; i + 1 < nb; ++i) emax2 = fmax(emax2, e2[i]);
+  const T pivmin = ftiny<T>() * fmax(T(1), emax2);
+  const T abstol = T(2) * feps<T>() * sh.scale;
+  const int idx = nb - 1 - (j - bs);  // (ascending index)
+  for (int it = 0; it < 128; ++it) {
+    const T mid = T(0.5) * (lo + hi);
+    if (hi - lo <= abstol + pivmin || mid == lo || mid == hi) break;
+    int count = 0;
+    T q = d[0] - mid;
+    if (fabs(q) < pivmin) q = -pivmin;
+    count += q < 0;
+    for (int i = 1; i < nb; ++i) {
+      q = d[i] - mid - qdiv(e2[i - 1], q);
+      if (fabs(q) < pivmin) q = -pivmin;
+      count += q < 0;
+    }
+    if (count > idx) hi = mid;
+    else lo = mid;
+  }
+  sh.bl[j] = T(0.5) * (lo + hi);
+}
+// 5. Thread j: its cluster (within its block, neighbours closer than 1e-3 ||T||): first member and size.
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_clusters(EigShared<T, NMAX>& sh, int n, int j) {
+  if (j >= n) return;
+  const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1];
+  const T tol = T(1e-3) * sh.scale;
+  int first = j, last = j;
+  while (first > bs && sh.bl[first - 1] - sh.bl[first] <= tol) --first;
+  while (last + 1 < be && sh.bl[last] - sh.bl[last + 1] <= tol) ++last;
+  sh.cl_first[j] = first;
+  sh.cl_size[j] = last - first + 1;
+  sh.cl_fail[j] = 0;
+  if (j == first) smem_max(&sh.max_cluster, last - first + 1);
+}
+
+// (T - lambda I) = P L U, xLAGTF's way (rows swapped where the subdiagonal is the larger), pivots below
+// pivtol nudged to it; arrays of stride s, u0 holding the pivots' reciprocals (the back substitution's chain
+// then multiplies).
+template <typename T>
+JSVD_HOST_DEVICE void lagtf(const T* d, const T* e, int n, T lambda, T pivtol, T* __restrict__ u0, T* __restrict__ u1,
+                               T* __restrict__ l, T* __restrict__ piv,
+                               int s) {
+  T a = d[0] - lambda, c = n > 1 ? e[0] : T(0);
+  for (int i = 0; i < n - 1; ++i) {
+    const T sub = e[i], dn = d[i + 1] - lambda, cn = i + 1 < n - 1 ? e[i + 1] : T(0);
+    if (fabs(a) >= fabs(sub)) {
+      const T p = fabs(a) < pivtol ? (a < 0 ? -pivtol : pivtol) : a;
+      const T m = qdiv(sub, p);
+      u0[i * s] = qdiv(T(1), p);
+      u1[i * s] = c;
+      l[i * s] = m;
+      piv[i * s] = 0;
+      a = dn - m * c;
+      c = cn;
+    } else {
+      const T m = qdiv(a, sub);
+      u0[i * s] = qdiv(T(1), sub);
+      u1[i * s] = dn;
+      l[i * s] = m;
+      piv[i * s] = 1;
+      a = c - m * dn;
+      c = -m * cn;
+    }
+  }
+  u0[(n - 1) * s] = qdiv(T(1), fabs(a) < pivtol ? (a < 0 ? -pivtol : pivtol) : a);
+}
+// x <- (T - lambda I)^-1 x by lagtf's factors, then scaled by its largest entry (only its direction matters);
+// the part solved so far scaled down where it grows past big (xLAGTS's scaling).
+template <typename T>
+JSVD_HOST_DEVICE void lagts(int n, const T* e, const T* __restrict__ u0, const T* __restrict__ u1,
+                               const T* __restrict__ l, const T* __restrict__ piv, T* __restrict__ x, int s) {
+  T prev = x[0];  // (x[i] after its update: in a register, not read back)
+#pragma unroll 4
+  for (int i = 0; i < n - 1; ++i) {
+    const T nxt = x[(i + 1) * s], li = l[i * s];
+    const bool sw = piv[i * s] != 0;
+    x[i * s] = sw ? nxt : prev;
+    prev = sw ? prev - li * nxt : nxt - li * prev;
+  }
+  x[(n - 1) * s] = prev;
+  // Back substitution in chunks of four rows, the whole of x (solved part and right-hand side) scaled down
+  // after a chunk whose largest entry passed big (a step grows x by at most ~3 / eps: four from big stay
+  // finite), so that the chunk's loads need not wait on a branch.
+  const T big = sizeof(T) == 8 ? T(1e100) : T(1e6);
+  T x1 = prev * u0[(n - 1) * s], x2 = 0;  // x[i + 1], x[i + 2]
+  x[(n - 1) * s] = x1;
+  T amax = fabs(x1);
+  for (int i = n - 2; i >= 0; i -= 4) {
+    T cmax = 0;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int r = i - q;
+      if (r >= 0) {
+        const T u2 = piv[r * s] != 0 && r + 1 < n - 1 ? e[r + 1] : T(0);  // (a swap's second superdiagonal)
+        const T xr = (x[r * s] - u1[r * s] * x1 - u2 * x2) * u0[r * s];
+        x[r * s] = xr;
+        cmax = fmax(cmax, fabs(xr));
+        x2 = x1;
+        x1 = xr;
+      }
+    }
+    if (cmax > big) {
+      const T f = T(1) / cmax;
+      for (int r = 0; r < n; ++r) x[r * s] *= f;  // (the rows still to solve too: their right-hand side)
+      x1 *= f;
+      x2 *= f;
+      amax *= f;
+      cmax = 1;
+    }
+    amax = fmax(amax, cmax);
+  }
+  const T f = amax > 0 ? T(1) / amax : T(0);
+  for (int r = 0; r < n; ++r) x[r * s] *= f;
+}
+
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void normalise_column(T* x, int nb) {
+  T nrm = 0;
+  for (int r = 0; r < nb; ++r) nrm += x[r * NMAX] * x[r * NMAX];
+  const T f = nrm > 0 ? T(1) / sqrt(nrm) : T(0);
+  for (int r = 0; r < nb; ++r) x[r * NMAX] *= f;
+}
+
+// 6. Thread j: its vector by inverse iteration, into column j of Zt (rows bs .. bs + nb - 1; Zt[r * ld + j],
+// ld = NMAX), normalised. scratch: 4 NMAX n values (lagtf's u0, u1, l, piv), interleaved (entry r of array a:
+// (a n + r) NMAX + j).
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_vectors(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* scratch) {
+  if (j >= n) return;
+  const int k = sh.block_of[j], bs = sh.block_start[k], nb = sh.block_start[k + 1] - bs;
+  T* x = Zt + static_cast<size_t>(bs) * NMAX + j;
+  T* u0 = scratch + j;
+  T* u1 = u0 + static_cast<size_t>(n) * NMAX;
+  T* l = u1 + static_cast<size_t>(n) * NMAX;
+  T* piv = l + static_cast<size_t>(n) * NMAX;
+  for (int r = 0; r < nb; ++r)
+    x[r * NMAX] = static_cast<T>(start_entry(static_cast<uint32_t>(j), static_cast<uint32_t>(r)));
+  if (nb > 1) {
+    lagtf(sh.d + bs, sh.e + bs, nb, sh.bl[j], feps<T>() * sh.scale, u0, u1, l, piv, NMAX);
+    lagts(nb, sh.e + bs, u0, u1, l, piv, x, NMAX);
+    // (a cluster's second solve after its members are orthonormalised, f_resolve: two solves in a row would
+    // square the spread of the members' amplifications 1 / |lambda_i - lambda_j|, up to ~1e-3 / eps, and leave
+    // them numerically dependent; one alone leaves each ~eps / 1e-3 off the vectors outside)
+    if (sh.cl_size[j] == 1) lagts(nb, sh.e + bs, u0, u1, l, piv, x, NMAX);
+  }
+  normalise_column<T, NMAX>(x, nb);
+}
+// 8. Thread j, a member of a cluster: its second solve (lagtf's factors kept in scratch), normalised.
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_resolve(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* scratch) {
+  if (j >= n || sh.cl_size[j] == 1) return;
+  const int k = sh.block_of[j], bs = sh.block_start[k], nb = sh.block_start[k + 1] - bs;
+  T* x = Zt + static_cast<size_t>(bs) * NMAX + j;
+  const T* u0 = scratch + j;
+  const size_t a = static_cast<size_t>(n) * NMAX;
+  lagts(nb, sh.e + bs, u0, u0 + a, u0 + 2 * a, u0 + 3 * a, x, NMAX);
+  normalise_column<T, NMAX>(x, nb);
+}
+// 9. Step s of the clusters' Gram-Schmidt (member s of every cluster of more than s against members 0..s-1):
+// 9a. thread j, an earlier member: its column's dot product with the member's.
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_cgs_dot(EigShared<T, NMAX>& sh, int n, int j, int s, const T* Zt) {
+  if (j >= n || sh.cl_size[j] <= s || j - sh.cl_first[j] >= s) return;
+  const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1], t = sh.cl_first[j] + s;
+  T x = 0;
+  for (int r = bs; r < be; ++r) x += Zt[r * NMAX + j] * Zt[r * NMAX + t];
+  sh.dot[j] = x;
+}
+// 9b. thread r, a row: the projections off each member s of its block's clusters.
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_cgs_sub(EigShared<T, NMAX>& sh, int n, int r, int s, T* Zt) {
+  if (r >= n) return;
+  const int k = sh.block_of[r], bs = sh.block_start[k], be = sh.block_start[k + 1];
+  for (int t = bs; t < be; t += sh.cl_size[t]) {  // (t: each cluster's first member)
+    if (sh.cl_size[t] <= s) continue;
+    T x = Zt[r * NMAX + t + s];
+    for (int i = t; i < t + s; ++i) x -= sh.dot[i] * Zt[r * NMAX + i];
+    Zt[r * NMAX + t + s] = x;
+  }
+}
+// 9c. thread j, member s: normalised. A member left numerically in the span of the earlier ones (its norm
+// below sqrt(eps) of the unit it had: Gram-Schmidt twice is then no longer enough) is, in round 0, replaced
+// by another start vector (sh.retry: the step again), in round 1 (after f_resolve) its cluster marked, which
+// f_revert sends back to its round-0 vectors.
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_cgs_norm(EigShared<T, NMAX>& sh, int n, int j, int s, T* Zt, int round, int attempt) {
+  if (j >= n || sh.cl_size[j] <= s || j - sh.cl_first[j] != s) return;
+  const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1];
+  T nrm = 0;
+  for (int r = bs; r < be; ++r) nrm += Zt[r * NMAX + j] * Zt[r * NMAX + j];
+  if (nrm < feps<T>()) {
+    if (round == 0) {
+      for (int r = bs; r < be; ++r)
+        Zt[r * NMAX + j] = static_cast<T>(start_entry(static_cast<uint32_t>(j + (attempt + 1) * 7919),
+                                                             static_cast<uint32_t>(r - bs)));
+      normalise_column<T, NMAX>(Zt + static_cast<size_t>(bs) * NMAX + j, be - bs);
+      sh.retry = 1;
+      sh.replaced = 1;
+      return;
+    }
+    sh.cl_fail[sh.cl_first[j]] = 1;
+    sh.reverted = 1;
+  }
+  const T f = nrm > 0 ? T(1) / sqrt(nrm) : T(0);
+  for (int r = bs; r < be; ++r) Zt[r * NMAX + j] *= f;
+}
+// Thread j, a member of a cluster: its column kept (to = true, in X1) or, where its cluster failed round 1,
+// brought back.
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_keep(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* X1, bool to) {
+  if (j >= n || sh.cl_size[j] == 1 || (!to && !sh.cl_fail[sh.cl_first[j]])) return;
+  const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1];
+  for (int r = bs; r < be; ++r) {
+    if (to) X1[r * NMAX + j] = Zt[r * NMAX + j];
+    else Zt[r * NMAX + j] = X1[r * NMAX + j];
+  }
+}
+// 10. Thread j: all blocks' pairs in descending order (rank by counting, ties by index): lam[rank] and Z's
+// column rank (column-major, zero off the block's rows).
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_order(const EigShared<T, NMAX>& sh, int n, int j, const T* Zt, T* lam, T* Z) {
+  if (j >= n) return;
+  const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1];
+  const T v = sh.bl[j];
+  int rank = 0;
+  for (int i = 0; i < n; ++i) rank += sh.bl[i] > v || (sh.bl[i] == v && i < j);
+  lam[rank] = v;
+  T* z = Z + static_cast<size_t>(rank) * n;
+  for (int r = 0; r < n; ++r) z[r] = r >= bs && r < be ? Zt[r * NMAX + j] : T(0);
+}
+
+}  // namespace eigen
+}  // namespace cuda
+}  // namespace jsvd
