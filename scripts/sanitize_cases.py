@@ -18,7 +18,8 @@ import torch_jsvd  # noqa: E402
 
 # racecheck is slow: JSVD_SANITIZE_SWEEPS=2 bounds the sweeps (every kernel still runs)
 SWEEPS = int(os.environ.get("JSVD_SANITIZE_SWEEPS", "0")) or None
-# JSVD_SANITIZE_ONLY=gram,rank: run only the cases whose name contains one of these
+# JSVD_SANITIZE_ONLY=gram,rank: run only the cases whose name contains one of these (a section's cases, such as
+# "start", only where a key is part of the section's name: JSVD_SANITIZE_ONLY=start, not "float32 solver")
 ONLY = [k for k in os.environ.get("JSVD_SANITIZE_ONLY", "").split(",") if k]
 # JSVD_SANITIZE_SKIP=delta: leave out the cases whose name contains one of these
 SKIP = [k for k in os.environ.get("JSVD_SANITIZE_SKIP", "").split(",") if k]
@@ -144,7 +145,8 @@ if not ONLY or any(k in "qr list" for k in ONLY):
 # columns passes it on the syevd route (converged_test_kernel), and 100 columns on the syevBatched route,
 # whose outputs come from converged_outputs_kernel; float64's syevBatched route passes its Cholesky test
 # (cholesky_checks_kernel), and a batch with a rank-one member is declined by it; near-square batches
-# solve their Gram matrices in float32 (start_refine.cu's scaling, refinement and orthogonality check)
+# solve their Gram matrices in float32 (start_refine.cu's scaling, refinement and orthogonality check), those
+# of at most 128 columns from 32 matrices by the engine's own solver (kernels/eigen: the tall float32 case)
 if not ONLY or any(k in "start" for k in ONLY):
     for name, A in [("start f32 split rows", torch.randn(40, 30000, 16, device=dev)),
                     ("start f32 12 columns", torch.randn(2000, 512, 12, device=dev)),
