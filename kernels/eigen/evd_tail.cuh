@@ -67,7 +67,7 @@ JSVD_HOST_DEVICE_INLINE void bt_regs_apply(BtThread<T, NMAX>& t, const T* vbuf, 
 }
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE_INLINE void bt_regs_out(const EigShared<T, NMAX>& sh, const BtThread<T, NMAX>& t, int n,
-                                                     int j, int rank, T* V0, T* w) {
+                                         int j, int rank, T* V0, T* w) {
   if (j >= n) return;
   w[n - 1 - rank] = sh.bl[j];
 #pragma unroll

@@ -170,8 +170,8 @@ JSVD_HOST_DEVICE void f_clusters(EigShared<T, NMAX>& sh, int n, int j) {
 // then multiplies).
 template <typename T>
 JSVD_HOST_DEVICE void lagtf(const T* d, const T* e, int n, T lambda, T pivtol, T* __restrict__ u0, T* __restrict__ u1,
-                               T* __restrict__ l, T* __restrict__ piv,
-                               int s) {
+                            T* __restrict__ l, T* __restrict__ piv,
+                            int s) {
   T a = d[0] - lambda, c = n > 1 ? e[0] : T(0);
   for (int i = 0; i < n - 1; ++i) {
     const T sub = e[i], dn = d[i + 1] - lambda, cn = i + 1 < n - 1 ? e[i + 1] : T(0);
@@ -200,7 +200,7 @@ JSVD_HOST_DEVICE void lagtf(const T* d, const T* e, int n, T lambda, T pivtol, T
 // the part solved so far scaled down where it grows past big (xLAGTS's scaling).
 template <typename T>
 JSVD_HOST_DEVICE void lagts(int n, const T* e, const T* __restrict__ u0, const T* __restrict__ u1,
-                               const T* __restrict__ l, const T* __restrict__ piv, T* __restrict__ x, int s) {
+                            const T* __restrict__ l, const T* __restrict__ piv, T* __restrict__ x, int s) {
   T prev = x[0];  // (x[i] after its update: in a register, not read back)
 #pragma unroll 4
   for (int i = 0; i < n - 1; ++i) {

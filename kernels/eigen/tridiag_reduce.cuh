@@ -34,7 +34,7 @@ JSVD_HOST_DEVICE_INLINE void regs_load(RegsThread<T, NMAX>& s, const T* g, int n
 // 1. The owner of row k broadcasts it.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE_INLINE void regs_owner(const RegsThread<T, NMAX>& s, RegsShared<T, NMAX>& sh, int k,
-                                                   int t) {
+                                        int t) {
   if (t == k) {
 #pragma unroll
     for (int j = 0; j < NMAX; ++j) sh.xs[j] = s.a[j];
@@ -44,7 +44,7 @@ JSVD_HOST_DEVICE_INLINE void regs_owner(const RegsThread<T, NMAX>& s, RegsShared
 // 2. This thread's share of sigma = ||x(2:)||^2 (x: column k below the diagonal).
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE_INLINE T regs_sigma_part(RegsThread<T, NMAX>& s, const RegsShared<T, NMAX>& sh, int k,
-                                                      int t) {
+                                          int t) {
   s.xt = sh.xs[t];
   return t >= k + 2 ? s.xt * s.xt : T(0);
 }
@@ -52,7 +52,7 @@ JSVD_HOST_DEVICE_INLINE T regs_sigma_part(RegsThread<T, NMAX>& s, const RegsShar
 // 3. The reflector (xLARFG), in every thread; v_t to shared memory; the outputs.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE_INLINE void regs_reflector(RegsThread<T, NMAX>& s, RegsShared<T, NMAX>& sh, int k,
-                                                        int t, T sigma, int n, T* d, T* e, T* tau_out, T* V) {
+                                            int t, T sigma, int n, T* d, T* e, T* tau_out, T* V) {
   const T alpha = sh.xs[k + 1];
   // (a column below rtmin = sqrt(tiny / eps) is left as it is: alpha^2 + sigma there has lost digits to
   // underflow, and tau would not match v (xLARFG rescales instead). The dropped entries are below 4.4e-16 of
@@ -98,7 +98,7 @@ JSVD_HOST_DEVICE_INLINE T regs_symv(RegsThread<T, NMAX>& s, const RegsShared<T, 
 // 5. w_t = p_t - K v_t, K = tau p^T v / 2.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE_INLINE void regs_w(RegsThread<T, NMAX>& s, RegsShared<T, NMAX>& sh, int k, int t,
-                                                T pv) {
+                                    T pv) {
   const T K = T(0.5) * s.tau * pv;
   s.wt = t > k ? s.p - K * s.vt : T(0);
   sh.w[t] = s.wt;
@@ -107,7 +107,7 @@ JSVD_HOST_DEVICE_INLINE void regs_w(RegsThread<T, NMAX>& s, RegsShared<T, NMAX>&
 // 6. A22 -= v w^T + w v^T, row t.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE_INLINE void regs_update(RegsThread<T, NMAX>& s, const RegsShared<T, NMAX>& sh, int k,
-                                                     int t) {
+                                         int t) {
   if (t <= k) return;
 #pragma unroll
   for (int c = 0; c < NMAX / 32; ++c) {
@@ -120,7 +120,7 @@ JSVD_HOST_DEVICE_INLINE void regs_update(RegsThread<T, NMAX>& s, const RegsShare
 // The end: rows n-2 and n-1 to shared memory (xs, w), then thread 0 writes the last d and e.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE_INLINE void regs_end_rows(const RegsThread<T, NMAX>& s, RegsShared<T, NMAX>& sh, int n,
-                                                       int t) {
+                                           int t) {
   if (t == n - 2) {
 #pragma unroll
     for (int j = 0; j < NMAX; ++j) sh.xs[j] = s.a[j];
