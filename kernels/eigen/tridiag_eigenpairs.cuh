@@ -197,7 +197,7 @@ JSVD_HOST_DEVICE void lagtf(const T* d, const T* e, int n, T lambda, T pivtol, T
   u0[(n - 1) * s] = qdiv(T(1), fabs(a) < pivtol ? (a < 0 ? -pivtol : pivtol) : a);
 }
 // x <- (T - lambda I)^-1 x by lagtf's factors, then scaled by its largest entry (only its direction matters);
-// the part solved so far scaled down where it grows past big (xLAGTS's scaling).
+// scaled down on the way where it grows past big (xLAGTS's scaling).
 template <typename T>
 JSVD_HOST_DEVICE void lagts(int n, const T* e, const T* __restrict__ u0, const T* __restrict__ u1,
                             const T* __restrict__ l, const T* __restrict__ piv, T* __restrict__ x, int s) {
