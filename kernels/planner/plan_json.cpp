@@ -113,10 +113,10 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
     if (cp.eigh) {
       const bool gram32 = !gram_eig_by_jacobi(q) && evd32_route_on(count, p, q, elem, /*x_tested=*/true);
       os << ", \"start_v\": {\"kernel\": \"gram_eigh\", \"solver\": \""
-         << (gram_eig_by_jacobi(q)        ? "jsvd (batched Jacobi on the float64 Gram matrices)"
+         << (gram_eig_by_jacobi(q)               ? "jsvd (batched Jacobi on the float64 Gram matrices)"
              : gram32 && evd_small_on(count, q) ? "jsvd (tridiagonal reduction, bisection, inverse iteration)"
-             : syev_batched_on(count)    ? "cusolverDnXsyevBatched"
-                                         : "torch.linalg.eigh")
+             : syev_batched_on(count)           ? "cusolverDnXsyevBatched"
+                                                : "torch.linalg.eigh")
          << "\", \"gram_dtype\": \""
          << (gram32 ? "float32" : "float64")
          << "\", \"calls\": \"svd, svdvals (svd_ex, which never synchronises, plans without it)\"";

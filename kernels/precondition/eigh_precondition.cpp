@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "common/batched_gemm.h"
+#include "eigen/evd_small.h"
 #include "precondition/gram_products.h"
 #include "precondition/start_cholqr.h"
 #include "precondition/start_checks.h"
 #include "precondition/start_converged.h"
 #include "precondition/start_refine.h"
 #include "precondition/start_x_steps.h"
-#include "eigen/evd_small.h"
 #include "precondition/syev_batched.h"
 #include "tuning_knobs.h"
 
