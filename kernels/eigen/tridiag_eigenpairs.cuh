@@ -115,7 +115,7 @@ JSVD_HOST_DEVICE void f_blocks(EigShared<T, NMAX>& sh, int n) {
   sh.reverted = 0;
 }
 // 4. Thread j: its block's (j - bs)-th largest eigenvalue, by bisection on Sturm counts to |hi - lo| <= 2 eps
-// max(|lo|, |hi|, ||T||) (bl descending within each block).
+// ||T|| (||T|| by Gershgorin; bl descending within each block).
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_bisect(EigShared<T, NMAX>& sh, int n, int j) {
   if (j >= n) return;
