@@ -149,9 +149,9 @@ at::Tensor evd_small_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* 
   at::Tensor V0 = at::empty({B, q, q}, f), w = at::empty({B, q}, f);
   const at::Tensor flag = at::zeros({}, f.dtype(at::kInt));
   if (B > 0) {
-    const at::Tensor d = at::empty({B, q}, f), e = at::empty({B, std::max<int64_t>(q - 1, 1)}, f),
-                     tau = at::empty({B, std::max<int64_t>(q - 1, 1)}, f), V = at::empty({B, q, q}, f),
-                     scratch = at::empty({B, 5 * eigen::kThreads * q}, f);
+    const int64_t ld_e = std::max<int64_t>(q - 1, 1), chunk = std::min<int64_t>(B, kEvdSmallChunk);
+    const at::Tensor d = at::empty({B, q}, f), e = at::empty({B, ld_e}, f), tau = at::empty({B, ld_e}, f),
+                     V = at::empty({B, q, q}, f), scratch = at::empty({chunk, 5 * eigen::kThreads * q}, f);
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     const int n = static_cast<int>(q);
     eigen::reduce_kernel<<<B, eigen::kThreads, 0, stream>>>(G.const_data_ptr<float>(), n, d.data_ptr<float>(),
@@ -161,10 +161,16 @@ at::Tensor evd_small_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* 
     const size_t smem = (static_cast<size_t>(eigen::kThreads) * q + 2 * eigen::kThreads) * sizeof(float);
     C10_CUDA_CHECK(cudaFuncSetAttribute(eigen::tail_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem)));
-    eigen::tail_kernel<<<B, eigen::kThreads, smem, stream>>>(
-        d.const_data_ptr<float>(), e.const_data_ptr<float>(), tau.const_data_ptr<float>(), V.const_data_ptr<float>(),
-        n, V0.data_ptr<float>(), w.data_ptr<float>(), scratch.data_ptr<float>(), flag.data_ptr<int>());
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    // (the matrices in chunks that share one scratch buffer, one after another on the stream)
+    for (int64_t b0 = 0; b0 < B; b0 += chunk) {
+      const int64_t nb = std::min(chunk, B - b0);
+      eigen::tail_kernel<<<nb, eigen::kThreads, smem, stream>>>(
+          d.const_data_ptr<float>() + b0 * q, e.const_data_ptr<float>() + b0 * (q - 1),
+          tau.const_data_ptr<float>() + b0 * (q - 1), V.const_data_ptr<float>() + b0 * q * q, n,
+          V0.data_ptr<float>() + b0 * q * q, w.data_ptr<float>() + b0 * q, scratch.data_ptr<float>(),
+          flag.data_ptr<int>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
   }
   *failed = flag.ne(0);
   if (eigenvalues) *eigenvalues = w;
