@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/util/Exception.h>
 
+#include "common/jacobi_device.cuh"
 #include "eigen/evd_tail.cuh"
 #include "eigen/tridiag_reduce.cuh"
 #include "tuning_knobs.h"
@@ -159,8 +160,7 @@ at::Tensor evd_small_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* 
                                                              V.data_ptr<float>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const size_t smem = (static_cast<size_t>(eigen::kThreads) * q + 2 * eigen::kThreads) * sizeof(float);
-    C10_CUDA_CHECK(cudaFuncSetAttribute(eigen::tail_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem)));
+    allow_dynamic_smem(eigen::tail_kernel, smem);
     // (the matrices in chunks that share one scratch buffer, one after another on the stream)
     for (int64_t b0 = 0; b0 < B; b0 += chunk) {
       const int64_t nb = std::min(chunk, B - b0);

@@ -65,7 +65,7 @@ struct EigShared {
   int block_of[NMAX], block_start[NMAX + 1], cl_first[NMAX], cl_size[NMAX], cl_fail[NMAX];
   T scale;
   int max_cluster, retry;
-  int replaced, reverted;  // (round 0's members replaced, round 1's clusters reverted: the matrix's flags)
+  int replaced;  // (a round-0 member replaced: the matrix's flag)
 };
 
 template <typename T>
@@ -112,7 +112,6 @@ JSVD_HOST_DEVICE void f_blocks(EigShared<T, NMAX>& sh, int n) {
   sh.max_cluster = 1;
   sh.retry = 0;
   sh.replaced = 0;
-  sh.reverted = 0;
 }
 // 4. Thread j: its block's (j - bs)-th largest eigenvalue, by bisection on Sturm counts to |hi - lo| <= 2 eps
 // ||T|| (||T|| by Gershgorin; bl descending within each block).
@@ -277,7 +276,7 @@ JSVD_HOST_DEVICE void f_vectors(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* 
   }
   normalise_column<T, NMAX>(x, nb);
 }
-// 8. Thread j, a member of a cluster: its second solve (lagtf's factors kept in scratch), normalised.
+// 7. Thread j, a member of a cluster: its second solve (lagtf's factors kept in scratch), normalised.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_resolve(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* scratch) {
   if (j >= n || sh.cl_size[j] == 1) return;
@@ -288,8 +287,8 @@ JSVD_HOST_DEVICE void f_resolve(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* 
   lagts(nb, sh.e + bs, u0, u0 + a, u0 + 2 * a, u0 + 3 * a, x, NMAX);
   normalise_column<T, NMAX>(x, nb);
 }
-// 9. Step s of the clusters' Gram-Schmidt (member s of every cluster of more than s against members 0..s-1):
-// 9a. thread j, an earlier member: its column's dot product with the member's.
+// 8. Step s of the clusters' Gram-Schmidt (member s of every cluster of more than s against members 0..s-1):
+// 8a. thread j, an earlier member: its column's dot product with the member's.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_cgs_dot(EigShared<T, NMAX>& sh, int n, int j, int s, const T* Zt) {
   if (j >= n || sh.cl_size[j] <= s || j - sh.cl_first[j] >= s) return;
@@ -298,7 +297,7 @@ JSVD_HOST_DEVICE void f_cgs_dot(EigShared<T, NMAX>& sh, int n, int j, int s, con
   for (int r = bs; r < be; ++r) x += Zt[r * NMAX + j] * Zt[r * NMAX + t];
   sh.dot[j] = x;
 }
-// 9b. thread r, a row: the projections off each member s of its block's clusters.
+// 8b. thread r, a row: the projections off each member s of its block's clusters.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_cgs_sub(EigShared<T, NMAX>& sh, int n, int r, int s, T* Zt) {
   if (r >= n) return;
@@ -310,10 +309,10 @@ JSVD_HOST_DEVICE void f_cgs_sub(EigShared<T, NMAX>& sh, int n, int r, int s, T* 
     Zt[r * NMAX + t + s] = x;
   }
 }
-// 9c. thread j, member s: normalised. A member left numerically in the span of the earlier ones (its norm
+// 8c. thread j, member s: normalised. A member left numerically in the span of the earlier ones (its norm
 // below sqrt(eps) of the unit it had: Gram-Schmidt twice is then no longer enough) is, in round 0, replaced
 // by another start vector (sh.retry: the step again), in round 1 (after f_resolve) its cluster marked, which
-// f_revert sends back to its round-0 vectors.
+// f_keep sends back to its round-0 vectors.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_cgs_norm(EigShared<T, NMAX>& sh, int n, int j, int s, T* Zt, int round, int attempt) {
   if (j >= n || sh.cl_size[j] <= s || j - sh.cl_first[j] != s) return;
@@ -331,12 +330,11 @@ JSVD_HOST_DEVICE void f_cgs_norm(EigShared<T, NMAX>& sh, int n, int j, int s, T*
       return;
     }
     sh.cl_fail[sh.cl_first[j]] = 1;
-    sh.reverted = 1;
   }
   const T f = nrm > 0 ? T(1) / sqrt(nrm) : T(0);
   for (int r = bs; r < be; ++r) Zt[r * NMAX + j] *= f;
 }
-// Thread j, a member of a cluster: its column kept (to = true, in X1) or, where its cluster failed round 1,
+// 9. Thread j, a member of a cluster: its column kept (to = true, in X1) or, where its cluster failed round 1,
 // brought back.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_keep(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* X1, bool to) {
@@ -347,20 +345,6 @@ JSVD_HOST_DEVICE void f_keep(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* X1,
     else Zt[r * NMAX + j] = X1[r * NMAX + j];
   }
 }
-// 10. Thread j: all blocks' pairs in descending order (rank by counting, ties by index): lam[rank] and Z's
-// column rank (column-major, zero off the block's rows).
-template <typename T, int NMAX>
-JSVD_HOST_DEVICE void f_order(const EigShared<T, NMAX>& sh, int n, int j, const T* Zt, T* lam, T* Z) {
-  if (j >= n) return;
-  const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1];
-  const T v = sh.bl[j];
-  int rank = 0;
-  for (int i = 0; i < n; ++i) rank += sh.bl[i] > v || (sh.bl[i] == v && i < j);
-  lam[rank] = v;
-  T* z = Z + static_cast<size_t>(rank) * n;
-  for (int r = 0; r < n; ++r) z[r] = r >= bs && r < be ? Zt[r * NMAX + j] : T(0);
-}
-
 }  // namespace eigen
 }  // namespace cuda
 }  // namespace jsvd
