@@ -63,8 +63,9 @@ template <typename T, int NMAX>
 struct EigShared {
   T d[NMAX], e[NMAX], e2[NMAX], bl[NMAX], dot[NMAX];
   int block_of[NMAX], block_start[NMAX + 1], cl_first[NMAX], cl_size[NMAX], cl_fail[NMAX];
+  int multi[NMAX / 2];  // (the first members of the clusters of two or more, in no order; n_multi of them)
   T scale;
-  int max_cluster, retry;
+  int max_cluster, n_multi, retry;
   int replaced;  // (a round-0 member replaced: the matrix's flag)
 };
 
@@ -78,6 +79,15 @@ JSVD_HOST_DEVICE_INLINE void smem_max(int* p, int v) {
   atomicMax(p, v);
 #else
   if (v > *p) *p = v;
+#endif
+}
+JSVD_HOST_DEVICE_INLINE int smem_fetch_add(int* p, int v) {
+#ifdef __CUDA_ARCH__
+  return atomicAdd(p, v);
+#else
+  const int old = *p;
+  *p += v;
+  return old;
 #endif
 }
 
@@ -110,6 +120,7 @@ JSVD_HOST_DEVICE void f_blocks(EigShared<T, NMAX>& sh, int n) {
   gershgorin(sh.d, sh.e, n, lo, hi);
   sh.scale = fmax(fabs(lo), fabs(hi));
   sh.max_cluster = 1;
+  sh.n_multi = 0;
   sh.retry = 0;
   sh.replaced = 0;
 }
@@ -161,7 +172,10 @@ JSVD_HOST_DEVICE void f_clusters(EigShared<T, NMAX>& sh, int n, int j) {
   sh.cl_first[j] = first;
   sh.cl_size[j] = last - first + 1;
   sh.cl_fail[j] = 0;
-  if (j == first) smem_max(&sh.max_cluster, last - first + 1);
+  if (j == first && last > first) {
+    smem_max(&sh.max_cluster, last - first + 1);
+    sh.multi[smem_fetch_add(&sh.n_multi, 1)] = first;
+  }
 }
 
 // (T - lambda I) = P L U, xLAGTF's way (rows swapped where the subdiagonal is the larger), pivots below
@@ -297,13 +311,16 @@ JSVD_HOST_DEVICE void f_cgs_dot(EigShared<T, NMAX>& sh, int n, int j, int s, con
   for (int r = bs; r < be; ++r) x += Zt[r * NMAX + j] * Zt[r * NMAX + t];
   sh.dot[j] = x;
 }
-// 8b. thread r, a row: the projections off each member s of its block's clusters.
+// 8b. thread r, a row: the projections off each member s of its block's clusters. (Over the list of clusters
+// of two or more: walking all of the block's clusters, singletons included, cost a chain of ~n dependent
+// shared-memory reads a pass, twice a step.)
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_cgs_sub(EigShared<T, NMAX>& sh, int n, int r, int s, T* Zt) {
   if (r >= n) return;
-  const int k = sh.block_of[r], bs = sh.block_start[k], be = sh.block_start[k + 1];
-  for (int t = bs; t < be; t += sh.cl_size[t]) {  // (t: each cluster's first member)
-    if (sh.cl_size[t] <= s) continue;
+  const int k = sh.block_of[r];
+  for (int c = 0; c < sh.n_multi; ++c) {
+    const int t = sh.multi[c];  // (a cluster's first member)
+    if (sh.cl_size[t] <= s || sh.block_of[t] != k) continue;
     T x = Zt[r * NMAX + t + s];
     for (int i = t; i < t + s; ++i) x -= sh.dot[i] * Zt[r * NMAX + i];
     Zt[r * NMAX + t + s] = x;
