@@ -1,12 +1,13 @@
-// The start's own eigen-solver (kernels/eigen/evd_small.h) checked on the host, without a GPU: the phases of
-// its two kernels (evd_small.cu) run thread by thread in the kernels' order, on float32 Gram matrices scaled by
-// their trace as the route scales them (Gaussian tall and square, orthonormal columns, low rank, graded and
-// duplicated columns, zero, diagonal; 1 to 128 columns). Each must give ||G V0 - V0 L||_F / ||G||_F within
-// 8 n eps32 and ||V0^T V0 - I||_F within max(8 n, 1024) eps32 (in double), eigenvalues increasing, no member
-// replaced (the flag the caller declines a batch by). Vectors of eigenvalues more than 1e-3 ||T|| apart are not
-// orthogonalised against each other (xSTEIN's ORTOL), and inverse iteration leaves them up to ~eps / 1e-3 apart:
-// 300 seeded square Gaussian matrices each of 3 to 32 columns reach 200 - 790 eps32 (stop 85), above 8 n eps32
-// below 125 columns (the route takes the solver from 65, and its Newton-Schulz step follows).
+// The start's own eigen-solver (kernels/eigen/evd_small.h) checked on the host, without a GPU: its two kernels'
+// own sequences (tridiag_reduce.cuh's reduce_phases, evd_tail.cuh's tail_phases) run thread by thread, on
+// float32 Gram matrices scaled by their trace as the route scales them (Gaussian tall and square, orthonormal
+// columns, low rank, graded and duplicated columns, zero, diagonal; 1 to 128 columns). Each must give
+// ||G V0 - V0 L||_F / ||G||_F within 8 n eps32 and ||V0^T V0 - I||_F within max(8 n, 1024) eps32 (in double),
+// eigenvalues increasing, no member replaced (the flag the caller declines a batch by). Vectors of eigenvalues
+// more than 1e-3 ||T|| apart are not orthogonalised against each other (xSTEIN's ORTOL), and inverse iteration
+// leaves them up to ~eps / 1e-3 apart: 300 seeded square Gaussian matrices each of 3 to 32 columns reach 200 -
+// 790 eps32 (stop 85), above 8 n eps32 below 125 columns (the route takes the solver from 65 columns, and its
+// Newton-Schulz step follows).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,74 +24,41 @@ namespace {
 
 constexpr int N = 128;  // the kernels' threads
 
+// A CTA on the host: each phase thread by thread (evd_small.cu's DeviceCta, a thread each).
+struct HostCta {
+  template <typename F>
+  float sum(F f) {
+    float s = 0;
+    for (int t = 0; t < N; ++t) s += f(t);
+    return s;
+  }
+  template <typename F>
+  void all(F f) {
+    for (int j = 0; j < N; ++j) f(j);
+  }
+  template <typename F>
+  void first(F f) {
+    f();
+  }
+  void sync() {}
+};
+
 // evd_small.cu's reduce_kernel.
 void reduce(const float* G, int n, float* d, float* e, float* tau, float* V) {
-  static RegsThread<float, N> s[N];
+  static std::vector<RegsThread<float, N>> s(N);
   static RegsShared<float, N> sh;
-  for (int t = 0; t < N; ++t) regs_load(s[t], G, n, t);
-  if (n == 1) {
-    d[0] = s[0].a[0];
-    return;
-  }
-  for (int k = 0; k < n - 2; ++k) {
-    for (int t = 0; t < N; ++t) regs_owner(s[t], sh, k, t);
-    float sigma = 0, pv = 0;
-    for (int t = 0; t < N; ++t) sigma += regs_sigma_part(s[t], sh, k, t);
-    for (int t = 0; t < N; ++t) regs_reflector(s[t], sh, k, t, sigma, n, d, e, tau, V);
-    for (int t = 0; t < N; ++t) pv += regs_symv(s[t], sh, k);
-    for (int t = 0; t < N; ++t) regs_w(s[t], sh, k, t, pv);
-    for (int t = 0; t < N; ++t) regs_update(s[t], sh, k, t);
-  }
-  for (int t = 0; t < N; ++t) regs_end_rows(s[t], sh, n, t);
-  regs_end_out(sh, n, d, e, tau);
+  HostCta cta;
+  reduce_phases<float, N>(cta, [&](int t) -> RegsThread<float, N>& { return s[t]; }, sh, G, n, d, e, tau, V);
 }
 
 // evd_small.cu's tail_kernel; returns its flag.
 bool tail(const float* d, const float* e, const float* tau, const float* V, int n, float* V0, float* w) {
   static EigShared<float, N> sh;
   std::vector<float> Zt(static_cast<size_t>(N) * n, -7.0f), scratch(static_cast<size_t>(5) * N * n), vbuf(2 * N);
-  float* X1 = scratch.data() + static_cast<size_t>(4) * N * n;
-  for (int j = 0; j < N; ++j) f_load(sh, d, e, n, j);
-  for (int j = 0; j < N; ++j) f_split(sh, n, j);
-  f_blocks(sh, n);
-  for (int j = 0; j < N; ++j) f_bisect(sh, n, j);
-  for (int j = 0; j < N; ++j) f_clusters(sh, n, j);
-  for (int j = 0; j < N; ++j) {
-    t_zero(sh, n, j, Zt.data());
-    f_vectors(sh, n, j, Zt.data(), scratch.data());
-  }
-  for (int round = 0; round < 2 && sh.max_cluster > 1; ++round) {
-    if (round == 1)
-      for (int j = 0; j < N; ++j) {
-        f_keep(sh, n, j, Zt.data(), X1, true);
-        f_resolve(sh, n, j, Zt.data(), scratch.data());
-      }
-    for (int s = 1; s < sh.max_cluster; ++s)
-      for (int attempt = 0; attempt < 3; ++attempt) {
-        for (int pass = 0; pass < 2; ++pass) {
-          for (int j = 0; j < N; ++j) f_cgs_dot(sh, n, j, s, Zt.data());
-          for (int j = 0; j < N; ++j) f_cgs_sub(sh, n, j, s, Zt.data());
-        }
-        for (int j = 0; j < N; ++j) f_cgs_norm(sh, n, j, s, Zt.data(), round, attempt);
-        const bool again = sh.retry;
-        sh.retry = 0;
-        if (!again) break;
-      }
-    if (round == 1)
-      for (int j = 0; j < N; ++j) f_keep(sh, n, j, Zt.data(), X1, false);
-  }
-  std::vector<int> rank(N);
-  for (int j = 0; j < N; ++j) rank[j] = j < n ? t_rank(sh, n, j) : 0;
   std::vector<BtThread<float, N>> bt(N);
-  for (int j = 0; j < N; ++j) bt_regs_load(bt[j], Zt.data(), n, j);
-  if (n >= 3)
-    for (int j = 0; j < N; ++j) bt_regs_v<float, N>(vbuf.data() + ((n - 3) & 1) * N, V, n, n - 3, j);
-  for (int k = n - 3; k >= 0; --k) {
-    for (int j = 0; j < N; ++j) bt_regs_apply(bt[j], vbuf.data() + (k & 1) * N, tau[k], k);
-    if (k > 0)
-      for (int j = 0; j < N; ++j) bt_regs_v<float, N>(vbuf.data() + ((k - 1) & 1) * N, V, n, k - 1, j);
-  }
-  for (int j = 0; j < N; ++j) bt_regs_out(sh, bt[j], n, j, rank[j], V0, w);
+  HostCta cta;
+  tail_phases<float, N>(cta, [&](int j) -> BtThread<float, N>& { return bt[j]; }, sh, d, e, tau, V, n, Zt.data(),
+                        vbuf.data(), scratch.data(), V0, w);
   return sh.replaced != 0;
 }
 

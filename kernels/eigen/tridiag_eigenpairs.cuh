@@ -12,7 +12,7 @@
 //   up to 1e-3 / eps, and leave them numerically dependent), then the clusters orthonormalised again.
 // A cluster's vectors span its invariant subspace, not its eigenvectors one by one: the Jacobi after the start
 // resolves within it. Phases between the barriers, so that the host can run them thread by thread
-// (cpp_tests/evd_small_test.cpp); evd_small.cu strings them together.
+// (cpp_tests/evd_small_test.cpp); evd_tail.cuh's tail_phases strings them together.
 #pragma once
 
 #include <cfloat>
