@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const float* __restric
 
 // The tridiagonal eigenpairs and the back-transformation (tridiag_eigenpairs.cuh, evd_tail.cuh): V0 (B, n, n)
 // row-major, w (B, n) increasing; scratch 5 kThreads n values a matrix (lagtf's factors, the clusters' round-0
-// vectors); *flag |= 1 where a matrix's cluster kept a replaced member. Dynamic shared memory: Zt (kThreads n)
+// vectors); *flag |= 1 where a matrix's cluster kept a replaced member. Dynamic shared memory: Zt (kZtLd n)
 // and the reflectors' two buffers.
 __global__ void __launch_bounds__(kThreads) tail_kernel(const float* d_all, const float* e_all, const float* tau_all,
                                                         const float* V_all, int n, float* V0_all, float* w_all,
@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kThreads) tail_kernel(const float* d_all, cons
   DeviceCta cta{nullptr};
   tail_phases<float, kThreads>(cta, [&](int) -> BtThread<float, kThreads>& { return bt; }, sh, d_all + b * n,
                                e_all + b * (n - 1), tau_all + b * (n - 1), V_all + b * nn, n, Zt,
-                               Zt + static_cast<size_t>(kThreads) * n, scratch_all + b * 5 * kThreads * n,
+                               Zt + static_cast<size_t>(kZtLd<kThreads>) * n, scratch_all + b * 5 * kThreads * n,
                                V0_all + b * nn, w_all + b * n);
   if (threadIdx.x == 0 && sh.replaced) atomicOr(flag, 1);
 }
@@ -109,7 +109,7 @@ at::Tensor evd_small_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* 
                                                              e.data_ptr<float>(), tau.data_ptr<float>(),
                                                              V.data_ptr<float>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    const size_t smem = (static_cast<size_t>(eigen::kThreads) * q + 2 * eigen::kThreads) * sizeof(float);
+    const size_t smem = (static_cast<size_t>(eigen::kZtLd<eigen::kThreads>) * q + 2 * eigen::kThreads) * sizeof(float);
     allow_dynamic_smem(eigen::tail_kernel, smem);
     // (the matrices in chunks that share one scratch buffer, one after another on the stream)
     for (int64_t b0 = 0; b0 < B; b0 += chunk) {

@@ -18,7 +18,7 @@ JSVD_HOST_DEVICE void t_zero(const EigShared<T, NMAX>& sh, int n, int j, T* Zt) 
   if (j >= n) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1];
   for (int r = 0; r < n; ++r)
-    if (r < bs || r >= be) Zt[r * NMAX + j] = T(0);
+    if (r < bs || r >= be) Zt[r * kZtLd<NMAX> + j] = T(0);
 }
 // Thread j: its pair's place in descending order (ties by index).
 template <typename T, int NMAX>
@@ -37,7 +37,7 @@ struct BtThread {
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE_INLINE void bt_regs_load(BtThread<T, NMAX>& t, const T* Zt, int n, int j) {
 #pragma unroll
-  for (int r = 0; r < NMAX; ++r) t.z[r] = r < n ? Zt[r * NMAX + j] : T(0);
+  for (int r = 0; r < NMAX; ++r) t.z[r] = r < n ? Zt[r * kZtLd<NMAX> + j] : T(0);
 }
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE_INLINE void bt_regs_v(T* vbuf, const T* V, int n, int k, int r) {
@@ -77,8 +77,9 @@ JSVD_HOST_DEVICE_INLINE void bt_regs_out(const EigShared<T, NMAX>& sh, const BtT
 
 // The tail's phases in order, for one matrix: tail_kernel (evd_small.cu) runs them a thread each, the host test
 // (cpp_tests/evd_small_test.cpp) every thread in turn. Cta: all(f) runs f(j) for each of the NMAX threads and
-// then a barrier, first(f) f() on thread 0 alone, sync() a barrier; bt(j): thread j's registers. scratch: 5 NMAX
-// n values (lagtf's factors, then the clusters' round-0 vectors X1); vbuf: 2 NMAX (the reflectors' buffers).
+// then a barrier, first(f) f() on thread 0 alone, sync() a barrier; bt(j): thread j's registers. Zt: kZtLd n
+// values (shared memory); scratch: 5 NMAX n (lagtf's factors, then the clusters' round-0 vectors X1); vbuf:
+// 2 NMAX (the reflectors' buffers).
 template <typename T, int NMAX, typename Cta, typename Bt>
 JSVD_HOST_DEVICE void tail_phases(Cta& cta, Bt&& bt, EigShared<T, NMAX>& sh, const T* d, const T* e, const T* tau,
                                   const T* V, int n, T* Zt, T* vbuf, T* scratch, T* V0, T* w) {

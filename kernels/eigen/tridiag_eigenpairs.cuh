@@ -69,6 +69,12 @@ struct EigShared {
   int replaced;  // (a round-0 member replaced: the matrix's flag)
 };
 
+// Zt's row stride (the vectors, a column a thread: Zt[r ZLD + j]): NMAX + 1, so that a warp's threads reading
+// one column at 32 rows (the clusters' row updates, f_cgs_sub) hit 32 banks rather than one; a row read by
+// consecutive threads stays conflict-free.
+template <int NMAX>
+constexpr int kZtLd = NMAX + 1;
+
 template <typename T>
 JSVD_HOST_DEVICE_INLINE T feps() { return sizeof(T) == 8 ? T(DBL_EPSILON) : T(FLT_EPSILON); }
 template <typename T>
@@ -209,26 +215,26 @@ JSVD_HOST_DEVICE void lagtf(const T* d, const T* e, int n, T lambda, T pivtol, T
   }
   u0[(n - 1) * s] = qdiv(T(1), fabs(a) < pivtol ? (a < 0 ? -pivtol : pivtol) : a);
 }
-// x <- (T - lambda I)^-1 x by lagtf's factors, then scaled by its largest entry (only its direction matters);
-// scaled down on the way where it grows past big (xLAGTS's scaling).
+// x <- (T - lambda I)^-1 x by lagtf's factors (stride s), then scaled by its largest entry (only its direction
+// matters); scaled down on the way where it grows past big (xLAGTS's scaling). x: stride sx.
 template <typename T>
 JSVD_HOST_DEVICE void lagts(int n, const T* e, const T* __restrict__ u0, const T* __restrict__ u1,
-                            const T* __restrict__ l, const T* __restrict__ piv, T* __restrict__ x, int s) {
+                            const T* __restrict__ l, const T* __restrict__ piv, int s, T* __restrict__ x, int sx) {
   T prev = x[0];  // (x[i] after its update: in a register, not read back)
 #pragma unroll 4
   for (int i = 0; i < n - 1; ++i) {
-    const T nxt = x[(i + 1) * s], li = l[i * s];
+    const T nxt = x[(i + 1) * sx], li = l[i * s];
     const bool sw = piv[i * s] != 0;
-    x[i * s] = sw ? nxt : prev;
+    x[i * sx] = sw ? nxt : prev;
     prev = sw ? prev - li * nxt : nxt - li * prev;
   }
-  x[(n - 1) * s] = prev;
+  x[(n - 1) * sx] = prev;
   // Back substitution in chunks of four rows, the whole of x (solved part and right-hand side) scaled down
   // after a chunk whose largest entry passed big (a step grows x by at most ~3 / eps: four from big stay
   // finite), so that the chunk's loads need not wait on a branch.
   const T big = sizeof(T) == 8 ? T(1e100) : T(1e6);
   T x1 = prev * u0[(n - 1) * s], x2 = 0;  // x[i + 1], x[i + 2]
-  x[(n - 1) * s] = x1;
+  x[(n - 1) * sx] = x1;
   T amax = fabs(x1);
   for (int i = n - 2; i >= 0; i -= 4) {
     T cmax = 0;
@@ -237,8 +243,8 @@ JSVD_HOST_DEVICE void lagts(int n, const T* e, const T* __restrict__ u0, const T
       const int r = i - q;
       if (r >= 0) {
         const T u2 = piv[r * s] != 0 && r + 1 < n - 1 ? e[r + 1] : T(0);  // (a swap's second superdiagonal)
-        const T xr = (x[r * s] - u1[r * s] * x1 - u2 * x2) * u0[r * s];
-        x[r * s] = xr;
+        const T xr = (x[r * sx] - u1[r * s] * x1 - u2 * x2) * u0[r * s];
+        x[r * sx] = xr;
         cmax = fmax(cmax, fabs(xr));
         x2 = x1;
         x1 = xr;
@@ -246,7 +252,7 @@ JSVD_HOST_DEVICE void lagts(int n, const T* e, const T* __restrict__ u0, const T
     }
     if (cmax > big) {
       const T f = T(1) / cmax;
-      for (int r = 0; r < n; ++r) x[r * s] *= f;  // (the rows still to solve too: their right-hand side)
+      for (int r = 0; r < n; ++r) x[r * sx] *= f;  // (the rows still to solve too: their right-hand side)
       x1 *= f;
       x2 *= f;
       amax *= f;
@@ -255,7 +261,7 @@ JSVD_HOST_DEVICE void lagts(int n, const T* e, const T* __restrict__ u0, const T
     amax = fmax(amax, cmax);
   }
   const T f = amax > 0 ? T(1) / amax : T(0);
-  for (int r = 0; r < n; ++r) x[r * s] *= f;
+  for (int r = 0; r < n; ++r) x[r * sx] *= f;
 }
 
 template <typename T, int NMAX>
@@ -273,33 +279,33 @@ template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_vectors(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* scratch) {
   if (j >= n) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], nb = sh.block_start[k + 1] - bs;
-  T* x = Zt + static_cast<size_t>(bs) * NMAX + j;
+  T* x = Zt + static_cast<size_t>(bs) * kZtLd<NMAX> + j;
   T* u0 = scratch + j;
   T* u1 = u0 + static_cast<size_t>(n) * NMAX;
   T* l = u1 + static_cast<size_t>(n) * NMAX;
   T* piv = l + static_cast<size_t>(n) * NMAX;
   for (int r = 0; r < nb; ++r)
-    x[r * NMAX] = static_cast<T>(start_entry(static_cast<uint32_t>(j), static_cast<uint32_t>(r)));
+    x[r * kZtLd<NMAX>] = static_cast<T>(start_entry(static_cast<uint32_t>(j), static_cast<uint32_t>(r)));
   if (nb > 1) {
     lagtf(sh.d + bs, sh.e + bs, nb, sh.bl[j], feps<T>() * sh.scale, u0, u1, l, piv, NMAX);
-    lagts(nb, sh.e + bs, u0, u1, l, piv, x, NMAX);
+    lagts(nb, sh.e + bs, u0, u1, l, piv, NMAX, x, kZtLd<NMAX>);
     // (a cluster's second solve after its members are orthonormalised, f_resolve: two solves in a row would
     // square the spread of the members' amplifications 1 / |lambda_i - lambda_j|, up to ~1e-3 / eps, and leave
     // them numerically dependent; one alone leaves each ~eps / 1e-3 off the vectors outside)
-    if (sh.cl_size[j] == 1) lagts(nb, sh.e + bs, u0, u1, l, piv, x, NMAX);
+    if (sh.cl_size[j] == 1) lagts(nb, sh.e + bs, u0, u1, l, piv, NMAX, x, kZtLd<NMAX>);
   }
-  normalise_column<T, NMAX>(x, nb);
+  normalise_column<T, kZtLd<NMAX>>(x, nb);
 }
 // 7. Thread j, a member of a cluster: its second solve (lagtf's factors kept in scratch), normalised.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_resolve(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* scratch) {
   if (j >= n || sh.cl_size[j] == 1) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], nb = sh.block_start[k + 1] - bs;
-  T* x = Zt + static_cast<size_t>(bs) * NMAX + j;
+  T* x = Zt + static_cast<size_t>(bs) * kZtLd<NMAX> + j;
   const T* u0 = scratch + j;
   const size_t a = static_cast<size_t>(n) * NMAX;
-  lagts(nb, sh.e + bs, u0, u0 + a, u0 + 2 * a, u0 + 3 * a, x, NMAX);
-  normalise_column<T, NMAX>(x, nb);
+  lagts(nb, sh.e + bs, u0, u0 + a, u0 + 2 * a, u0 + 3 * a, NMAX, x, kZtLd<NMAX>);
+  normalise_column<T, kZtLd<NMAX>>(x, nb);
 }
 // 8. Step s of the clusters' Gram-Schmidt (member s of every cluster of more than s against members 0..s-1):
 // 8a. thread j, an earlier member: its column's dot product with the member's.
@@ -308,7 +314,7 @@ JSVD_HOST_DEVICE void f_cgs_dot(EigShared<T, NMAX>& sh, int n, int j, int s, con
   if (j >= n || sh.cl_size[j] <= s || j - sh.cl_first[j] >= s) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1], t = sh.cl_first[j] + s;
   T x = 0;
-  for (int r = bs; r < be; ++r) x += Zt[r * NMAX + j] * Zt[r * NMAX + t];
+  for (int r = bs; r < be; ++r) x += Zt[r * kZtLd<NMAX> + j] * Zt[r * kZtLd<NMAX> + t];
   sh.dot[j] = x;
 }
 // 8b. thread r, a row: the projections off each member s of its block's clusters. (Over the list of clusters
@@ -321,9 +327,9 @@ JSVD_HOST_DEVICE void f_cgs_sub(EigShared<T, NMAX>& sh, int n, int r, int s, T* 
   for (int c = 0; c < sh.n_multi; ++c) {
     const int t = sh.multi[c];  // (a cluster's first member)
     if (sh.cl_size[t] <= s || sh.block_of[t] != k) continue;
-    T x = Zt[r * NMAX + t + s];
-    for (int i = t; i < t + s; ++i) x -= sh.dot[i] * Zt[r * NMAX + i];
-    Zt[r * NMAX + t + s] = x;
+    T x = Zt[r * kZtLd<NMAX> + t + s];
+    for (int i = t; i < t + s; ++i) x -= sh.dot[i] * Zt[r * kZtLd<NMAX> + i];
+    Zt[r * kZtLd<NMAX> + t + s] = x;
   }
 }
 // 8c. thread j, member s: normalised. A member left numerically in the span of the earlier ones (its norm
@@ -335,13 +341,13 @@ JSVD_HOST_DEVICE void f_cgs_norm(EigShared<T, NMAX>& sh, int n, int j, int s, T*
   if (j >= n || sh.cl_size[j] <= s || j - sh.cl_first[j] != s) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1];
   T nrm = 0;
-  for (int r = bs; r < be; ++r) nrm += Zt[r * NMAX + j] * Zt[r * NMAX + j];
+  for (int r = bs; r < be; ++r) nrm += Zt[r * kZtLd<NMAX> + j] * Zt[r * kZtLd<NMAX> + j];
   if (nrm < feps<T>()) {
     if (round == 0) {
       for (int r = bs; r < be; ++r)
-        Zt[r * NMAX + j] = static_cast<T>(start_entry(static_cast<uint32_t>(j + (attempt + 1) * 7919),
+        Zt[r * kZtLd<NMAX> + j] = static_cast<T>(start_entry(static_cast<uint32_t>(j + (attempt + 1) * 7919),
                                                              static_cast<uint32_t>(r - bs)));
-      normalise_column<T, NMAX>(Zt + static_cast<size_t>(bs) * NMAX + j, be - bs);
+      normalise_column<T, kZtLd<NMAX>>(Zt + static_cast<size_t>(bs) * kZtLd<NMAX> + j, be - bs);
       sh.retry = 1;
       sh.replaced = 1;
       return;
@@ -349,7 +355,7 @@ JSVD_HOST_DEVICE void f_cgs_norm(EigShared<T, NMAX>& sh, int n, int j, int s, T*
     sh.cl_fail[sh.cl_first[j]] = 1;
   }
   const T f = nrm > 0 ? T(1) / sqrt(nrm) : T(0);
-  for (int r = bs; r < be; ++r) Zt[r * NMAX + j] *= f;
+  for (int r = bs; r < be; ++r) Zt[r * kZtLd<NMAX> + j] *= f;
 }
 // 9. Thread j, a member of a cluster: its column kept (to = true, in X1) or, where its cluster failed round 1,
 // brought back.
@@ -358,8 +364,8 @@ JSVD_HOST_DEVICE void f_keep(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* X1,
   if (j >= n || sh.cl_size[j] == 1 || (!to && !sh.cl_fail[sh.cl_first[j]])) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1];
   for (int r = bs; r < be; ++r) {
-    if (to) X1[r * NMAX + j] = Zt[r * NMAX + j];
-    else Zt[r * NMAX + j] = X1[r * NMAX + j];
+    if (to) X1[r * NMAX + j] = Zt[r * kZtLd<NMAX> + j];
+    else Zt[r * kZtLd<NMAX> + j] = X1[r * NMAX + j];
   }
 }
 }  // namespace eigen
