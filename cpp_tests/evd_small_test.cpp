@@ -54,7 +54,7 @@ void reduce(const float* G, int n, float* d, float* e, float* tau, float* V) {
 // evd_small.cu's tail_kernel; returns its flag.
 bool tail(const float* d, const float* e, const float* tau, const float* V, int n, float* V0, float* w) {
   static EigShared<float, N> sh;
-  std::vector<float> Zt(static_cast<size_t>(kZtLd<N>) * n, -7.0f), scratch(static_cast<size_t>(5) * N * n), vbuf(2 * N);
+  std::vector<float> Zt(static_cast<size_t>(kZtLd<N>) * n, -7.0f), scratch(tail_scratch<N>(n)), vbuf(2 * N);
   std::vector<BtThread<float, N>> bt(N);
   HostCta cta;
   tail_phases<float, N>(cta, [&](int j) -> BtThread<float, N>& { return bt[j]; }, sh, d, e, tau, V, n, Zt.data(),

@@ -64,9 +64,9 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const float* __restric
 }
 
 // The tridiagonal eigenpairs and the back-transformation (tridiag_eigenpairs.cuh, evd_tail.cuh): V0 (B, n, n)
-// row-major, w (B, n) increasing; scratch 5 kThreads n values a matrix (lagtf's factors, the clusters' round-0
-// vectors); *flag |= 1 where a matrix's cluster kept a replaced member. Dynamic shared memory: Zt (kZtLd n)
-// and the reflectors' two buffers.
+// row-major, w (B, n) increasing; scratch tail_scratch(n) values a matrix (lagtf's factors, the clusters'
+// round-0 vectors and Gram matrices); *flag |= 1 where a matrix's cluster kept a replaced member. Dynamic
+// shared memory: Zt (kZtLd n) and the reflectors' two buffers.
 __global__ void __launch_bounds__(kThreads) tail_kernel(const float* d_all, const float* e_all, const float* tau_all,
                                                         const float* V_all, int n, float* V0_all, float* w_all,
                                                         float* scratch_all, int* flag) {
@@ -74,12 +74,12 @@ __global__ void __launch_bounds__(kThreads) tail_kernel(const float* d_all, cons
   __shared__ EigShared<float, kThreads> sh;
   float* Zt = reinterpret_cast<float*>(raw);
   const size_t b = blockIdx.x, nn = static_cast<size_t>(n) * n;
+  float* vbuf = Zt + static_cast<size_t>(kZtLd<kThreads>) * n;
   BtThread<float, kThreads> bt;
   DeviceCta cta{nullptr};
   tail_phases<float, kThreads>(cta, [&](int) -> BtThread<float, kThreads>& { return bt; }, sh, d_all + b * n,
-                               e_all + b * (n - 1), tau_all + b * (n - 1), V_all + b * nn, n, Zt,
-                               Zt + static_cast<size_t>(kZtLd<kThreads>) * n, scratch_all + b * 5 * kThreads * n,
-                               V0_all + b * nn, w_all + b * n);
+                               e_all + b * (n - 1), tau_all + b * (n - 1), V_all + b * nn, n, Zt, vbuf,
+                               scratch_all + b * tail_scratch<kThreads>(n), V0_all + b * nn, w_all + b * n);
   if (threadIdx.x == 0 && sh.replaced) atomicOr(flag, 1);
 }
 
@@ -102,7 +102,9 @@ at::Tensor evd_small_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* 
   if (B > 0) {
     const int64_t ld_e = std::max<int64_t>(q - 1, 1), chunk = std::min<int64_t>(B, kEvdSmallChunk);
     const at::Tensor d = at::empty({B, q}, f), e = at::empty({B, ld_e}, f), tau = at::empty({B, ld_e}, f),
-                     V = at::empty({B, q, q}, f), scratch = at::empty({chunk, 5 * eigen::kThreads * q}, f);
+                     V = at::empty({B, q, q}, f);
+    const at::Tensor scratch =
+        at::empty({chunk, static_cast<int64_t>(eigen::tail_scratch<eigen::kThreads>(static_cast<int>(q)))}, f);
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     const int n = static_cast<int>(q);
     eigen::reduce_kernel<<<B, eigen::kThreads, 0, stream>>>(G.const_data_ptr<float>(), n, d.data_ptr<float>(),

@@ -75,15 +75,22 @@ JSVD_HOST_DEVICE_INLINE void bt_regs_out(const EigShared<T, NMAX>& sh, const BtT
     if (r < n) V0[static_cast<size_t>(r) * n + rank] = t.z[r];
 }
 
+// Values of global scratch a matrix for tail_phases.
+template <int NMAX>
+JSVD_HOST_DEVICE_INLINE size_t tail_scratch(int n) {
+  return static_cast<size_t>(5) * NMAX * n + static_cast<size_t>(NMAX) * kBlockCluster;
+}
+
 // The tail's phases in order, for one matrix: tail_kernel (evd_small.cu) runs them a thread each, the host test
 // (cpp_tests/evd_small_test.cpp) every thread in turn. Cta: all(f) runs f(j) for each of the NMAX threads and
 // then a barrier, first(f) f() on thread 0 alone, sync() a barrier; bt(j): thread j's registers. Zt: kZtLd n
-// values (shared memory); scratch: 5 NMAX n (lagtf's factors, then the clusters' round-0 vectors X1); vbuf:
-// 2 NMAX (the reflectors' buffers).
+// values (shared memory); scratch: tail_scratch<NMAX>(n) (lagtf's factors, the clusters' round-0 vectors X1,
+// their Gram matrices Cg); vbuf: 2 NMAX (the reflectors' buffers).
 template <typename T, int NMAX, typename Cta, typename Bt>
 JSVD_HOST_DEVICE void tail_phases(Cta& cta, Bt&& bt, EigShared<T, NMAX>& sh, const T* d, const T* e, const T* tau,
                                   const T* V, int n, T* Zt, T* vbuf, T* scratch, T* V0, T* w) {
   T* X1 = scratch + static_cast<size_t>(4) * NMAX * n;
+  T* Cg = X1 + static_cast<size_t>(NMAX) * n;
   cta.all([&](int j) { f_load(sh, d, e, n, j); });
   cta.all([&](int j) { f_split(sh, n, j); });
   cta.first([&] { f_blocks(sh, n); });
@@ -100,7 +107,12 @@ JSVD_HOST_DEVICE void tail_phases(Cta& cta, Bt&& bt, EigShared<T, NMAX>& sh, con
         f_keep(sh, n, j, Zt, X1, true);
         f_resolve(sh, n, j, Zt, scratch);
       });
-    for (int s = 1; s < sh.max_cluster; ++s) {
+    for (int pass = 0; pass < 2; ++pass) {
+      cta.all([&](int j) { f_bgs_gram(sh, n, j, Zt, Cg); });
+      cta.all([&](int j) { f_bgs_chol(sh, n, j, Cg); });
+      cta.all([&](int j) { f_bgs_apply(sh, n, j, Zt, Cg); });
+    }
+    for (int s = 1; s < sh.max_cgs; ++s) {
       for (int attempt = 0; attempt < 3; ++attempt) {
         for (int pass = 0; pass < 2; ++pass) {
           cta.all([&](int j) { f_cgs_dot(sh, n, j, s, Zt); });
