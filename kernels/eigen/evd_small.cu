@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const float* __restric
   const size_t b = blockIdx.x;
   RegsThread<float, kThreads> s;
   DeviceCta cta{red};
-  reduce_phases<float, kThreads>(cta, [&](int) -> RegsThread<float, kThreads>& { return s; }, sh,
+  reduce_phases<float, kThreads>(cta, [p = &s](int) -> RegsThread<float, kThreads>& { return *p; }, sh,
                                  G + b * n * n, n, d + b * n, e + b * (n - 1), tau + b * (n - 1), V + b * n * n);
 }
 
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kThreads) tail_kernel(const float* d_all, cons
   float* vbuf = Zt + static_cast<size_t>(kZtLd<kThreads>) * n;
   BtThread<float, kThreads> bt;
   DeviceCta cta{nullptr};
-  tail_phases<float, kThreads>(cta, [&](int) -> BtThread<float, kThreads>& { return bt; }, sh, d_all + b * n,
+  tail_phases<float, kThreads>(cta, [p = &bt](int) -> BtThread<float, kThreads>& { return *p; }, sh, d_all + b * n,
                                e_all + b * (n - 1), tau_all + b * (n - 1), V_all + b * nn, n, Zt, vbuf,
                                scratch_all + b * tail_scratch<kThreads>(n), V0_all + b * nn, w_all + b * n);
   if (threadIdx.x == 0 && sh.replaced) atomicOr(flag, 1);
