@@ -68,7 +68,8 @@ struct EigShared {
   int cl_cgs[NMAX];     // (at a cluster's first member: orthonormalised member by member, not as a block)
   T scale;
   int max_cluster, max_cgs, n_multi, retry;  // (max_cgs: the largest cluster member by member)
-  int replaced;  // (a round-0 member replaced: the matrix's flag)
+  int cl_repl[NMAX];  // (at a cluster's first member: one of its members replaced in round 0)
+  int replaced;       // (a cluster kept its round-0 vectors with a replaced member: the matrix's flag)
 };
 
 // Zt's row stride (the vectors, a column a thread: Zt[r ZLD + j]): NMAX + 1, so that a warp's threads reading
@@ -189,6 +190,7 @@ JSVD_HOST_DEVICE void f_clusters(EigShared<T, NMAX>& sh, int n, int j) {
   sh.cl_first[j] = first;
   sh.cl_size[j] = last - first + 1;
   sh.cl_fail[j] = 0;
+  sh.cl_repl[j] = 0;
   sh.cl_cgs[j] = last - first + 1 > kBlockCluster;
   if (j == first && last > first) {
     smem_max(&sh.max_cluster, last - first + 1);
@@ -404,8 +406,9 @@ JSVD_HOST_DEVICE void f_cgs_sub(EigShared<T, NMAX>& sh, int n, int r, int s, T* 
 }
 // 9c. thread j, member s: normalised. A member left numerically in the span of the earlier ones (its norm
 // below sqrt(eps) of the unit it had: Gram-Schmidt twice is then no longer enough) is, in round 0, replaced
-// by another start vector (sh.retry: the step again), in round 1 (after f_resolve) its cluster marked, which
-// f_keep sends back to its round-0 vectors.
+// by another start vector (sh.retry: the step again; round 1's solve makes it the cluster's), in round 1
+// (after f_resolve) its cluster marked, which f_keep sends back to its round-0 vectors (and, where one of
+// those is a replacement, never solved, flags the matrix).
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_cgs_norm(EigShared<T, NMAX>& sh, int n, int j, int s, T* Zt, int round, int attempt) {
   if (j >= n || sh.cl_size[j] <= s || j - sh.cl_first[j] != s || !sh.cl_cgs[sh.cl_first[j]]) return;
@@ -419,7 +422,7 @@ JSVD_HOST_DEVICE void f_cgs_norm(EigShared<T, NMAX>& sh, int n, int j, int s, T*
                                                              static_cast<uint32_t>(r - bs)));
       normalise_column<T, kZtLd<NMAX>>(Zt + static_cast<size_t>(bs) * kZtLd<NMAX> + j, be - bs);
       sh.retry = 1;
-      sh.replaced = 1;
+      sh.cl_repl[sh.cl_first[j]] = 1;
       return;
     }
     sh.cl_fail[sh.cl_first[j]] = 1;
@@ -428,10 +431,11 @@ JSVD_HOST_DEVICE void f_cgs_norm(EigShared<T, NMAX>& sh, int n, int j, int s, T*
   for (int r = bs; r < be; ++r) Zt[r * kZtLd<NMAX> + j] *= f;
 }
 // 10. Thread j, a member of a cluster: its column kept (to = true, in X1) or, where its cluster failed round 1,
-// brought back.
+// brought back (the matrix flagged where they include a replaced member).
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_keep(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* X1, bool to) {
   if (j >= n || sh.cl_size[j] == 1 || (!to && !sh.cl_fail[sh.cl_first[j]])) return;
+  if (!to && sh.cl_repl[sh.cl_first[j]]) sh.replaced = 1;
   const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1];
   for (int r = bs; r < be; ++r) {
     if (to) X1[r * NMAX + j] = Zt[r * kZtLd<NMAX> + j];
