@@ -199,6 +199,11 @@ JSVD_HOST_DEVICE void f_clusters(EigShared<T, NMAX>& sh, int n, int j) {
   }
 }
 
+// A pivot below pivtol in magnitude nudged to it, its sign kept (xLAGTF's perturbation).
+template <typename T>
+JSVD_HOST_DEVICE_INLINE T nudged_pivot(T a, T pivtol) {
+  return fabs(a) < pivtol ? (a < 0 ? -pivtol : pivtol) : a;
+}
 // (T - lambda I) = P L U, xLAGTF's way (rows swapped where the subdiagonal is the larger), pivots below
 // pivtol nudged to it; arrays of stride s, u0 holding the pivots' reciprocals (the back substitution's chain
 // then multiplies).
@@ -210,7 +215,7 @@ JSVD_HOST_DEVICE void lagtf(const T* d, const T* e, int n, T lambda, T pivtol, T
   for (int i = 0; i < n - 1; ++i) {
     const T sub = e[i], dn = d[i + 1] - lambda, cn = i + 1 < n - 1 ? e[i + 1] : T(0);
     if (fabs(a) >= fabs(sub)) {
-      const T p = fabs(a) < pivtol ? (a < 0 ? -pivtol : pivtol) : a;
+      const T p = nudged_pivot(a, pivtol);
       const T m = qdiv(sub, p);
       u0[i * s] = qdiv(T(1), p);
       u1[i * s] = c;
@@ -228,7 +233,7 @@ JSVD_HOST_DEVICE void lagtf(const T* d, const T* e, int n, T lambda, T pivtol, T
       c = -m * cn;
     }
   }
-  u0[(n - 1) * s] = qdiv(T(1), fabs(a) < pivtol ? (a < 0 ? -pivtol : pivtol) : a);
+  u0[(n - 1) * s] = qdiv(T(1), nudged_pivot(a, pivtol));
 }
 // x <- (T - lambda I)^-1 x by lagtf's factors (stride s), then scaled by its largest entry (only its direction
 // matters); scaled down on the way where it grows past big (xLAGTS's scaling). x: stride sx.

@@ -393,8 +393,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       // (each G over its trace ||M||_F^2 first: float32's G would overflow from ||M||_F ~ 2^64; a zero
       // matrix keeps its zero G; start_refine.h's kernels for this route's element-wise steps)
       at::Tensor failed;
-      V0 = evd_small_on(B, q) ? evd_small_async(trace_scaled_float(G), &failed, &w)
-                           : syev_batched_async(trace_scaled_float(G), &failed, &w);
+      const at::Tensor G32 = trace_scaled_float(G);
+      V0 = evd_small_on(B, q) ? evd_small_async(G32, &failed, &w) : syev_batched_async(G32, &failed, &w);
       V0 = newton_schulz_step(V0.to(at::kDouble));
       if (f64) V0 = newton_schulz_step(V0);  // (~1e-9 -> float64's rounding)
       // (float32's tall batches: JSVD_START_EVD32_TALL refinements of two Newton-Schulz steps each. Three
