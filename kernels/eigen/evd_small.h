@@ -20,7 +20,8 @@ constexpr int64_t kEvdSmallMaxCols = 128;
 // 1.22, 1.22 / 1.42, 1.44; float64 200x128² 3.94, 4.11 / 4.40, 4.19; but float64 16x128² 2.29, 2.22 / 1.97, 1.96.
 constexpr int64_t kEvdSmallMinBatch = 32;
 // The tail's launches take at most this many matrices each, one after another, so that its scratch (lagtf's
-// factors and the clusters' first vectors, 5 x 128 q floats a matrix: 320 KB at q = 128) stays within 320 MB.
+// factors, the clusters' first vectors and Gram matrices, 5 x 128 q + 128 x 32 floats a matrix: 336 KB at
+// q = 128) stays within 336 MB.
 constexpr int64_t kEvdSmallChunk = 1024;
 
 // Whether the own solver takes a batch of `batch` float32 Gram matrices of q columns (JSVD_START_OWN_EVD).
@@ -30,8 +31,11 @@ bool evd_small_on(int64_t batch, int64_t q);
 // Returns V0 (B, q, q), whose columns are G's eigenvectors by decreasing eigenvalue, orthonormal to about
 // float32's rounding, and sets *eigenvalues, where given, to the (B, q) eigenvalues, increasing, and *failed to
 // a device bool scalar, true where a cluster's inverse iteration left a member numerically dependent on the
-// others (its replacement is orthogonal but not an eigenvector: the caller declines the batch, as it does
-// where syevBatched did not converge). Nothing is synchronised.
+// others twice: the first time a new start replaces it, which the cluster's second solve makes an eigenvector;
+// where the second round fails and the cluster keeps its first vectors, the replacement is orthogonal but not
+// an eigenvector, and the caller declines the batch, as it does where syevBatched did not converge. (Flagging
+// every replacement declined ~0.5% of low-rank Gram matrices whose vectors were accurate: host emulation,
+// stop 85.) Nothing is synchronised.
 at::Tensor evd_small_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* eigenvalues = nullptr);
 
 }  // namespace cuda

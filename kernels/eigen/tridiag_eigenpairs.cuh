@@ -6,13 +6,14 @@
 //   inverse iteration, a thread a vector, all at once (xLAGTF's factorisation once, two solves, xLAGTS's
 //   scaling), the factors interleaved across the CTA's threads in global memory (entry r of thread j at
 //   r NMAX + j: a warp's accesses coalesce), the vectors in Zt (shared memory, the same layout);
-//   each cluster (neighbours closer than 1e-3 ||T||, xSTEIN's ORTOL) orthonormalised by the whole CTA, member
-//   after member (Gram-Schmidt twice: a thread a dot product, a thread a row), all clusters at once; a
-//   member's second solve after that (two in a row would square the spread of the members' amplifications,
-//   up to 1e-3 / eps, and leave them numerically dependent), then the clusters orthonormalised again.
+//   each cluster (neighbours closer than 1e-3 ||T||, xSTEIN's ORTOL) orthonormalised by the whole CTA, all
+//   clusters at once: as a block where its vectors are well conditioned (CholeskyQR twice), else member after
+//   member (Gram-Schmidt twice: a thread a dot product, a thread a row); a member's second solve after that
+//   (two in a row would square the spread of the members' amplifications, up to 1e-3 / eps, and leave them
+//   numerically dependent), then the clusters orthonormalised again.
 // A cluster's vectors span its invariant subspace, not its eigenvectors one by one: the Jacobi after the start
 // resolves within it. Phases between the barriers, so that the host can run them thread by thread
-// (cpp_tests/evd_small_test.cpp); evd_small.cu strings them together.
+// (cpp_tests/evd_small_test.cpp); evd_tail.cuh's tail_phases strings them together.
 #pragma once
 
 #include <cfloat>
@@ -63,10 +64,27 @@ template <typename T, int NMAX>
 struct EigShared {
   T d[NMAX], e[NMAX], e2[NMAX], bl[NMAX], dot[NMAX];
   int block_of[NMAX], block_start[NMAX + 1], cl_first[NMAX], cl_size[NMAX], cl_fail[NMAX];
+  int multi[NMAX / 2];  // (the first members of the clusters of two or more, in no order; n_multi of them)
+  int cl_cgs[NMAX];     // (at a cluster's first member: orthonormalised member by member, not as a block)
   T scale;
-  int max_cluster, retry;
-  int replaced;  // (a round-0 member replaced: the matrix's flag)
+  int max_cluster, max_cgs, n_multi, retry;  // (max_cgs: the largest cluster member by member)
+  int cl_repl[NMAX];  // (at a cluster's first member: one of its members replaced in round 0)
+  int replaced;       // (a cluster kept its round-0 vectors with a replaced member: the matrix's flag)
 };
+
+// Zt's row stride (the vectors, a column a thread: Zt[r ZLD + j]): NMAX + 1, so that a warp's threads reading
+// one column at 32 rows (the clusters' row updates, f_cgs_sub) hit 32 banks rather than one; a row read by
+// consecutive threads stays conflict-free.
+template <int NMAX>
+constexpr int kZtLd = NMAX + 1;
+// A cluster of up to kBlockCluster members is orthonormalised as a block (CholeskyQR twice: its Gram matrix,
+// Cholesky, a triangular solve a row) where each Cholesky pivot keeps at least kBlockPivot of its member's
+// squared norm; else, or when larger, member by member (Gram-Schmidt twice, which replaces or reverts a
+// dependent member). The clusters of a square Gaussian M's Gram matrix (~10 eigenvalues near zero at n = 128)
+// keep 0.95 of it after either solve (host emulation, stop 85); low-rank and duplicated columns' zero
+// clusters fall to 6e-8 after the first.
+constexpr int kBlockCluster = 32;
+constexpr double kBlockPivot = 1.0 / 16;
 
 template <typename T>
 JSVD_HOST_DEVICE_INLINE T feps() { return sizeof(T) == 8 ? T(DBL_EPSILON) : T(FLT_EPSILON); }
@@ -78,6 +96,15 @@ JSVD_HOST_DEVICE_INLINE void smem_max(int* p, int v) {
   atomicMax(p, v);
 #else
   if (v > *p) *p = v;
+#endif
+}
+JSVD_HOST_DEVICE_INLINE int smem_fetch_add(int* p, int v) {
+#ifdef __CUDA_ARCH__
+  return atomicAdd(p, v);
+#else
+  const int old = *p;
+  *p += v;
+  return old;
 #endif
 }
 
@@ -110,6 +137,8 @@ JSVD_HOST_DEVICE void f_blocks(EigShared<T, NMAX>& sh, int n) {
   gershgorin(sh.d, sh.e, n, lo, hi);
   sh.scale = fmax(fabs(lo), fabs(hi));
   sh.max_cluster = 1;
+  sh.max_cgs = 1;
+  sh.n_multi = 0;
   sh.retry = 0;
   sh.replaced = 0;
 }
@@ -161,7 +190,13 @@ JSVD_HOST_DEVICE void f_clusters(EigShared<T, NMAX>& sh, int n, int j) {
   sh.cl_first[j] = first;
   sh.cl_size[j] = last - first + 1;
   sh.cl_fail[j] = 0;
-  if (j == first) smem_max(&sh.max_cluster, last - first + 1);
+  sh.cl_repl[j] = 0;
+  sh.cl_cgs[j] = last - first + 1 > kBlockCluster;
+  if (j == first && last > first) {
+    smem_max(&sh.max_cluster, last - first + 1);
+    if (sh.cl_cgs[j]) smem_max(&sh.max_cgs, last - first + 1);
+    sh.multi[smem_fetch_add(&sh.n_multi, 1)] = first;
+  }
 }
 
 // A pivot below pivtol in magnitude nudged to it, its sign kept (xLAGTF's perturbation).
@@ -200,26 +235,26 @@ JSVD_HOST_DEVICE void lagtf(const T* d, const T* e, int n, T lambda, T pivtol, T
   }
   u0[(n - 1) * s] = qdiv(T(1), nudged_pivot(a, pivtol));
 }
-// x <- (T - lambda I)^-1 x by lagtf's factors, then scaled by its largest entry (only its direction matters);
-// scaled down on the way where it grows past big (xLAGTS's scaling).
+// x <- (T - lambda I)^-1 x by lagtf's factors (stride s), then scaled by its largest entry (only its direction
+// matters); scaled down on the way where it grows past big (xLAGTS's scaling). x: stride sx.
 template <typename T>
 JSVD_HOST_DEVICE void lagts(int n, const T* e, const T* __restrict__ u0, const T* __restrict__ u1,
-                            const T* __restrict__ l, const T* __restrict__ piv, T* __restrict__ x, int s) {
+                            const T* __restrict__ l, const T* __restrict__ piv, int s, T* __restrict__ x, int sx) {
   T prev = x[0];  // (x[i] after its update: in a register, not read back)
 #pragma unroll 4
   for (int i = 0; i < n - 1; ++i) {
-    const T nxt = x[(i + 1) * s], li = l[i * s];
+    const T nxt = x[(i + 1) * sx], li = l[i * s];
     const bool sw = piv[i * s] != 0;
-    x[i * s] = sw ? nxt : prev;
+    x[i * sx] = sw ? nxt : prev;
     prev = sw ? prev - li * nxt : nxt - li * prev;
   }
-  x[(n - 1) * s] = prev;
+  x[(n - 1) * sx] = prev;
   // Back substitution in chunks of four rows, the whole of x (solved part and right-hand side) scaled down
   // after a chunk whose largest entry passed big (a step grows x by at most ~3 / eps: four from big stay
   // finite), so that the chunk's loads need not wait on a branch.
   const T big = sizeof(T) == 8 ? T(1e100) : T(1e6);
   T x1 = prev * u0[(n - 1) * s], x2 = 0;  // x[i + 1], x[i + 2]
-  x[(n - 1) * s] = x1;
+  x[(n - 1) * sx] = x1;
   T amax = fabs(x1);
   for (int i = n - 2; i >= 0; i -= 4) {
     T cmax = 0;
@@ -228,8 +263,8 @@ JSVD_HOST_DEVICE void lagts(int n, const T* e, const T* __restrict__ u0, const T
       const int r = i - q;
       if (r >= 0) {
         const T u2 = piv[r * s] != 0 && r + 1 < n - 1 ? e[r + 1] : T(0);  // (a swap's second superdiagonal)
-        const T xr = (x[r * s] - u1[r * s] * x1 - u2 * x2) * u0[r * s];
-        x[r * s] = xr;
+        const T xr = (x[r * sx] - u1[r * s] * x1 - u2 * x2) * u0[r * s];
+        x[r * sx] = xr;
         cmax = fmax(cmax, fabs(xr));
         x2 = x1;
         x1 = xr;
@@ -237,7 +272,7 @@ JSVD_HOST_DEVICE void lagts(int n, const T* e, const T* __restrict__ u0, const T
     }
     if (cmax > big) {
       const T f = T(1) / cmax;
-      for (int r = 0; r < n; ++r) x[r * s] *= f;  // (the rows still to solve too: their right-hand side)
+      for (int r = 0; r < n; ++r) x[r * sx] *= f;  // (the rows still to solve too: their right-hand side)
       x1 *= f;
       x2 *= f;
       amax *= f;
@@ -246,7 +281,7 @@ JSVD_HOST_DEVICE void lagts(int n, const T* e, const T* __restrict__ u0, const T
     amax = fmax(amax, cmax);
   }
   const T f = amax > 0 ? T(1) / amax : T(0);
-  for (int r = 0; r < n; ++r) x[r * s] *= f;
+  for (int r = 0; r < n; ++r) x[r * sx] *= f;
 }
 
 template <typename T, int NMAX>
@@ -264,90 +299,152 @@ template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_vectors(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* scratch) {
   if (j >= n) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], nb = sh.block_start[k + 1] - bs;
-  T* x = Zt + static_cast<size_t>(bs) * NMAX + j;
+  T* x = Zt + static_cast<size_t>(bs) * kZtLd<NMAX> + j;
   T* u0 = scratch + j;
   T* u1 = u0 + static_cast<size_t>(n) * NMAX;
   T* l = u1 + static_cast<size_t>(n) * NMAX;
   T* piv = l + static_cast<size_t>(n) * NMAX;
   for (int r = 0; r < nb; ++r)
-    x[r * NMAX] = static_cast<T>(start_entry(static_cast<uint32_t>(j), static_cast<uint32_t>(r)));
+    x[r * kZtLd<NMAX>] = static_cast<T>(start_entry(static_cast<uint32_t>(j), static_cast<uint32_t>(r)));
   if (nb > 1) {
     lagtf(sh.d + bs, sh.e + bs, nb, sh.bl[j], feps<T>() * sh.scale, u0, u1, l, piv, NMAX);
-    lagts(nb, sh.e + bs, u0, u1, l, piv, x, NMAX);
+    lagts(nb, sh.e + bs, u0, u1, l, piv, NMAX, x, kZtLd<NMAX>);
     // (a cluster's second solve after its members are orthonormalised, f_resolve: two solves in a row would
     // square the spread of the members' amplifications 1 / |lambda_i - lambda_j|, up to ~1e-3 / eps, and leave
     // them numerically dependent; one alone leaves each ~eps / 1e-3 off the vectors outside)
-    if (sh.cl_size[j] == 1) lagts(nb, sh.e + bs, u0, u1, l, piv, x, NMAX);
+    if (sh.cl_size[j] == 1) lagts(nb, sh.e + bs, u0, u1, l, piv, NMAX, x, kZtLd<NMAX>);
   }
-  normalise_column<T, NMAX>(x, nb);
+  normalise_column<T, kZtLd<NMAX>>(x, nb);
 }
 // 7. Thread j, a member of a cluster: its second solve (lagtf's factors kept in scratch), normalised.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_resolve(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* scratch) {
   if (j >= n || sh.cl_size[j] == 1) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], nb = sh.block_start[k + 1] - bs;
-  T* x = Zt + static_cast<size_t>(bs) * NMAX + j;
+  T* x = Zt + static_cast<size_t>(bs) * kZtLd<NMAX> + j;
   const T* u0 = scratch + j;
   const size_t a = static_cast<size_t>(n) * NMAX;
-  lagts(nb, sh.e + bs, u0, u0 + a, u0 + 2 * a, u0 + 3 * a, x, NMAX);
-  normalise_column<T, NMAX>(x, nb);
+  lagts(nb, sh.e + bs, u0, u0 + a, u0 + 2 * a, u0 + 3 * a, NMAX, x, kZtLd<NMAX>);
+  normalise_column<T, kZtLd<NMAX>>(x, nb);
 }
-// 8. Step s of the clusters' Gram-Schmidt (member s of every cluster of more than s against members 0..s-1):
-// 8a. thread j, an earlier member: its column's dot product with the member's.
+// 8. The clusters orthonormalised as blocks, Q = Z R^-1 with R^T R = Z^T Z (one pass of CholeskyQR; two in a
+// row). Cg: NMAX x kBlockCluster values, row j member j's row of its cluster's Gram matrix, then of R.
+// 8a. Thread j, a member of a block cluster: its row of Z_c^T Z_c.
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_bgs_gram(const EigShared<T, NMAX>& sh, int n, int j, const T* Zt, T* Cg) {
+  if (j >= n || sh.cl_size[j] == 1 || sh.cl_cgs[sh.cl_first[j]]) return;
+  const int t = sh.cl_first[j], c = sh.cl_size[j], k = sh.block_of[j], bs = sh.block_start[k],
+            be = sh.block_start[k + 1];
+  for (int i = 0; i < c; ++i) {
+    T x = 0;
+    for (int r = bs; r < be; ++r) x += Zt[r * kZtLd<NMAX> + j] * Zt[r * kZtLd<NMAX> + t + i];
+    Cg[j * kBlockCluster + i] = x;
+  }
+}
+// 8b. Thread t, a block cluster's first member: R over the upper triangle of its Gram matrix (rows t ..);
+// a pivot below kBlockPivot of its diagonal entry sends the cluster member by member (cl_cgs, max_cgs).
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_bgs_chol(EigShared<T, NMAX>& sh, int n, int t, T* Cg) {
+  if (t >= n || sh.cl_first[t] != t || sh.cl_size[t] == 1 || sh.cl_cgs[t]) return;
+  const int c = sh.cl_size[t];
+  T* R = Cg + t * kBlockCluster;  // (row i: R + i kBlockCluster)
+  for (int i = 0; i < c; ++i) {
+    T d = R[i * kBlockCluster + i];
+    const T cii = d;
+    for (int p = 0; p < i; ++p) d -= R[p * kBlockCluster + i] * R[p * kBlockCluster + i];
+    if (!(d >= T(kBlockPivot) * cii) || !(cii > 0)) {
+      sh.cl_cgs[t] = 1;
+      smem_max(&sh.max_cgs, c);
+      return;
+    }
+    const T rii = sqrt(d), inv = T(1) / rii;
+    R[i * kBlockCluster + i] = rii;
+    for (int q = i + 1; q < c; ++q) {
+      T x = R[i * kBlockCluster + q];
+      for (int p = 0; p < i; ++p) x -= R[p * kBlockCluster + i] * R[p * kBlockCluster + q];
+      R[i * kBlockCluster + q] = x * inv;
+    }
+  }
+}
+// 8c. Thread r, a row: its entries of each block cluster of its block times R^-1 (y R = z, forward).
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE void f_bgs_apply(const EigShared<T, NMAX>& sh, int n, int r, T* Zt, const T* Cg) {
+  if (r >= n) return;
+  const int k = sh.block_of[r];
+  T* z = Zt + r * kZtLd<NMAX>;
+  for (int m = 0; m < sh.n_multi; ++m) {
+    const int t = sh.multi[m], c = sh.cl_size[t];
+    if (sh.cl_cgs[t] || sh.block_of[t] != k) continue;
+    const T* R = Cg + t * kBlockCluster;
+    for (int q = 0; q < c; ++q) {
+      T y = z[t + q];
+      for (int p = 0; p < q; ++p) y -= z[t + p] * R[p * kBlockCluster + q];
+      z[t + q] = y / R[q * kBlockCluster + q];
+    }
+  }
+}
+// 9. The other clusters member by member. Step s of their Gram-Schmidt (member s of every such cluster of more
+// than s against members 0..s-1):
+// 9a. thread j, an earlier member: its column's dot product with the member's.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_cgs_dot(EigShared<T, NMAX>& sh, int n, int j, int s, const T* Zt) {
-  if (j >= n || sh.cl_size[j] <= s || j - sh.cl_first[j] >= s) return;
+  if (j >= n || sh.cl_size[j] <= s || j - sh.cl_first[j] >= s || !sh.cl_cgs[sh.cl_first[j]]) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1], t = sh.cl_first[j] + s;
   T x = 0;
-  for (int r = bs; r < be; ++r) x += Zt[r * NMAX + j] * Zt[r * NMAX + t];
+  for (int r = bs; r < be; ++r) x += Zt[r * kZtLd<NMAX> + j] * Zt[r * kZtLd<NMAX> + t];
   sh.dot[j] = x;
 }
-// 8b. thread r, a row: the projections off each member s of its block's clusters.
+// 9b. thread r, a row: the projections off each member s of its block's clusters. (Over the list of clusters
+// of two or more: walking all of the block's clusters, singletons included, cost a chain of ~n dependent
+// shared-memory reads a pass, twice a step.)
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_cgs_sub(EigShared<T, NMAX>& sh, int n, int r, int s, T* Zt) {
   if (r >= n) return;
-  const int k = sh.block_of[r], bs = sh.block_start[k], be = sh.block_start[k + 1];
-  for (int t = bs; t < be; t += sh.cl_size[t]) {  // (t: each cluster's first member)
-    if (sh.cl_size[t] <= s) continue;
-    T x = Zt[r * NMAX + t + s];
-    for (int i = t; i < t + s; ++i) x -= sh.dot[i] * Zt[r * NMAX + i];
-    Zt[r * NMAX + t + s] = x;
+  const int k = sh.block_of[r];
+  for (int c = 0; c < sh.n_multi; ++c) {
+    const int t = sh.multi[c];  // (a cluster's first member)
+    if (sh.cl_size[t] <= s || sh.block_of[t] != k || !sh.cl_cgs[t]) continue;
+    T x = Zt[r * kZtLd<NMAX> + t + s];
+    for (int i = t; i < t + s; ++i) x -= sh.dot[i] * Zt[r * kZtLd<NMAX> + i];
+    Zt[r * kZtLd<NMAX> + t + s] = x;
   }
 }
-// 8c. thread j, member s: normalised. A member left numerically in the span of the earlier ones (its norm
+// 9c. thread j, member s: normalised. A member left numerically in the span of the earlier ones (its norm
 // below sqrt(eps) of the unit it had: Gram-Schmidt twice is then no longer enough) is, in round 0, replaced
-// by another start vector (sh.retry: the step again), in round 1 (after f_resolve) its cluster marked, which
-// f_keep sends back to its round-0 vectors.
+// by another start vector (sh.retry: the step again; round 1's solve makes it the cluster's), in round 1
+// (after f_resolve) its cluster marked, which f_keep sends back to its round-0 vectors (and, where one of
+// those is a replacement, never solved, flags the matrix).
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_cgs_norm(EigShared<T, NMAX>& sh, int n, int j, int s, T* Zt, int round, int attempt) {
-  if (j >= n || sh.cl_size[j] <= s || j - sh.cl_first[j] != s) return;
+  if (j >= n || sh.cl_size[j] <= s || j - sh.cl_first[j] != s || !sh.cl_cgs[sh.cl_first[j]]) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1];
   T nrm = 0;
-  for (int r = bs; r < be; ++r) nrm += Zt[r * NMAX + j] * Zt[r * NMAX + j];
+  for (int r = bs; r < be; ++r) nrm += Zt[r * kZtLd<NMAX> + j] * Zt[r * kZtLd<NMAX> + j];
   if (nrm < feps<T>()) {
     if (round == 0) {
       for (int r = bs; r < be; ++r)
-        Zt[r * NMAX + j] = static_cast<T>(start_entry(static_cast<uint32_t>(j + (attempt + 1) * 7919),
+        Zt[r * kZtLd<NMAX> + j] = static_cast<T>(start_entry(static_cast<uint32_t>(j + (attempt + 1) * 7919),
                                                              static_cast<uint32_t>(r - bs)));
-      normalise_column<T, NMAX>(Zt + static_cast<size_t>(bs) * NMAX + j, be - bs);
+      normalise_column<T, kZtLd<NMAX>>(Zt + static_cast<size_t>(bs) * kZtLd<NMAX> + j, be - bs);
       sh.retry = 1;
-      sh.replaced = 1;
+      sh.cl_repl[sh.cl_first[j]] = 1;
       return;
     }
     sh.cl_fail[sh.cl_first[j]] = 1;
   }
   const T f = nrm > 0 ? T(1) / sqrt(nrm) : T(0);
-  for (int r = bs; r < be; ++r) Zt[r * NMAX + j] *= f;
+  for (int r = bs; r < be; ++r) Zt[r * kZtLd<NMAX> + j] *= f;
 }
-// 9. Thread j, a member of a cluster: its column kept (to = true, in X1) or, where its cluster failed round 1,
-// brought back.
+// 10. Thread j, a member of a cluster: its column kept (to = true, in X1) or, where its cluster failed round 1,
+// brought back (the matrix flagged where they include a replaced member).
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_keep(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* X1, bool to) {
   if (j >= n || sh.cl_size[j] == 1 || (!to && !sh.cl_fail[sh.cl_first[j]])) return;
+  if (!to && sh.cl_repl[sh.cl_first[j]]) sh.replaced = 1;
   const int k = sh.block_of[j], bs = sh.block_start[k], be = sh.block_start[k + 1];
   for (int r = bs; r < be; ++r) {
-    if (to) X1[r * NMAX + j] = Zt[r * NMAX + j];
-    else Zt[r * NMAX + j] = X1[r * NMAX + j];
+    if (to) X1[r * NMAX + j] = Zt[r * kZtLd<NMAX> + j];
+    else Zt[r * kZtLd<NMAX> + j] = X1[r * NMAX + j];
   }
 }
 }  // namespace eigen

@@ -2,7 +2,7 @@
 // symmetric matrix of n <= NMAX columns a CTA, each row in one thread's registers: row k, the step's column by
 // symmetry, goes through shared memory from its owner; the trailing block's symv and rank-2 update read only
 // the broadcast v and w (3 n shared values a step). Phases between the CTA's barriers and sums, so that the
-// host can run them thread by thread (cpp_tests/evd_small_test.cpp); evd_small.cu strings them together.
+// host can run them thread by thread (cpp_tests/evd_small_test.cpp); reduce_phases, below, strings them together.
 #pragma once
 
 #include <cmath>
@@ -137,6 +137,30 @@ JSVD_HOST_DEVICE_INLINE void regs_end_out(const RegsShared<T, NMAX>& sh, int n, 
   d[n - 1] = sh.w[n - 1];
   e[n - 2] = sh.w[n - 2];
   tau_out[n - 2] = 0;
+}
+
+// reduce_kernel's sequence for one matrix (evd_small.cu; the host test runs it thread by thread): Cta as
+// evd_tail.cuh's tail_phases takes it, and sum(f), the sum of f(t) over the threads, which every thread gets;
+// regs(t): thread t's rows.
+template <typename T, int NMAX, typename Cta, typename Regs>
+JSVD_HOST_DEVICE void reduce_phases(Cta& cta, Regs&& regs, RegsShared<T, NMAX>& sh, const T* G, int n, T* d, T* e,
+                                    T* tau, T* V) {
+  cta.all([&](int t) { regs_load(regs(t), G, n, t); });
+  if (n == 1) {
+    cta.first([&] { d[0] = regs(0).a[0]; });
+    return;
+  }
+  for (int k = 0; k < n - 2; ++k) {
+    cta.all([&](int t) { regs_owner(regs(t), sh, k, t); });
+    const T sigma = cta.sum([&](int t) { return regs_sigma_part(regs(t), sh, k, t); });
+    cta.all([&](int t) { regs_reflector(regs(t), sh, k, t, sigma, n, d, e, tau, V); });
+    const T pv = cta.sum([&](int t) { return regs_symv(regs(t), sh, k); });
+    cta.all([&](int t) { regs_w(regs(t), sh, k, t, pv); });
+    // (the barrier after: the next step's owner overwrites xs, which this step's threads may still read)
+    cta.all([&](int t) { regs_update(regs(t), sh, k, t); });
+  }
+  cta.all([&](int t) { regs_end_rows(regs(t), sh, n, t); });
+  cta.first([&] { regs_end_out(sh, n, d, e, tau); });
 }
 
 }  // namespace eigen
