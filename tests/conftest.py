@@ -14,6 +14,15 @@ SEED = int(os.environ.setdefault("JSVD_SEED", str(time.time_ns() % (2**31))))
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 
+# Under pytest -n N each worker, and each child process a test starts, would take every core for torch's CPU
+# work (the float64 LAPACK references): N x cores threads on the cores, and a run of two test files that takes
+# 183 s with 2 threads a worker did not finish in 400 (H200 machine, 16 cores, -n 8; docs/experiments.md,
+# stop 86). A worker takes its share of the cores unless OMP_NUM_THREADS says otherwise; children inherit it.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // _WORKERS))
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 
 def pytest_report_header(config):
     cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "none (cuda tests skip)"
