@@ -7,6 +7,7 @@ All methods are called with full_matrices=False on the same seeded inputs.
     python benchmarks/bench_gpu.py --quick              # the goal cases only
     python benchmarks/bench_gpu.py --cases 512,float64  # cases whose name contains any substring
     python benchmarks/bench_gpu.py --from-json benchmarks/results/bench_gpu_h100.json  # no GPU: section from a run
+    python benchmarks/bench_gpu.py --from-json benchmarks/results/bench_gpu_h200.json --readme  # and README's table
 
 Timing: CUDA events, 1 warm-up, then the median of N repeats (repeat until 1 s spent, 1 <= N <= 20);
 a torch driver whose warm-up takes > 5 s is reported by that single call.
@@ -19,6 +20,9 @@ goals, table, links to the plots), written between its <!-- bench_gpu:begin --> 
 markers by common.update_results_md, replacing the previous run's (--no-md: leave RESULTS.md alone).
 On a machine whose working tree does not come back (a device run), fetch bench_gpu.json and the plots from
 $OUT, copy them into benchmarks/results/ and write the section there with --from-json (no GPU needed).
+--readme also rewrites README.md's results table (README_CASES' rows) and the line above it that names the
+run, between their <!-- bench_gpu_readme_run / bench_gpu_readme_table --> markers; the prose around them is
+the README's, written by hand from the same run.
 """
 
 import argparse, json, math, os, statistics, sys, time
@@ -249,12 +253,55 @@ def markdown(doc, plots=()):
     return "\n".join(lines) + "\n"
 
 
+# README.md's results table: these rows, in this order, where the run has them.
+README_CASES = ["100x32x32 float32", "500x16x16 float32", "10000x32x32 float32", "1000000x3x3 float32",
+                "100000x3x3 float32", "200x64x64 float32", "200x100x100 float32", "200x128x128 float32",
+                "200x256x256 float32", "100x512x512 float32", "10x1024x1024 float32", "1x1536x1536 float32",
+                "1000x128x32 float32", "100x512x64 float32", "300x900x100 float32", "37x300x77 float32",
+                "1000x1024x16 float32", "10000x32x32 float64", "1000x1024x16 float64", "100x512x64 float64",
+                "200x128x128 float64", "64x200x200 float64", "100x512x512 float64", "10x1024x1024 float64"]
+README_MD = os.path.join(os.path.dirname(common.HERE), "README.md")
+
+
+def readme_sections(doc):
+    """README.md's two generated pieces from one run: the line naming it and the table of README_CASES."""
+    cuda = f", CUDA {doc['cuda']}" if doc.get("cuda") else ""
+    timed = {k for r in doc["rows"] for k in r["methods"]}
+    left = [d for d in ("gesvd", "gesvdj", "gesvda") if d not in timed]
+    run = (f"**GPU**: {doc['device']}, torch {doc['torch']}{cuda}; torch_jsvd at git {doc['commit']}, {doc['date']} "
+           f"UTC (`{doc['command']}`, one run" + (f"; not timed: {', '.join(left)}" if left else "") + ").")
+
+    def ms(r, k):
+        m = r["methods"].get(k)
+        return "-" if m is None else fmt(m.get("ms"), ".3f") if m.get("ms") is not None else "error"
+
+    rows = {r["case"]: r for r in doc["rows"]}
+    cells = [[c, ms(r, "ours"), ms(r, "torch"), ms(r, "gesvda"), fmt(r.get("speedup"), ".2f"),
+              f"{fmt(r.get('speedup_best'), '.2f')} "
+              f"({'default' if r.get('best_torch') == 'torch' else r.get('best_torch', '-')})"]
+             for c in README_CASES if (r := rows.get(c))]
+    head = ["case", "torch_jsvd ms", "torch default ms", "gesvda ms", "speed-up", "vs fastest (driver)"]
+    return run, common.render_table(head, cells, md=True)
+
+
+def write_readme(doc, path=README_MD):
+    """Rewrite README.md's generated pieces (their markers must be there: never appended to the README)."""
+    text = open(path).read()
+    for key in ("bench_gpu_readme_run", "bench_gpu_readme_table"):
+        if f"<!-- {key}:begin -->" not in text:
+            sys.exit(f"bench_gpu.py: {path} has no <!-- {key}:begin --> marker")
+    run, tab = readme_sections(doc)
+    common.update_results_md("bench_gpu_readme_run", run, path=path)
+    common.update_results_md("bench_gpu_readme_table", tab, path=path)
+    print(f"updated the results table of {path}")
+
+
 def write_md(doc, plots, path):
     common.update_results_md("bench_gpu", markdown(doc, plots), path=path)
     print(f"updated the bench_gpu section of {path}")
 
 
-def from_json(path, results_md):
+def from_json(path, results_md, readme=False):
     """Rewrite the RESULTS.md section from a saved run (bench_gpu<suffix>.json; plots beside it, same suffix)."""
     with open(path) as f:
         doc = json.load(f)
@@ -270,6 +317,8 @@ def from_json(path, results_md):
     plots = [p for p in (f"speedup_small{suffix}.png", f"speedup_big{suffix}.png")
              if os.path.exists(os.path.join(here, p))]
     write_md(doc, plots, results_md)
+    if readme:
+        write_readme(doc)
 
 
 def plot(rows, outdir, suffix="", device=None):
@@ -335,9 +384,10 @@ def main():
     p.add_argument("--no-md", action="store_true", help="do not touch RESULTS.md")
     p.add_argument("--from-json", metavar="PATH",
                    help="no benchmark: write the RESULTS.md section of the run saved in PATH (needs no GPU)")
+    p.add_argument("--readme", action="store_true", help="also rewrite README.md's results table from the run")
     args = p.parse_args()
     if args.from_json:
-        return from_json(args.from_json, args.results_md)
+        return from_json(args.from_json, args.results_md, args.readme)
     if not torch.cuda.is_available():
         sys.exit("bench_gpu.py: no CUDA device available")
     import torch_jsvd
@@ -389,6 +439,8 @@ def main():
         print(f"wrote {fpath}")
     if not args.no_md:
         write_md(doc, [os.path.basename(f) for f in plots], args.results_md)
+    if args.readme:
+        write_readme(doc)
     print("\nfull_matrices=False; times: median ms (CUDA events); speed-up = torch default / ours; "
           "vs best = fastest torch driver / ours; recon, orth: max over batch (float64)")
     print("\n".join(doc["goals"]))
