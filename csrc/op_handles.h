@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <tuple>
+#include <vector>
 
 namespace jsvd {
 
@@ -16,6 +17,8 @@ using SvdSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&,
 using SvdExSig = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor&, bool, bool, std::optional<double>, std::optional<int64_t>);
 using SvdvalsSig = at::Tensor(const at::Tensor&, std::optional<double>, std::optional<int64_t>);
+using SvdVarlenSig = std::tuple<std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>>(
+    at::TensorList, bool, bool, std::optional<double>, std::optional<int64_t>);
 using SvdVarlenPackedSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, bool,
                                                                           bool, std::optional<double>,
                                                                           std::optional<int64_t>);

@@ -45,6 +45,13 @@ def test_varlen_bad_inputs(device):
         torch_jsvd.svd_varlen([torch.ones(3, 3, dtype=torch.complex64, device=device)])
     with pytest.raises(TypeError, match="list or tuple"):
         torch_jsvd.svd_varlen(torch.randn(2, 3, 3, device=device))
+    with pytest.raises(TypeError, match="list or tuple of matrices or a torch.nested tensor, but got int"):
+        torch_jsvd.svd_varlen(5)
+    # (a member that is not a tensor: the direct call's check, and the autograd path's)
+    for As, kind in (([torch.randn(3, 3, device=device), "x"], "str"),
+                     ((torch.randn(3, 3, device=device, requires_grad=True), 3), "int")):
+        with pytest.raises(TypeError, match=rf"expected As to be a list of tensors, but As\[1\] is a {kind}"):
+            torch_jsvd.svd_varlen(As)
 
 
 def test_varlen_mixed_devices(device):

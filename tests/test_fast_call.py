@@ -1,5 +1,6 @@
-"""torch_jsvd.svd, svd_ex and svdvals call their op's dispatcher handle from the extension where nothing
-needs the Python op object (_ops._call_one): the same results, errors and dispatch as torch.ops.jsvd."""
+"""torch_jsvd.svd, svd_ex, svdvals and svd_varlen (of a list) call their op's dispatcher handle from the
+extension where nothing needs the Python op object (_ops._call_one, _C._varlen_below_autograd): the same
+results, errors and dispatch as torch.ops.jsvd."""
 
 import pytest
 import torch
@@ -33,6 +34,19 @@ def test_same_as_the_op(device, shape, dtype):
     # (the strides torch.linalg.svd gives: U F-contiguous, Vh C-contiguous)
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert U.mT.is_contiguous() and Vh.is_contiguous()
+
+
+def test_varlen_same_as_the_op(device):
+    g = torch.Generator(device=device).manual_seed(8)
+    As = [torch.randn(m, n, device=device, generator=g) for m, n in [(4, 4), (5, 3), (2, 6), (1, 7), (0, 3), (3, 3)]]
+    for full in (False, True):
+        for uv in (True, False):
+            got = torch_jsvd.svd_varlen(tuple(As), full_matrices=full, compute_uv=uv, max_sweeps=20)
+            want = through_op("svd_varlen", As, full, uv, None, 20)
+            for xs, ys in zip(got, want):
+                assert type(xs) is list and len(xs) == len(ys) == len(As)
+                for x, y in zip(xs, ys):
+                    assert torch.equal(x, y) and x.stride() == y.stride() and x.dtype == y.dtype
 
 
 def test_errors_as_the_op(device):
@@ -92,6 +106,13 @@ def test_modes_and_subclasses_see_the_op(device):
     Logged.names.clear()
     torch_jsvd.svd(A.as_subclass(Logged))
     assert "jsvd.svd.default" in Logged.names
+    # svd_varlen: a mode, or a member of a subclass, takes the list the op's way
+    with Seen() as mode:
+        torch_jsvd.svd_varlen([A, A[:2]])
+    assert [n for n in mode.names if "jsvd" in n] == ["jsvd.svd_varlen.default"]
+    Logged.names.clear()
+    torch_jsvd.svd_varlen([A, A[:2].as_subclass(Logged)])
+    assert "jsvd.svd_varlen.default" in Logged.names
 
 
 def test_profiler_records_the_op(device):
@@ -99,5 +120,6 @@ def test_profiler_records_the_op(device):
     with torch.profiler.profile() as prof:
         torch_jsvd.svd(A)
         torch_jsvd.svdvals(A)
+        torch_jsvd.svd_varlen([A, A[:3]])
     names = {e.name for e in prof.events()}
-    assert {"jsvd::svd", "jsvd::svdvals"} <= names
+    assert {"jsvd::svd", "jsvd::svdvals", "jsvd::svd_varlen"} <= names

@@ -257,7 +257,11 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
         raise TypeError("torch_jsvd.svd_varlen: expected a list or tuple of matrices or a torch.nested tensor, "
                         "but got a regular Tensor; use torch_jsvd.svd for a uniform batch")
     else:
-        mats = list(As)
+        try:
+            mats = list(As)
+        except TypeError:
+            raise TypeError("torch_jsvd.svd_varlen: expected a list or tuple of matrices or a torch.nested tensor, "
+                            f"but got {type(As).__name__}") from None
     if not mats:
         # The dispatcher cannot pick a backend for an empty Tensor[]: say what is wrong here.
         raise ValueError("torch_jsvd.svd_varlen: expected a non-empty list of matrices, but got an empty list")
@@ -266,7 +270,16 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
         U, S, Vh = _call(torch.ops.jsvd.svd_varlen.default, mats, *args)
     else:
         with _collector_paused():
-            U, S, Vh = _call(torch.ops.jsvd.svd_varlen.default, mats, *args)
+            if _fast_path(mats) and not torch._C._has_torch_function(mats):
+                # (plain tensors: the op's handle called directly, no boxing of 4 lists a call; a member that
+                # is not a tensor raises a TypeError naming it)
+                U, S, Vh = _C._varlen_below_autograd(*args)
+            else:
+                for i, A in enumerate(mats):
+                    if not isinstance(A, Tensor):
+                        raise TypeError(f"torch_jsvd.svd_varlen: expected As to be a list of tensors, but As[{i}] "
+                                        f"is a {type(A).__name__}")
+                U, S, Vh = _call(torch.ops.jsvd.svd_varlen.default, mats, *args)
     if nested:
         U, S, Vh = (_nest(t, As.layout) for t in (U, S, Vh))
     return SVDVarlenResult(U, S, Vh)
