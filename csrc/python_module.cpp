@@ -210,7 +210,8 @@ PyObject* below_autograd(PyObject* /*self*/, PyObject* args) {
 PyObject* tensor_list(std::vector<at::Tensor>&& ts) {
   PyObject* list = PyList_New(static_cast<Py_ssize_t>(ts.size()));
   if (list == nullptr) throw python_error();
-  for (size_t i = 0; i < ts.size(); ++i) PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), THPVariable_Wrap(std::move(ts[i])));
+  for (size_t i = 0; i < ts.size(); ++i)
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), THPVariable_Wrap(std::move(ts[i])));
   return list;
 }
 
@@ -230,8 +231,8 @@ PyObject* varlen_below_autograd(PyObject* /*self*/, PyObject* args) {
   std::vector<at::Tensor> As;
   As.reserve(static_cast<size_t>(count));
   for (Py_ssize_t i = 0; i < count; ++i) {
-    TORCH_CHECK_TYPE(THPVariable_Check(items[i]), "torch_jsvd.svd_varlen: expected As to be a list of tensors, but As[",
-                     i, "] is a ", Py_TYPE(items[i])->tp_name);
+    TORCH_CHECK_TYPE(THPVariable_Check(items[i]), "torch_jsvd.svd_varlen: expected As to be a list of tensors, ",
+                     "but As[", i, "] is a ", Py_TYPE(items[i])->tp_name);
     As.push_back(THPVariable_Unpack(items[i]));
   }
   const bool full = as_bool(full_obj, "full_matrices"), uv = as_bool(uv_obj, "compute_uv");
