@@ -423,8 +423,8 @@ JSVD_HOST_DEVICE void f_cgs_norm(EigShared<T, NMAX>& sh, int n, int j, int s, T*
   if (nrm < feps<T>()) {
     if (round == 0) {
       for (int r = bs; r < be; ++r)
-        Zt[r * kZtLd<NMAX> + j] = static_cast<T>(start_entry(static_cast<uint32_t>(j + (attempt + 1) * 7919),
-                                                             static_cast<uint32_t>(r - bs)));
+        Zt[r * kZtLd<NMAX> + j] = static_cast<T>(
+            start_entry(static_cast<uint32_t>(j + (attempt + 1) * 7919), static_cast<uint32_t>(r - bs)));
       normalise_column<T, kZtLd<NMAX>>(Zt + static_cast<size_t>(bs) * kZtLd<NMAX> + j, be - bs);
       sh.retry = 1;
       sh.cl_repl[sh.cl_first[j]] = 1;
