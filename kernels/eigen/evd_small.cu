@@ -66,15 +66,19 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const float* __restric
 // The tridiagonal eigenpairs and the back-transformation (tridiag_eigenpairs.cuh, evd_tail.cuh): V0 (B, n, n)
 // row-major, w (B, n) increasing; scratch tail_scratch(n) values a matrix (lagtf's factors, the clusters'
 // round-0 vectors and Gram matrices); *flag |= 1 where a matrix's cluster kept a replaced member. Dynamic
-// shared memory: Zt (kZtLd n) and the reflectors' two buffers.
-__global__ void __launch_bounds__(kThreads) tail_kernel(const float* d_all, const float* e_all, const float* tau_all,
+// shared memory: the reflectors' two buffers (first: 16-byte aligned for load4), then Zt (kZtLd n).
+// kTailCtasPerSm: as many CTAs as Zt's ~66 KB at n = 128 leave an SM; told to ptxas, which otherwise, given
+// load4's vector loads, caps the kernel at 96-128 registers and spills Z's column (nvcc 13.0, sm_90), where
+// the 168 that three CTAs allow hold it.
+constexpr int kTailCtasPerSm = 3;
+__global__ void __launch_bounds__(kThreads, kTailCtasPerSm) tail_kernel(const float* d_all, const float* e_all, const float* tau_all,
                                                         const float* V_all, int n, float* V0_all, float* w_all,
                                                         float* scratch_all, int* flag) {
   extern __shared__ __align__(16) unsigned char raw[];
   __shared__ EigShared<float, kThreads> sh;
-  float* Zt = reinterpret_cast<float*>(raw);
+  float* vbuf = reinterpret_cast<float*>(raw);
+  float* Zt = vbuf + 2 * kThreads;
   const size_t b = blockIdx.x, nn = static_cast<size_t>(n) * n;
-  float* vbuf = Zt + static_cast<size_t>(kZtLd<kThreads>) * n;
   BtThread<float, kThreads> bt;
   DeviceCta cta{nullptr};
   tail_phases<float, kThreads>(cta, [p = &bt](int) -> BtThread<float, kThreads>& { return *p; }, sh, d_all + b * n,

@@ -6,6 +6,7 @@
 // the c-th largest eigenvalue), w increasing.
 #pragma once
 
+#include "eigen/smem_vec4.cuh"
 #include "eigen/tridiag_eigenpairs.cuh"
 
 namespace jsvd {
@@ -43,6 +44,7 @@ template <typename T, int NMAX>
 JSVD_HOST_DEVICE_INLINE void bt_regs_v(T* vbuf, const T* V, int n, int k, int r) {
   vbuf[r] = r == k + 1 ? T(1) : (r > k + 1 && r < n ? V[static_cast<size_t>(r) * n + k] : T(0));
 }
+// (vbuf 16-byte aligned: its values four a load, smem_vec4.cuh)
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE_INLINE void bt_regs_apply(BtThread<T, NMAX>& t, const T* vbuf, T tau, int k) {
   T p0 = 0, p1 = 0, p2 = 0, p3 = 0;
@@ -51,10 +53,11 @@ JSVD_HOST_DEVICE_INLINE void bt_regs_apply(BtThread<T, NMAX>& t, const T* vbuf, 
     if (k + 1 >= 32 * (c + 1)) continue;
 #pragma unroll
     for (int r = 32 * c; r < 32 * (c + 1); r += 4) {
-      p0 += vbuf[r] * t.z[r];
-      p1 += vbuf[r + 1] * t.z[r + 1];
-      p2 += vbuf[r + 2] * t.z[r + 2];
-      p3 += vbuf[r + 3] * t.z[r + 3];
+      const Vec4<T> v = load4(vbuf + r);
+      p0 += v.x * t.z[r];
+      p1 += v.y * t.z[r + 1];
+      p2 += v.z * t.z[r + 2];
+      p3 += v.w * t.z[r + 3];
     }
   }
   const T dot = tau * ((p0 + p1) + (p2 + p3));
@@ -62,7 +65,13 @@ JSVD_HOST_DEVICE_INLINE void bt_regs_apply(BtThread<T, NMAX>& t, const T* vbuf, 
   for (int c = 0; c < NMAX / 32; ++c) {
     if (k + 1 >= 32 * (c + 1)) continue;
 #pragma unroll
-    for (int r = 32 * c; r < 32 * (c + 1); ++r) t.z[r] -= dot * vbuf[r];
+    for (int r = 32 * c; r < 32 * (c + 1); r += 4) {
+      const Vec4<T> v = load4(vbuf + r);
+      t.z[r] -= dot * v.x;
+      t.z[r + 1] -= dot * v.y;
+      t.z[r + 2] -= dot * v.z;
+      t.z[r + 3] -= dot * v.w;
+    }
   }
 }
 template <typename T, int NMAX>

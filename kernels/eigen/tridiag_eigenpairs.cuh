@@ -142,8 +142,38 @@ JSVD_HOST_DEVICE void f_blocks(EigShared<T, NMAX>& sh, int n) {
   sh.retry = 0;
   sh.replaced = 0;
 }
+// The Sturm counts of T - x_i I (the negative pivots of its LDL^T) at three shifts x_0 < x_1 < x_2 at once: three
+// independent chains of divisions, which a thread's instruction stream overlaps (one chain a step is bound by
+// the division's latency, not by the issue rate, at the tail's 12 warps an SM).
+template <typename T>
+JSVD_HOST_DEVICE_INLINE void sturm_counts(const T* d, const T* e2, int nb, T pivmin, T x0, T x1, T x2, int& c0,
+                                          int& c1, int& c2) {
+  T q0 = d[0] - x0, q1 = d[0] - x1, q2 = d[0] - x2;
+  if (fabs(q0) < pivmin) q0 = -pivmin;
+  if (fabs(q1) < pivmin) q1 = -pivmin;
+  if (fabs(q2) < pivmin) q2 = -pivmin;
+  c0 = q0 < 0;
+  c1 = q1 < 0;
+  c2 = q2 < 0;
+  for (int i = 1; i < nb; ++i) {
+    const T di = d[i], ei = e2[i - 1];
+    q0 = di - x0 - qdiv(ei, q0);
+    q1 = di - x1 - qdiv(ei, q1);
+    q2 = di - x2 - qdiv(ei, q2);
+    if (fabs(q0) < pivmin) q0 = -pivmin;
+    if (fabs(q1) < pivmin) q1 = -pivmin;
+    if (fabs(q2) < pivmin) q2 = -pivmin;
+    c0 += q0 < 0;
+    c1 += q1 < 0;
+    c2 += q2 < 0;
+  }
+}
 // 4. Thread j: its block's (j - bs)-th largest eigenvalue, by bisection on Sturm counts to |hi - lo| <= 2 eps
-// ||T|| (||T|| by Gershgorin; bl descending within each block).
+// ||T|| (||T|| by Gershgorin; bl descending within each block). Two halvings a pass: the counts at the midpoint
+// and at both quarter points (sturm_counts), the quarter point of the half the first keeps being the second's
+// midpoint, the same value as 0.5 (lo + hi) of that half: the intervals, the stopping test after each halving
+// and the eigenvalues are one halving a pass's to the bit, for 1.5 times the divisions in half the dependent
+// chain a halving.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_bisect(EigShared<T, NMAX>& sh, int n, int j) {
   if (j >= n) return;
@@ -161,20 +191,19 @@ JSVD_HOST_DEVICE void f_bisect(EigShared<T, NMAX>& sh, int n, int j) {
   const T pivmin = ftiny<T>() * fmax(T(1), emax2);
   const T abstol = T(2) * feps<T>() * sh.scale;
   const int idx = nb - 1 - (j - bs);  // (ascending index)
-  for (int it = 0; it < 128; ++it) {
+  for (int it = 0; it < 128; it += 2) {
     const T mid = T(0.5) * (lo + hi);
     if (hi - lo <= abstol + pivmin || mid == lo || mid == hi) break;
-    int count = 0;
-    T q = d[0] - mid;
-    if (fabs(q) < pivmin) q = -pivmin;
-    count += q < 0;
-    for (int i = 1; i < nb; ++i) {
-      q = d[i] - mid - qdiv(e2[i - 1], q);
-      if (fabs(q) < pivmin) q = -pivmin;
-      count += q < 0;
-    }
-    if (count > idx) hi = mid;
+    const T lq = T(0.5) * (lo + mid), hq = T(0.5) * (mid + hi);
+    int cl, cm, ch;
+    sturm_counts(d, e2, nb, pivmin, lq, mid, hq, cl, cm, ch);
+    const bool lower = cm > idx;
+    if (lower) hi = mid;
     else lo = mid;
+    const T mid2 = lower ? lq : hq;  // (0.5 (lo + hi) of the kept half)
+    if (it + 1 >= 128 || hi - lo <= abstol + pivmin || mid2 == lo || mid2 == hi) break;
+    if ((lower ? cl : ch) > idx) hi = mid2;
+    else lo = mid2;
   }
   sh.bl[j] = T(0.5) * (lo + hi);
 }

@@ -7,15 +7,19 @@
 
 #include <cmath>
 
+#include "eigen/smem_vec4.cuh"
 #include "host_device.h"
 
 namespace jsvd {
 namespace cuda {
 namespace eigen {
 
+// (each array 16-byte aligned, as the CTA's copy is: smem_vec4.cuh's four values a load or store)
 template <typename T, int NMAX>
 struct RegsShared {
-  T xs[NMAX], v[NMAX], w[NMAX];
+  alignas(16) T xs[NMAX];
+  alignas(16) T v[NMAX];
+  alignas(16) T w[NMAX];
 };
 
 template <typename T, int NMAX>
@@ -37,7 +41,7 @@ JSVD_HOST_DEVICE_INLINE void regs_owner(const RegsThread<T, NMAX>& s, RegsShared
                                         int t) {
   if (t == k) {
 #pragma unroll
-    for (int j = 0; j < NMAX; ++j) sh.xs[j] = s.a[j];
+    for (int j = 0; j < NMAX; j += 4) store4(sh.xs + j, s.a[j], s.a[j + 1], s.a[j + 2], s.a[j + 3]);
   }
 }
 
@@ -89,7 +93,13 @@ JSVD_HOST_DEVICE_INLINE T regs_symv(RegsThread<T, NMAX>& s, const RegsShared<T, 
   for (int c = 0; c < NMAX / 32; ++c) {
     if (k + 1 >= 32 * (c + 1)) continue;
 #pragma unroll
-    for (int j = 32 * c; j < 32 * (c + 1); ++j) p += s.a[j] * sh.v[j];
+    for (int j = 32 * c; j < 32 * (c + 1); j += 4) {
+      const Vec4<T> v = load4(sh.v + j);
+      p += s.a[j] * v.x;
+      p += s.a[j + 1] * v.y;
+      p += s.a[j + 2] * v.z;
+      p += s.a[j + 3] * v.w;
+    }
   }
   s.p = p * s.tau;
   return s.p * s.vt;
@@ -113,7 +123,13 @@ JSVD_HOST_DEVICE_INLINE void regs_update(RegsThread<T, NMAX>& s, const RegsShare
   for (int c = 0; c < NMAX / 32; ++c) {
     if (k + 1 >= 32 * (c + 1)) continue;
 #pragma unroll
-    for (int j = 32 * c; j < 32 * (c + 1); ++j) s.a[j] -= s.vt * sh.w[j] + s.wt * sh.v[j];
+    for (int j = 32 * c; j < 32 * (c + 1); j += 4) {
+      const Vec4<T> w = load4(sh.w + j), v = load4(sh.v + j);
+      s.a[j] -= s.vt * w.x + s.wt * v.x;
+      s.a[j + 1] -= s.vt * w.y + s.wt * v.y;
+      s.a[j + 2] -= s.vt * w.z + s.wt * v.z;
+      s.a[j + 3] -= s.vt * w.w + s.wt * v.w;
+    }
   }
 }
 
