@@ -18,10 +18,11 @@ namespace {
 constexpr int kThreads = 128;  // NMAX: a thread a row (reduction), an eigenpair and a column (the tail)
 static_assert(kThreads == kEvdSmallMaxCols, "a thread a column");
 
+// The CTA's sum of x, in every thread. One barrier: the caller puts one between two sums (reduce_phases has
+// a phase between any two), so that no warp writes red while another still reads the last sum's.
 template <typename T>
 __device__ T block_sum(T x, T* red) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  __syncthreads();  // (red's previous use is over)
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = x;
   __syncthreads();
   T s = 0;
@@ -31,7 +32,7 @@ __device__ T block_sum(T x, T* red) {
 }
 
 // A CTA for the phases' sequences (tridiag_reduce.cuh's reduce_phases, evd_tail.cuh's tail_phases): a thread
-// each, a barrier after each phase; red: block_sum's 32 values (reduce_phases' sums).
+// each, a barrier after each phase; red: block_sum's 32 values (reduce_phases' sums, a phase between two).
 struct DeviceCta {
   float* red;
   template <typename F>
@@ -51,7 +52,7 @@ struct DeviceCta {
 };
 
 // G (B, n, n) -> d (B, n), e and tau (B, n - 1), V (B, n, n): reflector k's v in column k, rows k + 2 .. n - 1
-// (v_k+1 = 1 implied). Three barriers and two sums a step.
+// (v_k+1 = 1 implied). Five barriers a step: three phases and two sums (reduce_phases).
 __global__ void __launch_bounds__(kThreads) reduce_kernel(const float* __restrict__ G, int n, float* d, float* e,
                                                           float* tau, float* V) {
   __shared__ __align__(16) RegsShared<float, kThreads> sh;

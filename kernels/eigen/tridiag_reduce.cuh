@@ -156,8 +156,9 @@ JSVD_HOST_DEVICE_INLINE void regs_end_out(const RegsShared<T, NMAX>& sh, int n, 
 }
 
 // reduce_kernel's sequence for one matrix (evd_small.cu; the host test runs it thread by thread): Cta as
-// evd_tail.cuh's tail_phases takes it, and sum(f), the sum of f(t) over the threads, which every thread gets;
-// regs(t): thread t's rows.
+// evd_tail.cuh's tail_phases takes it, and sum(f), the sum of f(t) over the threads, which every thread gets
+// (never two sums without a phase between them: evd_small.cu's block_sum has no barrier before its own
+// writes); regs(t): thread t's rows. Five barriers a step.
 template <typename T, int NMAX, typename Cta, typename Regs>
 JSVD_HOST_DEVICE void reduce_phases(Cta& cta, Regs&& regs, RegsShared<T, NMAX>& sh, const T* G, int n, T* d, T* e,
                                     T* tau, T* V) {
@@ -166,14 +167,18 @@ JSVD_HOST_DEVICE void reduce_phases(Cta& cta, Regs&& regs, RegsShared<T, NMAX>& 
     cta.first([&] { d[0] = regs(0).a[0]; });
     return;
   }
+  if (n > 2) cta.all([&](int t) { regs_owner(regs(t), sh, 0, t); });
   for (int k = 0; k < n - 2; ++k) {
-    cta.all([&](int t) { regs_owner(regs(t), sh, k, t); });
     const T sigma = cta.sum([&](int t) { return regs_sigma_part(regs(t), sh, k, t); });
     cta.all([&](int t) { regs_reflector(regs(t), sh, k, t, sigma, n, d, e, tau, V); });
     const T pv = cta.sum([&](int t) { return regs_symv(regs(t), sh, k); });
     cta.all([&](int t) { regs_w(regs(t), sh, k, t, pv); });
-    // (the barrier after: the next step's owner overwrites xs, which this step's threads may still read)
-    cta.all([&](int t) { regs_update(regs(t), sh, k, t); });
+    // (the next step's owner broadcasts its updated row in the same phase: this step's reads of xs, in the
+    // reflector's phase, are two sums' barriers behind; one barrier a step fewer)
+    cta.all([&](int t) {
+      regs_update(regs(t), sh, k, t);
+      if (k + 1 < n - 2) regs_owner(regs(t), sh, k + 1, t);
+    });
   }
   cta.all([&](int t) { regs_end_rows(regs(t), sh, n, t); });
   cta.first([&] { regs_end_out(sh, n, d, e, tau); });
