@@ -72,9 +72,9 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const float* __restric
 // load4's vector loads, caps the kernel at 96-128 registers and spills Z's column (nvcc 13.0, sm_90), where
 // the 168 that three CTAs allow hold it.
 constexpr int kTailCtasPerSm = 3;
-__global__ void __launch_bounds__(kThreads, kTailCtasPerSm) tail_kernel(const float* d_all, const float* e_all, const float* tau_all,
-                                                        const float* V_all, int n, float* V0_all, float* w_all,
-                                                        float* scratch_all, int* flag) {
+__global__ void __launch_bounds__(kThreads, kTailCtasPerSm)
+    tail_kernel(const float* d_all, const float* e_all, const float* tau_all, const float* V_all, int n,
+                float* V0_all, float* w_all, float* scratch_all, int* flag) {
   extern __shared__ __align__(16) unsigned char raw[];
   __shared__ EigShared<float, kThreads> sh;
   float* vbuf = reinterpret_cast<float*>(raw);
