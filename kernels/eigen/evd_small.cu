@@ -65,8 +65,8 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const float* __restric
 }
 
 // The tridiagonal eigenpairs and the back-transformation (tridiag_eigenpairs.cuh, evd_tail.cuh): V0 (B, n, n)
-// row-major, w (B, n) increasing; scratch tail_scratch(n) values a matrix (lagtf's factors, the clusters'
-// round-0 vectors and Gram matrices); *flag |= 1 where a matrix's cluster kept a replaced member. Dynamic
+// row-major, w (B, n) increasing; scratch tail_scratch(n) values a matrix (inverse iteration's states, the
+// clusters' round-0 vectors and Gram matrices); *flag |= 1 where a matrix's cluster kept a replaced member. Dynamic
 // shared memory: the reflectors' two buffers (first: 16-byte aligned for load4), then Zt (kZtLd n).
 // kTailCtasPerSm: as many CTAs as Zt's ~66 KB at n = 128 leave an SM; told to ptxas, which otherwise, given
 // load4's vector loads, caps the kernel at 96-128 registers and spills Z's column (nvcc 13.0, sm_90), where

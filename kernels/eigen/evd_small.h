@@ -19,9 +19,9 @@ constexpr int64_t kEvdSmallMaxCols = 128;
 // 5.69, 5.64 / 6.79, 6.71; 200x100² 2.15, 2.04 / 2.70, 2.63; 200x300x100 1.90, 1.83 / 2.31, 2.30; 40x200x120
 // 1.22, 1.22 / 1.42, 1.44; float64 200x128² 3.94, 4.11 / 4.40, 4.19; but float64 16x128² 2.29, 2.22 / 1.97, 1.96.
 constexpr int64_t kEvdSmallMinBatch = 32;
-// The tail's launches take at most this many matrices each, one after another, so that its scratch (lagtf's
-// factors, the clusters' first vectors and Gram matrices, 5 x 128 q + 128 x 32 floats a matrix: 336 KB at
-// q = 128) stays within 336 MB.
+// The tail's launches take at most this many matrices each, one after another, so that its scratch (inverse
+// iteration's segment states, the clusters' first vectors and Gram matrices, 2048 + 128 q + 128 x 32 floats a
+// matrix: 88 KB at q = 128) stays within 90 MB.
 constexpr int64_t kEvdSmallChunk = 1024;
 
 // Whether the own solver takes a batch of `batch` float32 Gram matrices of q columns (JSVD_START_OWN_EVD).

@@ -84,21 +84,23 @@ JSVD_HOST_DEVICE_INLINE void bt_regs_out(const EigShared<T, NMAX>& sh, const BtT
     if (r < n) V0[static_cast<size_t>(r) * n + rank] = t.z[r];
 }
 
-// Values of global scratch a matrix for tail_phases.
+// Values of global scratch a matrix for tail_phases: inverse iteration's segment states (tridiag_solve.cuh), the
+// clusters' round-0 vectors X1 and their Gram matrices Cg.
 template <int NMAX>
 JSVD_HOST_DEVICE_INLINE size_t tail_scratch(int n) {
-  return static_cast<size_t>(5) * NMAX * n + static_cast<size_t>(NMAX) * kBlockCluster;
+  return static_cast<size_t>(2) * kLuSegs<NMAX> * NMAX + static_cast<size_t>(NMAX) * n +
+         static_cast<size_t>(NMAX) * kBlockCluster;
 }
 
 // The tail's phases in order, for one matrix: tail_kernel (evd_small.cu) runs them a thread each, the host test
 // (cpp_tests/evd_small_test.cpp) every thread in turn. Cta: all(f) runs f(j) for each of the NMAX threads and
 // then a barrier, first(f) f() on thread 0 alone, sync() a barrier; bt(j): thread j's registers. Zt: kZtLd n
-// values (shared memory); scratch: tail_scratch<NMAX>(n) (lagtf's factors, the clusters' round-0 vectors X1,
+// values (shared memory); scratch: tail_scratch<NMAX>(n) (inverse iteration's states, the clusters' round-0 vectors X1,
 // their Gram matrices Cg); vbuf: 2 NMAX (the reflectors' buffers).
 template <typename T, int NMAX, typename Cta, typename Bt>
 JSVD_HOST_DEVICE void tail_phases(Cta& cta, Bt&& bt, EigShared<T, NMAX>& sh, const T* d, const T* e, const T* tau,
                                   const T* V, int n, T* Zt, T* vbuf, T* scratch, T* V0, T* w) {
-  T* X1 = scratch + static_cast<size_t>(4) * NMAX * n;
+  T* X1 = scratch + static_cast<size_t>(2) * kLuSegs<NMAX> * NMAX;
   T* Cg = X1 + static_cast<size_t>(NMAX) * n;
   cta.all([&](int j) { f_load(sh, d, e, n, j); });
   cta.all([&](int j) { f_split(sh, n, j); });

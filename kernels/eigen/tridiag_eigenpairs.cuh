@@ -3,9 +3,9 @@
 // cluster:
 //   T split at negligible off-diagonals (xSTEBZ's test) into unreduced blocks;
 //   bisection on Sturm counts, a thread an eigenvalue, to about eps ||T|| (xSTEBZ's default ABSTOL);
-//   inverse iteration, a thread a vector, all at once (xLAGTF's factorisation once, two solves, xLAGTS's
-//   scaling), the factors interleaved across the CTA's threads in global memory (entry r of thread j at
-//   r NMAX + j: a warp's accesses coalesce), the vectors in Zt (shared memory, the same layout);
+//   inverse iteration, a thread a vector, all at once (xLAGTF's factorisation, two solves, xLAGTS's
+//   scaling: tridiag_solve.cuh, the factors refactored where the back substitution needs them), the vectors
+//   in Zt (shared memory, entry r of thread j at r (NMAX + 1) + j);
 //   each cluster (neighbours closer than 1e-3 ||T||, xSTEIN's ORTOL) orthonormalised by the whole CTA, all
 //   clusters at once: as a block where its vectors are well conditioned (CholeskyQR twice), else member after
 //   member (Gram-Schmidt twice: a thread a dot product, a thread a row); a member's second solve after that
@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "eigen/tridiag_solve.cuh"
 #include "host_device.h"
 
 namespace jsvd {
@@ -48,16 +49,6 @@ JSVD_HOST_DEVICE_INLINE float start_entry(uint32_t i, uint32_t r) {
   h *= 2246822519u;
   h ^= h >> 13;
   return static_cast<float>(h & 0xffffff) / 8388608.0f - 1.0f;
-}
-
-// x / y: float32's by the hardware reciprocal (two ulps: bisection and inverse iteration are indifferent to
-// it; H200, stop 84: a third off the bisection), float64's IEEE.
-template <typename T>
-JSVD_HOST_DEVICE_INLINE T qdiv(T x, T y) {
-#ifdef __CUDA_ARCH__
-  if constexpr (sizeof(T) == 4) return __fdividef(x, y);
-#endif
-  return x / y;
 }
 
 template <typename T, int NMAX>
@@ -228,91 +219,6 @@ JSVD_HOST_DEVICE void f_clusters(EigShared<T, NMAX>& sh, int n, int j) {
   }
 }
 
-// A pivot below pivtol in magnitude nudged to it, its sign kept (xLAGTF's perturbation).
-template <typename T>
-JSVD_HOST_DEVICE_INLINE T nudged_pivot(T a, T pivtol) {
-  return fabs(a) < pivtol ? (a < 0 ? -pivtol : pivtol) : a;
-}
-// (T - lambda I) = P L U, xLAGTF's way (rows swapped where the subdiagonal is the larger), pivots below
-// pivtol nudged to it; arrays of stride s, u0 holding the pivots' reciprocals (the back substitution's chain
-// then multiplies).
-template <typename T>
-JSVD_HOST_DEVICE void lagtf(const T* d, const T* e, int n, T lambda, T pivtol, T* __restrict__ u0, T* __restrict__ u1,
-                            T* __restrict__ l, T* __restrict__ piv,
-                            int s) {
-  T a = d[0] - lambda, c = n > 1 ? e[0] : T(0);
-  for (int i = 0; i < n - 1; ++i) {
-    const T sub = e[i], dn = d[i + 1] - lambda, cn = i + 1 < n - 1 ? e[i + 1] : T(0);
-    if (fabs(a) >= fabs(sub)) {
-      const T p = nudged_pivot(a, pivtol);
-      const T m = qdiv(sub, p);
-      u0[i * s] = qdiv(T(1), p);
-      u1[i * s] = c;
-      l[i * s] = m;
-      piv[i * s] = 0;
-      a = dn - m * c;
-      c = cn;
-    } else {
-      const T m = qdiv(a, sub);
-      u0[i * s] = qdiv(T(1), sub);
-      u1[i * s] = dn;
-      l[i * s] = m;
-      piv[i * s] = 1;
-      a = c - m * dn;
-      c = -m * cn;
-    }
-  }
-  u0[(n - 1) * s] = qdiv(T(1), nudged_pivot(a, pivtol));
-}
-// x <- (T - lambda I)^-1 x by lagtf's factors (stride s), then scaled by its largest entry (only its direction
-// matters); scaled down on the way where it grows past big (xLAGTS's scaling). x: stride sx.
-template <typename T>
-JSVD_HOST_DEVICE void lagts(int n, const T* e, const T* __restrict__ u0, const T* __restrict__ u1,
-                            const T* __restrict__ l, const T* __restrict__ piv, int s, T* __restrict__ x, int sx) {
-  T prev = x[0];  // (x[i] after its update: in a register, not read back)
-#pragma unroll 4
-  for (int i = 0; i < n - 1; ++i) {
-    const T nxt = x[(i + 1) * sx], li = l[i * s];
-    const bool sw = piv[i * s] != 0;
-    x[i * sx] = sw ? nxt : prev;
-    prev = sw ? prev - li * nxt : nxt - li * prev;
-  }
-  x[(n - 1) * sx] = prev;
-  // Back substitution in chunks of four rows, the whole of x (solved part and right-hand side) scaled down
-  // after a chunk whose largest entry passed big (a step grows x by at most ~3 / eps: four from big stay
-  // finite), so that the chunk's loads need not wait on a branch.
-  const T big = sizeof(T) == 8 ? T(1e100) : T(1e6);
-  T x1 = prev * u0[(n - 1) * s], x2 = 0;  // x[i + 1], x[i + 2]
-  x[(n - 1) * sx] = x1;
-  T amax = fabs(x1);
-  for (int i = n - 2; i >= 0; i -= 4) {
-    T cmax = 0;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int r = i - q;
-      if (r >= 0) {
-        const T u2 = piv[r * s] != 0 && r + 1 < n - 1 ? e[r + 1] : T(0);  // (a swap's second superdiagonal)
-        const T xr = (x[r * sx] - u1[r * s] * x1 - u2 * x2) * u0[r * s];
-        x[r * sx] = xr;
-        cmax = fmax(cmax, fabs(xr));
-        x2 = x1;
-        x1 = xr;
-      }
-    }
-    if (cmax > big) {
-      const T f = T(1) / cmax;
-      for (int r = 0; r < n; ++r) x[r * sx] *= f;  // (the rows still to solve too: their right-hand side)
-      x1 *= f;
-      x2 *= f;
-      amax *= f;
-      cmax = 1;
-    }
-    amax = fmax(amax, cmax);
-  }
-  const T f = amax > 0 ? T(1) / amax : T(0);
-  for (int r = 0; r < n; ++r) x[r * sx] *= f;
-}
-
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void normalise_column(T* x, int nb) {
   T nrm = 0;
@@ -322,38 +228,34 @@ JSVD_HOST_DEVICE void normalise_column(T* x, int nb) {
 }
 
 // 6. Thread j: its vector by inverse iteration, into column j of Zt (rows bs .. bs + nb - 1; Zt[r * ld + j],
-// ld = NMAX), normalised. scratch: 4 NMAX n values (lagtf's u0, u1, l, piv), interleaved (entry r of array a:
-// (a n + r) NMAX + j).
+// ld = kZtLd), normalised. scratch: kLuSegs NMAX states (tridiag_solve.cuh), interleaved (segment g's of
+// thread j at g NMAX + j).
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_vectors(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* scratch) {
   if (j >= n) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], nb = sh.block_start[k + 1] - bs;
   T* x = Zt + static_cast<size_t>(bs) * kZtLd<NMAX> + j;
-  T* u0 = scratch + j;
-  T* u1 = u0 + static_cast<size_t>(n) * NMAX;
-  T* l = u1 + static_cast<size_t>(n) * NMAX;
-  T* piv = l + static_cast<size_t>(n) * NMAX;
+  LuState<T>* ck = reinterpret_cast<LuState<T>*>(scratch) + j;
   for (int r = 0; r < nb; ++r)
     x[r * kZtLd<NMAX>] = static_cast<T>(start_entry(static_cast<uint32_t>(j), static_cast<uint32_t>(r)));
   if (nb > 1) {
-    lagtf(sh.d + bs, sh.e + bs, nb, sh.bl[j], feps<T>() * sh.scale, u0, u1, l, piv, NMAX);
-    lagts(nb, sh.e + bs, u0, u1, l, piv, NMAX, x, kZtLd<NMAX>);
+    inverse_solve(sh.d + bs, sh.e + bs, nb, sh.bl[j], feps<T>() * sh.scale, ck, NMAX, x, kZtLd<NMAX>);
     // (a cluster's second solve after its members are orthonormalised, f_resolve: two solves in a row would
     // square the spread of the members' amplifications 1 / |lambda_i - lambda_j|, up to ~1e-3 / eps, and leave
     // them numerically dependent; one alone leaves each ~eps / 1e-3 off the vectors outside)
-    if (sh.cl_size[j] == 1) lagts(nb, sh.e + bs, u0, u1, l, piv, NMAX, x, kZtLd<NMAX>);
+    if (sh.cl_size[j] == 1)
+      inverse_solve(sh.d + bs, sh.e + bs, nb, sh.bl[j], feps<T>() * sh.scale, ck, NMAX, x, kZtLd<NMAX>);
   }
   normalise_column<T, kZtLd<NMAX>>(x, nb);
 }
-// 7. Thread j, a member of a cluster: its second solve (lagtf's factors kept in scratch), normalised.
+// 7. Thread j, a member of a cluster: its second solve, normalised.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_resolve(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* scratch) {
   if (j >= n || sh.cl_size[j] == 1) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], nb = sh.block_start[k + 1] - bs;
   T* x = Zt + static_cast<size_t>(bs) * kZtLd<NMAX> + j;
-  const T* u0 = scratch + j;
-  const size_t a = static_cast<size_t>(n) * NMAX;
-  lagts(nb, sh.e + bs, u0, u0 + a, u0 + 2 * a, u0 + 3 * a, NMAX, x, kZtLd<NMAX>);
+  LuState<T>* ck = reinterpret_cast<LuState<T>*>(scratch) + j;
+  inverse_solve(sh.d + bs, sh.e + bs, nb, sh.bl[j], feps<T>() * sh.scale, ck, NMAX, x, kZtLd<NMAX>);
   normalise_column<T, kZtLd<NMAX>>(x, nb);
 }
 // 8. The clusters orthonormalised as blocks, Q = Z R^-1 with R^T R = Z^T Z (one pass of CholeskyQR; two in a
