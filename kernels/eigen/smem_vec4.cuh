@@ -1,9 +1,11 @@
 // Four consecutive values of a shared-memory vector in one load or store (ld.shared.v4 / st.shared.v4 for
 // float32, two v2 accesses for float64), for the eigen-solver's loops that read a vector broadcast to every
-// thread of the CTA (evd_tail.cuh's back-transformation, tridiag_reduce.cuh's symv and rank-2 update): there a
-// scalar load an entry keeps the shared-memory pipe, not the arithmetic, busy (H200, stop 85's probe: ~246k of
-// the back-transformation's ~259k cycles at 12 warps an SM). p must be 16-byte aligned on the device (and,
-// for float64, 32); the host reads the four values one by one.
+// thread of the CTA (evd_tail.cuh's back-transformation, tridiag_reduce.cuh's symv and rank-2 update): a
+// scalar load an entry would keep the shared-memory pipe busy about as long as the back-transformation took in
+// all (an estimate: ~246k issue cycles against its ~259k measured in stop 85's probe, 12 warps an SM). H200,
+// stop 87, with the bisection's two halvings a pass: the tail kernel 0.722 -> 0.673 ms at float32 200 x 128²;
+// the reduction's loads gained nothing (0.204 -> 0.204). p must be 16-byte aligned on the device (and, for
+// float64, 32); the host reads the four values one by one.
 #pragma once
 
 #include "host_device.h"
