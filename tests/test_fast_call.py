@@ -49,6 +49,28 @@ def test_varlen_same_as_the_op(device):
                     assert torch.equal(x, y) and x.stride() == y.stride() and x.dtype == y.dtype
 
 
+def test_varlen_member_requiring_grad(device):
+    """The direct call solves nothing and returns None where grad mode is on and a member requires grad (its
+    own check, a member at a time), so that svd_varlen takes the autograd path; under no_grad it solves."""
+    from torch_jsvd import _C
+
+    g = torch.Generator(device=device).manual_seed(9)
+    As = [torch.randn(m, n, device=device, dtype=torch.float64, generator=g) for m, n in [(4, 3), (3, 5), (2, 2)]]
+    As[2].requires_grad_(True)
+    assert _C._varlen_below_autograd(As, False, True, None, None) is None
+    with torch.no_grad():
+        got = _C._varlen_below_autograd(As, False, True, None, None)
+    want = through_op("svd_varlen", [A.detach() for A in As], False, True, None, None)
+    for xs, ys in zip(got, want):
+        for x, y in zip(xs, ys):
+            assert torch.equal(x, y) and not x.requires_grad
+    U, S, Vh = torch_jsvd.svd_varlen(As)
+    assert S[2].requires_grad
+    S[2].sum().backward()
+    # d(sum of singular values)/dA = U Vh
+    torch.testing.assert_close(As[2].grad, (U[2] @ Vh[2]).detach())
+
+
 def test_errors_as_the_op(device):
     """Arguments the op's schema would reject raise TypeError naming them (the op's own parser raises
     RuntimeError); numpy's bools and numbers pass as they do there; NaN raises LinAlgError as before."""

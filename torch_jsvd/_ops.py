@@ -35,9 +35,16 @@ def _fast_path(tensors: Sequence[Tensor]) -> bool:
     forward-mode dual levels, and nothing to differentiate. The ops' Autograd kernels (_autograd.py) are
     Python: they convert a call's arguments and results to Python objects and back once more, which small
     calls and long svd_varlen lists feel (docs/experiments.md, "Stop 36")."""
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active() or fwAD._current_level >= 0:
+    if not _eager_plain():
         return False
     return not (torch.is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in tensors))
+
+
+def _eager_plain() -> bool:
+    """_fast_path's test of the call's context alone: eager, outside torch.func transforms and forward-mode dual
+    levels (the tensors' requires_grad is the caller's to check)."""
+    return not (torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active() or
+                fwAD._current_level >= 0)
 
 
 def _call(op, tensors: Sequence[Tensor], *args):
@@ -270,10 +277,11 @@ def svd_varlen(As: Union[Sequence[Tensor], Tensor], full_matrices: bool = False,
         U, S, Vh = _call(torch.ops.jsvd.svd_varlen.default, mats, *args)
     else:
         with _collector_paused():
-            if _fast_path(mats) and not torch._C._has_torch_function(mats):
-                # (plain tensors: the op's handle called directly, no boxing of 4 lists a call; a member that
-                # is not a tensor raises a TypeError naming it)
-                U, S, Vh = _C._varlen_below_autograd(*args)
+            # (plain tensors: the op's handle called directly, no boxing of 4 lists a call; a member that is not a
+            # tensor raises a TypeError naming it; None where one requires grad, which the op below differentiates)
+            r = _C._varlen_below_autograd(*args) if _eager_plain() and not torch._C._has_torch_function(mats) else None
+            if r is not None:
+                U, S, Vh = r
             else:
                 for i, A in enumerate(mats):
                     if not isinstance(A, Tensor):
