@@ -38,10 +38,13 @@ import common
 from common import fmt
 
 LISTS = [(2000, 4, 64), (300, 16, 256), (40, 100, 600),
-         (46, 17, 32), (85, 33, 64), (156, 65, 128), (243, 129, 256), (458, 257, 512),
+         (46, 17, 32), (85, 33, 64), (156, 65, 128), (243, 129, 256),
          # H-matrix-like: levels of low-rank blocks, one shape a level, in random order
          ("hmatrix", ((1000, 256, 16), (300, 512, 64), (100, 900, 100))),
-         ("hmatrix", ((2000, 64, 16), (500, 128, 32), (200, 256, 64)))]
+         ("hmatrix", ((2000, 64, 16), (500, 128, 32), (200, 256, 64))),
+         # (last: its loop and its 457 uniform shapes took ~310 s of a 349 s run on the H200, stop 87, which
+         # left the budget no time for the rows after it)
+         (458, 257, 512)]
 GOALS = {"varlen 2000x[4,64]": 2.0, "varlen 300x[16,256]": 15.0, "varlen 40x[100,600]": 15.0}
 
 
