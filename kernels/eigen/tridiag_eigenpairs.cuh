@@ -260,16 +260,25 @@ JSVD_HOST_DEVICE void f_resolve(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* 
 }
 // 8. The clusters orthonormalised as blocks, Q = Z R^-1 with R^T R = Z^T Z (one pass of CholeskyQR; two in a
 // row). Cg: NMAX x kBlockCluster values, row j member j's row of its cluster's Gram matrix, then of R.
-// 8a. Thread j, a member of a block cluster: its row of Z_c^T Z_c.
+// 8a. Thread j, a member of a block cluster: its row of Z_c^T Z_c, from the diagonal on.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_bgs_gram(const EigShared<T, NMAX>& sh, int n, int j, const T* Zt, T* Cg) {
   if (j >= n || sh.cl_size[j] == 1 || sh.cl_cgs[sh.cl_first[j]]) return;
   const int t = sh.cl_first[j], c = sh.cl_size[j], k = sh.block_of[j], bs = sh.block_start[k],
             be = sh.block_start[k + 1];
-  for (int i = 0; i < c; ++i) {
-    T x = 0;
-    for (int r = bs; r < be; ++r) x += Zt[r * kZtLd<NMAX> + j] * Zt[r * kZtLd<NMAX> + t + i];
-    Cg[j * kBlockCluster + i] = x;
+  // (the upper triangle alone, which f_bgs_chol and f_bgs_apply read; eight entries at a time, each summed over
+  // the rows in order as one at a time would, so that eight independent chains share the loop)
+  for (int i0 = j - t; i0 < c; i0 += 8) {
+    T x[8] = {};
+    for (int r = bs; r < be; ++r) {
+      const T z = Zt[r * kZtLd<NMAX> + j];
+#pragma unroll
+      for (int q = 0; q < 8; ++q)
+        if (i0 + q < c) x[q] += z * Zt[r * kZtLd<NMAX> + t + i0 + q];
+    }
+#pragma unroll
+    for (int q = 0; q < 8; ++q)
+      if (i0 + q < c) Cg[j * kBlockCluster + i0 + q] = x[q];
   }
 }
 // 8b. Thread t, a block cluster's first member: R over the upper triangle of its Gram matrix (rows t ..);
