@@ -51,8 +51,9 @@ struct DeviceCta {
   __device__ __forceinline__ void sync() { __syncthreads(); }
 };
 
-// G (B, n, n) -> d (B, n), e and tau (B, n - 1), V (B, n, n): reflector k's v in column k, rows k + 2 .. n - 1
-// (v_k+1 = 1 implied). Five barriers a step: three phases and two sums (reduce_phases).
+// G (B, n, n) -> d (B, n), e and tau (B, n - 1), V (B, n, n): reflector k's v in row k, entries k + 2 .. n - 1
+// (v_k+1 = 1 implied; a row, so that a step's stores and the back-transformation's loads coalesce). Five
+// barriers a step: three phases and two sums (reduce_phases).
 __global__ void __launch_bounds__(kThreads) reduce_kernel(const float* __restrict__ G, int n, float* d, float* e,
                                                           float* tau, float* V) {
   __shared__ __align__(16) RegsShared<float, kThreads> sh;

@@ -42,7 +42,7 @@ JSVD_HOST_DEVICE_INLINE void bt_regs_load(BtThread<T, NMAX>& t, const T* Zt, int
 }
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE_INLINE void bt_regs_v(T* vbuf, const T* V, int n, int k, int r) {
-  vbuf[r] = r == k + 1 ? T(1) : (r > k + 1 && r < n ? V[static_cast<size_t>(r) * n + k] : T(0));
+  vbuf[r] = r == k + 1 ? T(1) : (r > k + 1 && r < n ? V[static_cast<size_t>(k) * n + r] : T(0));
 }
 // (vbuf 16-byte aligned: its values four a load, smem_vec4.cuh)
 template <typename T, int NMAX>

@@ -76,7 +76,7 @@ JSVD_HOST_DEVICE_INLINE void regs_reflector(RegsThread<T, NMAX>& s, RegsShared<T
   s.tau = tau;
   s.vt = t == k + 1 ? T(1) : (t >= k + 2 ? s.xt * scale : T(0));
   sh.v[t] = s.vt;
-  if (t > k && t < n) V[static_cast<size_t>(t) * n + k] = s.vt;
+  if (t > k && t < n) V[static_cast<size_t>(k) * n + t] = s.vt;  // (row k: the threads' stores coalesce)
   if (t == 0) {
     d[k] = sh.xs[k];
     e[k] = beta;
