@@ -227,24 +227,28 @@ JSVD_HOST_DEVICE void normalise_column(T* x, int nb) {
   for (int r = 0; r < nb; ++r) x[r * NMAX] *= f;
 }
 
+// Thread j's solve of its block's (T - bl[j] I) x = x (x: its column of Zt from the block's first row; the
+// segment states in scratch: kLuSegs NMAX of them, segment g's of thread j at g NMAX + j).
+template <typename T, int NMAX>
+JSVD_HOST_DEVICE_INLINE void solve_own(const EigShared<T, NMAX>& sh, int j, int bs, int nb, T* x, T* scratch) {
+  inverse_solve(sh.d + bs, sh.e + bs, nb, sh.bl[j], feps<T>() * sh.scale, reinterpret_cast<LuState<T>*>(scratch) + j,
+                NMAX, x, kZtLd<NMAX>);
+}
 // 6. Thread j: its vector by inverse iteration, into column j of Zt (rows bs .. bs + nb - 1; Zt[r * ld + j],
-// ld = kZtLd), normalised. scratch: kLuSegs NMAX states (tridiag_solve.cuh), interleaved (segment g's of
-// thread j at g NMAX + j).
+// ld = kZtLd), normalised. scratch: solve_own's.
 template <typename T, int NMAX>
 JSVD_HOST_DEVICE void f_vectors(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* scratch) {
   if (j >= n) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], nb = sh.block_start[k + 1] - bs;
   T* x = Zt + static_cast<size_t>(bs) * kZtLd<NMAX> + j;
-  LuState<T>* ck = reinterpret_cast<LuState<T>*>(scratch) + j;
   for (int r = 0; r < nb; ++r)
     x[r * kZtLd<NMAX>] = static_cast<T>(start_entry(static_cast<uint32_t>(j), static_cast<uint32_t>(r)));
   if (nb > 1) {
-    inverse_solve(sh.d + bs, sh.e + bs, nb, sh.bl[j], feps<T>() * sh.scale, ck, NMAX, x, kZtLd<NMAX>);
+    solve_own(sh, j, bs, nb, x, scratch);
     // (a cluster's second solve after its members are orthonormalised, f_resolve: two solves in a row would
     // square the spread of the members' amplifications 1 / |lambda_i - lambda_j|, up to ~1e-3 / eps, and leave
     // them numerically dependent; one alone leaves each ~eps / 1e-3 off the vectors outside)
-    if (sh.cl_size[j] == 1)
-      inverse_solve(sh.d + bs, sh.e + bs, nb, sh.bl[j], feps<T>() * sh.scale, ck, NMAX, x, kZtLd<NMAX>);
+    if (sh.cl_size[j] == 1) solve_own(sh, j, bs, nb, x, scratch);
   }
   normalise_column<T, kZtLd<NMAX>>(x, nb);
 }
@@ -254,8 +258,7 @@ JSVD_HOST_DEVICE void f_resolve(EigShared<T, NMAX>& sh, int n, int j, T* Zt, T* 
   if (j >= n || sh.cl_size[j] == 1) return;
   const int k = sh.block_of[j], bs = sh.block_start[k], nb = sh.block_start[k + 1] - bs;
   T* x = Zt + static_cast<size_t>(bs) * kZtLd<NMAX> + j;
-  LuState<T>* ck = reinterpret_cast<LuState<T>*>(scratch) + j;
-  inverse_solve(sh.d + bs, sh.e + bs, nb, sh.bl[j], feps<T>() * sh.scale, ck, NMAX, x, kZtLd<NMAX>);
+  solve_own(sh, j, bs, nb, x, scratch);
   normalise_column<T, kZtLd<NMAX>>(x, nb);
 }
 // 8. The clusters orthonormalised as blocks, Q = Z R^-1 with R^T R = Z^T Z (one pass of CholeskyQR; two in a
