@@ -199,7 +199,7 @@ inline std::vector<int32_t> list_shape_groups(const std::vector<int64_t>& rows, 
 // partial sum of the GEMM that formed it, exceeds max d, so a finite max d means G overflowed nowhere);
 // max d == 0 or >= min_top (float64: squares that would lose digits to underflow); min d >= min_ratio²
 // max d (float64: columns graded beyond sqrt(cols eps), whose small singular values' relative accuracy
-// the start would cost; design.md). A zero G (M's squares all underflow) starts from V0 = I.
+// the start would cost; docs/start.md). A zero G (M's squares all underflow) starts from V0 = I.
 struct StartLimits {
   double max_trace, min_top, min_ratio;
   // Whether one matrix passes, from its Gram diagonal's least and largest entry and whether it holds a NaN

@@ -1,5 +1,5 @@
 // The CPU engine's Gram eigenvectors' start: the CUDA engine's (kernels/precondition/eigh_precondition.h,
-// the argument and its accuracy rule in design.md) for the CPU. M^T M = V0 L V0^T by LAPACK's syevd
+// the argument and its accuracy rule in docs/start.md) for the CPU. M^T M = V0 L V0^T by LAPACK's syevd
 // (torch.linalg.eigh, float64), then this engine's Jacobi on X = M V0 = U S Vx^T, so M = U S (V0 Vx)^T:
 // the Jacobi starts from columns orthogonal to about the eigen-solver's accuracy and takes two or three
 // sweeps instead of ten or more.
