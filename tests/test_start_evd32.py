@@ -2,7 +2,8 @@
 eigh_precondition.h, evd32_route_on): near-square batches of 129 (float64 128) to 256 columns on cuSOLVER's syevBatched,
 V0 made orthogonal in float64 (Newton-Schulz), the batch's Cholesky pivots' pre-test, and the optional
 first-order refinement of V0 (on by default; JSVD_START_REFINE=0 off); float32's batches of 65 to 128
-columns there too (JSVD_START_EVD32_TALL=0: not), their X tested: tall and square ones from 200 matrices,
+columns there too (JSVD_START_EVD32_TALL=0: not), their X tested: tall and square ones from 200 matrices (tall
+ones from N with JSVD_START_EVD32_TALL_MIN=N),
 those of 1.4 to 2 rows a column from 40 (JSVD_START_EVD32_SQUARE). Skipped without a CUDA device.
 """
 
@@ -257,6 +258,51 @@ def test_square_route_knob():
     assert run_child(code, JSVD_START_EVD32_SQUARE_RATIO="100").split() == on * 4 + tall
     assert run_child(code, JSVD_START_EVD32_SQUARE_RATIO="140").split() == late + on + late + late + tall
     assert run_child(code, JSVD_START_EVD32_SQUARE_RATIO="150").split() == late * 4 + tall
+
+
+def test_tall_route_min_knob(tmp_path):
+    """JSVD_START_EVD32_TALL_MIN=N (in a child): float32's tall batches of 65 to 128 columns on the float32
+    solver's tested route from N matrices instead of 200 (stop 88's lead: the own eigen-solver takes them
+    from 32). The plan says so at N and not below it; 37 x 300 x 77 with a zero member, two equal columns, a
+    member at 1e-30 and one whose singular values span 6 decades (the pivots' test sends the batch to the
+    float64 solver) or 2 (it may pass): valid outputs, S against LAPACK, U and V orthogonal to 3 sqrt(n) eps32
+    on the Gaussian batch."""
+    code = """
+        import torch
+        from jsvd_testutils import SYEV_ROUTE, start_v
+        for count in (31, 32, 37, 199, 200):
+            s = start_v([(300, 77)] * count, torch.float32)[0]
+            print(s["gram_dtype"] if s and s["solver"] in SYEV_ROUTE else None)
+    """
+    assert run_child(code).split() == ["float64"] * 4 + ["float32"]
+    assert run_child(code, JSVD_START_EVD32_TALL_MIN="32").split() == ["float64"] + ["float32"] * 4
+    g = torch.Generator().manual_seed(88)
+    n = 77
+    Q1, Q2 = (torch.linalg.qr(torch.randn(r, n, generator=g, dtype=torch.float64))[0] for r in (300, n))
+    for member in ("none", "ill_conditioned", "moderately_conditioned"):
+        A = torch.randn(37, 300, n, generator=g, dtype=torch.float64)
+        if member != "none":
+            A[2] = 0
+            A[4, :, 1] = A[4, :, 0]
+            A[5] *= 1e-30
+            A[3] = (Q1 * torch.logspace(0, -6 if member == "ill_conditioned" else -2, n, dtype=torch.float64)) @ Q2.mT
+        A = A.float()
+        torch.save(A, tmp_path / "A.pt")
+        run_child(f"""
+            import os, torch, torch_jsvd
+            A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
+            torch.save([t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)] + [torch_jsvd.svdvals(A).cpu()],
+                       os.environ["OUT"])
+        """, OUT=str(tmp_path / "r.pt"), JSVD_START_EVD32_TALL_MIN="32")
+        U, S, Vh, S_values = torch.load(tmp_path / "r.pt")
+        assert_valid_svd(A, U, S, Vh, False)
+        ref = reference_svdvals(A)
+        for s in (S, S_values):
+            assert ((s.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(300, n, F32)
+        if member == "none":
+            lim = 3 * n**0.5 * torch.finfo(torch.float32).eps
+            assert orthogonality_error(U).max().item() <= lim
+            assert orthogonality_error(Vh, rows=True).max().item() <= lim
 
 
 @pytest.mark.parametrize("shape", [(40, 112, 160), (40, 120, 200), (200, 100, 100), (40, 150, 120), (40, 116, 135)], ids=str)

@@ -53,10 +53,13 @@ namespace {
 // (evd32_route_on's x_tested): tall ones from kEvd32TallMinBatch matrices, near-square ones of at least
 // kEvd32SquareLongRatio rows a column (or kEvd32SquareMidRatio from kEvd32SquareMidCols columns;
 // JSVD_START_EVD32_SQUARE_RATIO=R: R/100 alone) from JSVD_START_EVD32_SQUARE's (0: not), squarer ones from
-// kEvd32TallMinBatch too.
+// kEvd32TallMinBatch too. (JSVD_START_EVD32_TALL_MIN=N: tall ones from N matrices, an experiment's switch: the
+// own eigen-solver, from kEvdSmallMinBatch, made the route cheaper than at stop 66, which measured it at
+// 37x300x77 with syevBatched's float32 solve; docs/experiments.md, stop 88.)
 bool evd32_tested_shape(int64_t batch, int64_t rows, int64_t cols) {
   if (knobs().start_evd32_tall <= 0 || !eigh_mid_cols(cols)) return false;
-  if (rows >= kEighMidRatio * cols) return batch >= kEvd32TallMinBatch;
+  if (rows >= kEighMidRatio * cols)
+    return batch >= (knobs().start_evd32_tall_min > 0 ? knobs().start_evd32_tall_min : kEvd32TallMinBatch);
   const int64_t n = knobs().start_evd32_square, r = knobs().start_evd32_square_ratio;
   const bool long_enough = r > 0 ? 100 * rows >= r * cols
                                  : rows >= kEvd32SquareLongRatio * cols ||
