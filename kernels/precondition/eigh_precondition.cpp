@@ -53,9 +53,8 @@ namespace {
 // (evd32_route_on's x_tested): tall ones from kEvd32TallMinBatch matrices, near-square ones of at least
 // kEvd32SquareLongRatio rows a column (or kEvd32SquareMidRatio from kEvd32SquareMidCols columns;
 // JSVD_START_EVD32_SQUARE_RATIO=R: R/100 alone) from JSVD_START_EVD32_SQUARE's (0: not), squarer ones from
-// kEvd32TallMinBatch too. (JSVD_START_EVD32_TALL_MIN=N: tall ones from N matrices, an experiment's switch: the
-// own eigen-solver, from kEvdSmallMinBatch, made the route cheaper than at stop 66, which measured it at
-// 37x300x77 with syevBatched's float32 solve; docs/experiments.md, stop 88.)
+// kEvd32TallMinBatch too. (JSVD_START_EVD32_TALL_MIN=N: tall ones from N, for the A/B of the own eigen-solver
+// on small tall batches, which stop 66's limit predates; docs/experiments.md, stop 88.)
 bool evd32_tested_shape(int64_t batch, int64_t rows, int64_t cols) {
   if (knobs().start_evd32_tall <= 0 || !eigh_mid_cols(cols)) return false;
   if (rows >= kEighMidRatio * cols)
