@@ -265,8 +265,8 @@ def test_tall_route_min_knob(tmp_path):
     solver's tested route from N matrices instead of 200 (stop 88's lead: the own eigen-solver takes them
     from 32). The plan says so at N and not below it; 37 x 300 x 77 with a zero member, two equal columns, a
     member at 1e-30 and one whose singular values span 6 decades (the pivots' test sends the batch to the
-    float64 solver) or 2 (it may pass): valid outputs, S against LAPACK, U and V orthogonal to 3 sqrt(n) eps32
-    on the Gaussian batch."""
+    float64 solver: S equal to the default's to the bit) or 2 (it may pass): valid outputs, S against LAPACK;
+    the Gaussian batch on the route (S not the default's to the bit), U and V orthogonal to 3 sqrt(n) eps32."""
     code = """
         import torch
         from jsvd_testutils import SYEV_ROUTE, start_v
@@ -288,13 +288,18 @@ def test_tall_route_min_knob(tmp_path):
             A[3] = (Q1 * torch.logspace(0, -6 if member == "ill_conditioned" else -2, n, dtype=torch.float64)) @ Q2.mT
         A = A.float()
         torch.save(A, tmp_path / "A.pt")
-        run_child(f"""
+        code = f"""
             import os, torch, torch_jsvd
             A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
             torch.save([t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)] + [torch_jsvd.svdvals(A).cpu()],
                        os.environ["OUT"])
-        """, OUT=str(tmp_path / "r.pt"), JSVD_START_EVD32_TALL_MIN="32")
+        """
+        run_child(code, OUT=str(tmp_path / "r.pt"), JSVD_START_EVD32_TALL_MIN="32")
         U, S, Vh, S_values = torch.load(tmp_path / "r.pt")
+        run_child(code, OUT=str(tmp_path / "d.pt"))
+        # (the route taken, not the float64 solver's S to the bit; 6 decades: declined to that solver, its S)
+        if member != "moderately_conditioned":
+            assert torch.equal(S, torch.load(tmp_path / "d.pt")[1]) == (member == "ill_conditioned")
         assert_valid_svd(A, U, S, Vh, False)
         ref = reference_svdvals(A)
         for s in (S, S_values):
