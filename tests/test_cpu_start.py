@@ -179,7 +179,9 @@ def test_converged_with_a_small_singular_value(tmp_path, small):
     U0, S0, Vh0 = svd_in_child(tmp_path, A, JSVD_START_CONVERGED="0")
     U, S, Vh = torch_jsvd.svd(A, full_matrices=False)
     assert_valid_svd(A, U, S, Vh, False)
-    assert not torch.equal(S, S0)  # (the shortcut ran)
+    # (the shortcut ran: its outputs' bits are not the Jacobi's on X. S may be, to the last bit: both IEEE square
+    # roots of C_jj since stop 88, rounded to float32; U's columns of the equal singular values are not)
+    assert not (torch.equal(S, S0) and torch.equal(U, U0))
     ref = reference_svdvals(A)
     tol = math.sqrt(n) * torch.finfo(torch.float32).eps
     assert abs(S[0, -1].item() - ref[0, -1].item()) <= 10 * tol * ref[0, -1].item()
