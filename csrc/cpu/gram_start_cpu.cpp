@@ -119,37 +119,42 @@ std::optional<CoreResult> jacobi_on_x_by_cholqr(const at::Tensor& Xd, at::Scalar
   return r;
 }
 
-// The outputs of a C that passed, from X (Xd packed, (B, q, p) float64) and V0 (B, q, q), in one pass each on
-// the calling thread: S_j = sqrt(C_jj), U's packed row j = X's row order[j] / S_j and V^T's row j = V0's column
-// order[j], each rounded once to T. The same operations as the ATen ones they replace (two gathers, a
-// division, three roundings and copies: about 0.14 ms of a 1.7 ms float32 128² call on this machine, stop 88),
-// so the same bits.
+// sqrt(C_jj) of each matrix's columns in `order`, (B, q) float64, by IEEE square roots: ATen's CPU sqrt is not
+// correctly rounded (1 ulp off on 3 of a seeded float64 16x512x64 batch's 1024 values, stop 88), and S's bits
+// then would depend on which of the outputs' two branches ran.
+at::Tensor ordered_norms(const at::Tensor& C, const at::Tensor& order) {
+  const int64_t B = C.size(0), q = C.size(1);
+  at::Tensor d = at::empty({B, q}, C.options());
+  const double* c = C.const_data_ptr<double>();
+  const int64_t* o = order.const_data_ptr<int64_t>();
+  double* dv = d.mutable_data_ptr<double>();
+  for (int64_t k = 0; k < B; ++k)
+    for (int64_t j = 0; j < q; ++j) dv[k * q + j] = std::sqrt(c[(k * q + o[k * q + j]) * q + o[k * q + j]]);
+  return d;
+}
+
+// U and V^T packed from X (Xd, (B, q, p) float64), V0 (B, q, q) and d (ordered_norms) in one pass each on the
+// calling thread: U's row j = X's row order[j] / d_j, V^T's row j = V0's column order[j], each rounded once
+// to T; the same bits as the ATen operations they replace (two gathers, a division, two roundings and copies:
+// about 0.14 ms of a 1.7 ms float32 128² call on this machine, stop 88).
 template <typename T>
-void outputs_from_x(const at::Tensor& C, const at::Tensor& order, const at::Tensor& Xd, const at::Tensor& V0, bool uv,
+void factors_from_x(const at::Tensor& order, const at::Tensor& d, const at::Tensor& Xd, const at::Tensor& V0,
                     CoreResult& r) {
   const int64_t B = Xd.size(0), q = Xd.size(1), p = Xd.size(2);
   const auto opts = at::TensorOptions().dtype(c10::CppTypeToScalarType<T>::value);
-  r.S = at::empty({B * q}, opts);
-  if (uv) {
-    r.U = at::empty({B * q * p}, opts);
-    r.V = at::empty({B * q * q}, opts);
-  }
+  r.U = at::empty({B * q * p}, opts);
+  r.V = at::empty({B * q * q}, opts);
   const at::Tensor Vc = V0.contiguous();
-  const double *c = C.const_data_ptr<double>(), *x = Xd.const_data_ptr<double>(), *v = Vc.const_data_ptr<double>();
+  const double *x = Xd.const_data_ptr<double>(), *v = Vc.const_data_ptr<double>(), *dv = d.const_data_ptr<double>();
   const int64_t* o = order.const_data_ptr<int64_t>();
-  T* s = r.S.mutable_data_ptr<T>();
+  T *u = r.U.mutable_data_ptr<T>(), *vt = r.V.mutable_data_ptr<T>();
   for (int64_t k = 0; k < B; ++k)
     for (int64_t j = 0; j < q; ++j) {
-      const int64_t src = o[k * q + j];
-      const double d = std::sqrt(c[(k * q + src) * q + src]);
-      s[k * q + j] = static_cast<T>(d);
-      if (!uv) continue;
+      const int64_t src = o[k * q + j], row = k * q + j;
       const double* xr = x + (k * q + src) * p;
-      T* ur = r.U.mutable_data_ptr<T>() + (k * q + j) * p;
-      for (int64_t l = 0; l < p; ++l) ur[l] = static_cast<T>(xr[l] / d);
+      for (int64_t l = 0; l < p; ++l) u[row * p + l] = static_cast<T>(xr[l] / dv[row]);
       const double* vk = v + k * q * q;
-      T* vr = r.V.mutable_data_ptr<T>() + (k * q + j) * q;
-      for (int64_t i = 0; i < q; ++i) vr[i] = static_cast<T>(vk[i * q + src]);
+      for (int64_t i = 0; i < q; ++i) vt[row * q + i] = static_cast<T>(vk[i * q + src]);
     }
 }
 
@@ -201,19 +206,17 @@ CoreResult svd_gram_start_cpu(const at::Tensor& A, const PackedBatch& batch, con
   if (kind != StartTest::kG32) Xd = at::bmm(V0.mT(), Wd);
   // S, U and V from a C that passed (its columns in `order`): what the Jacobi's one sweep on X would give.
   const auto outputs = [&](const at::Tensor& C, const at::Tensor& order) {
-    if (kind != StartTest::kG32 && B * q * (p + q) <= kCpuStartFusedOutputs) {  // (few matrices: one pass)
-      CoreResult r;
-      if (f64) outputs_from_x<double>(C, order, Xd, V0, opt.compute_uv, r);
-      else outputs_from_x<float>(C, order, Xd, V0, opt.compute_uv, r);
-      r.info = at::ones({B}, A.options().dtype(at::kInt));
-      return r;
-    }
-    const at::Tensor Vp = V0.gather(2, order.unsqueeze(1).expand({B, q, q}));  // V0's columns in that order
-    const at::Tensor d = C.diagonal(0, 1, 2).gather(1, order).sqrt();
+    const at::Tensor d = ordered_norms(C, order);
     CoreResult r;
     r.S = d.to(A.scalar_type()).contiguous().view({-1});
     r.info = at::ones({B}, A.options().dtype(at::kInt));  // (the Jacobi's one sweep on X)
     if (!opt.compute_uv) return r;
+    if (kind != StartTest::kG32 && B * q * (p + q) <= kCpuStartFusedOutputs) {  // (few matrices: one pass)
+      if (f64) factors_from_x<double>(order, d, Xd, V0, r);
+      else factors_from_x<float>(order, d, Xd, V0, r);
+      return r;
+    }
+    const at::Tensor Vp = V0.gather(2, order.unsqueeze(1).expand({B, q, q}));  // V0's columns in that order
     const at::Tensor U = kind == StartTest::kG32 ? at::bmm((Vp / d.unsqueeze(1)).mT(), Wd)
                                              : Xd.gather(1, order.unsqueeze(2).expand({B, q, p})) / d.unsqueeze(2);
     r.U = U.to(A.scalar_type()).contiguous().view({-1});

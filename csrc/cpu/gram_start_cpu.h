@@ -71,7 +71,7 @@ constexpr double kCpuStartMaxBytes = 4.0 * 1024 * 1024 * 1024;
 // 0.57), 128² 1.43 / 0.93 (0.98), 160² 1.89 / 1.44 (1.50), 200² 2.86 / 2.28 (2.56), 256² 3.96 / 3.76
 // (4.58), but 384² 8.38 / 8.95, 512² 16.9 / 18.8.
 constexpr int64_t kCpuStartSerialMaxCols = 256;
-// The outputs of an X that passed its test by one pass on the calling thread (outputs_from_x) up to this many
+// U and V of an X that passed its test by one pass on the calling thread (factors_from_x) up to this many
 // elements of X and V0 together (B q (p + q)); beyond, ATen's operations on its threads.
 constexpr int64_t kCpuStartFusedOutputs = 1 << 20;
 // Where X = M V0 fails its test, tall float64 matrices (rows >= kCpuCholQrMinRatio cols; not
