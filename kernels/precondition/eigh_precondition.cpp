@@ -53,8 +53,7 @@ namespace {
 // (evd32_route_on's x_tested): tall ones from kEvd32TallMinBatch matrices, near-square ones of at least
 // kEvd32SquareLongRatio rows a column (or kEvd32SquareMidRatio from kEvd32SquareMidCols columns;
 // JSVD_START_EVD32_SQUARE_RATIO=R: R/100 alone) from JSVD_START_EVD32_SQUARE's (0: not), squarer ones from
-// kEvd32TallMinBatch too. (JSVD_START_EVD32_TALL_MIN=N: tall ones from N, for the A/B of the own eigen-solver
-// on small tall batches, which stop 66's limit predates; docs/experiments.md, stop 88.)
+// kEvd32SquareMinBatch. (JSVD_START_EVD32_TALL_MIN=N: tall ones from N, for A/Bs of that limit.)
 bool evd32_tested_shape(int64_t batch, int64_t rows, int64_t cols) {
   if (knobs().start_evd32_tall <= 0 || !eigh_mid_cols(cols)) return false;
   if (rows >= kEighMidRatio * cols)
@@ -63,7 +62,7 @@ bool evd32_tested_shape(int64_t batch, int64_t rows, int64_t cols) {
   const bool long_enough = r > 0 ? 100 * rows >= r * cols
                                  : rows >= kEvd32SquareLongRatio * cols ||
                                        (cols >= kEvd32SquareMidCols && rows >= kEvd32SquareMidRatio * cols);
-  return n > 0 && batch >= (long_enough ? n : std::max(n, kEvd32TallMinBatch));
+  return n > 0 && batch >= (long_enough ? n : std::max(n, kEvd32SquareMinBatch));
 }
 
 }  // namespace

@@ -286,7 +286,11 @@ constexpr double kEvd32MaxOrthF32 = 1e-7, kEvd32MaxOrthF64 = 1e-12;
 // (the ratio 1e-5's pivots' test); 37x300x77 1.01, 1.09 / 1.12, 1.15 / 1.25, 1.17; at stop 65, unfused,
 // 100x400x100 1.83 / 2.10 / 2.08 and 100x200x100 1.66 / 2.09 / 2.22: the solver's saving grows with the
 // batch, the refinements' launches do not. Two refinements, not one: one left X unconverged to 1/100.
-constexpr int64_t kEvd32TallMinBatch = 200;
+// Stop 89, with the own eigen-solver (evd_small, from 32 matrices) in place of syevBatched: H200, one build,
+// two rounds, ms, limit 200 / 32 (JSVD_START_EVD32_TALL_MIN): 199x300x77 2.09, 2.08 / 1.31, 1.51;
+// 100x300x77 1.38, 1.38 / 1.10, 1.30; 64x1000x65 1.12, 1.37 / 1.01, 1.20; 37x300x77 1.27, 1.03 / 0.95, 1.26
+// and 40x300x77 1.36, 1.03 / 0.92, 1.23 (a tie: host-bound, 0.63 ms of GPU work in 1.1 ms); same accuracy.
+constexpr int64_t kEvd32TallMinBatch = 64;
 // Gram eigenvalues below 1e-3 lambda_max (more than q / kEvd32ColsPerSmallPivot pivots below it) send a
 // tall batch to the float64 solver: a spectrum to 1/100 (1e-4 in G) is declined, Gaussian tall members
 // (rows >= 2 cols: lambda_min / lambda_max >= ~0.03) pass, and so do a few zero singular values.
@@ -308,12 +312,13 @@ constexpr int64_t kEvd32TallMinBatch = 200;
 // 2.42 / 3.05, 3.03. On by default.
 constexpr double kEvd32TallPivotRatio = 1e-3;
 // Near-square batches of at least kEvd32SquareLongRatio rows a column take that route from 40 matrices
-// (JSVD_START_EVD32_SQUARE), squarer ones from kEvd32TallMinBatch: H200, stop 68, route / without, ms, two
+// (JSVD_START_EVD32_SQUARE), squarer ones from kEvd32SquareMinBatch: H200, stop 68, route / without, ms, two
 // rounds: 40x200x120 1.45, 1.51 / 3.69, 3.72; 100x160x112 2.00, 2.18 / 2.79, 3.00; but Gaussian squares,
 // whose Jacobi on M fills one wave, lose below 200: 100x128² 2.30, 2.44 / 2.02, 1.94; 100x100² 1.92, 2.11 /
 // 1.34, 1.37; 40x100² 1.38, 1.44 / 1.30, 1.28; 40x128² 1.53, 1.80 / 1.79, 1.78 (with singular values to
 // 1/100 1.67, 1.85 / 2.23, 2.12; 16x128² 1.44, 1.33 / 1.74, 1.74).
 constexpr double kEvd32SquareLongRatio = 1.4;
+constexpr int64_t kEvd32SquareMinBatch = 200;
 // And from kEvd32SquareMidCols columns, from kEvd32SquareMidRatio rows a column: H200, stop 70, route / not
 // (JSVD_START_EVD32_SQUARE_RATIO 100 / 140), ms, two rounds: 100x150x120 1.98, 2.19 / 3.66, 3.58 (to 1/100
 // 2.17, 2.12 / 4.75, 4.62); 100x140x112 1.87, 1.88 / 2.07, 2.08; 40x140x112 1.74, 1.59 / 2.01, 2.15;
