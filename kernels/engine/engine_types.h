@@ -64,9 +64,6 @@ struct EngineArgs {
   void* vlog = nullptr;
   int64_t vlog_entries = 0;
   int32_t vlog_rows = 0, vlog_steps = 0;  // V's rows and the log's steps staged at once (SmemLaunch)
-  // The warp level's float32 U and V polished in its kernel (orth_polish.h, polish_in_warp_level):
-  // polish_floats of dynamic shared memory a warp; 0: not.
-  int32_t polish = 0, polish_floats = 0;
 };
 
 // Matrix k's descriptor: from the table, or for a uniform batch computed from

@@ -22,7 +22,6 @@
 #include <array>
 #include <functional>
 #include <memory>
-#include <type_traits>
 #include <utility>
 
 #include "levels/blocked/blocked_steps.h"
@@ -47,11 +46,9 @@ namespace {
 
 using namespace cuda;
 
-// `plan`: the call's plan of a uniform batch (unused otherwise). `final_outputs`: U, S and V are the
-// call's (no start, no QR around this Jacobi), which the warp level may then polish itself.
+// `plan`: the call's plan of a uniform batch (unused otherwise).
 template <typename T>
-CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt, const MatrixPlan& plan,
-               bool final_outputs = false) {
+CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt, const MatrixPlan& plan) {
   const int64_t N = b.size();
   const bool uv = opt.compute_uv;
   const bool wv = uv && opt.want_v;  // V too (else U and S: SvdOptions::want_v)
@@ -128,13 +125,6 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
   }
   const int64_t max_sweeps = resolve_max_sweeps(opt);
   args.max_sweeps = static_cast<int32_t>(max_sweeps);
-  // float32's uniform warp-level batches polish U and V in the warp kernel, not after it (orth_polish.h)
-  if (std::is_same<T, float>::value && final_outputs && uni && wv && warp.size() == 1 && whole.empty() &&
-      blocked.mats.empty() && warp.begin()->first.first > 1) {
-    args.polish_floats = polish_in_warp_level(N, b.rows[0], b.cols[0]);
-    args.polish = args.polish_floats > 0;
-    r.polish = !args.polish;
-  }
 
   // A list's launch groups are independent: each whole or warp group on a stream of its own, the
   // largest first, and the blocked matrices' sweep loop (the longest work) on a high-priority one,
@@ -337,8 +327,7 @@ CoreResult solve(const at::Tensor& input, const PackedBatch& batch, const SvdOpt
       r = start_members.empty() ? list_jacobi(A, batch, opt)
                                 : svd_list_start(A, batch, opt, start_members, list_jacobi);
     } else {
-      // (may_qr false: the start's Gram matrices, not the call's outputs)
-      r = run<scalar_t>(A, batch, opt, cp.jacobi, /*final_outputs=*/may_qr);
+      r = jacobi(A, batch, opt);
     }
   });
   return r;

@@ -47,12 +47,6 @@ bool by_warp(int64_t rows, int64_t cols, bool many) {
 
 }  // namespace
 
-int32_t polish_in_warp_level(int64_t n, int64_t p, int64_t q) {
-  if (knobs().polish != -1 || q < kPolishMinCols || !warp_sized(p, q)) return 0;
-  if (!by_warp(p, q, many_wide(2 * n))) return 0;  // (orth_polish's uniform rule below)
-  return static_cast<int32_t>((polish_smem_bytes(p, q) / sizeof(float) + 3) & ~size_t{3});
-}
-
 void orth_polish(const at::Tensor& U, const at::Tensor& V, const PackedBatch& b, cudaStream_t stream) {
   const int64_t N = b.size();
   if (N == 0 || !U.defined() || !V.defined() || U.scalar_type() != at::kFloat || !U.is_contiguous() ||

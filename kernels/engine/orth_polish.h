@@ -38,11 +38,5 @@ constexpr int64_t kPolishMinCols = 8;  // below it the Jacobi's few rotations le
 // is left as the Jacobi returned it (lists).
 void orth_polish(const at::Tensor& U, const at::Tensor& V, const PackedBatch& b, cudaStream_t stream);
 
-// Where orth_polish would give a uniform float32 batch of n p x q matrices (p >= q) a warp a factor, both
-// U and V: the floats of shared memory a warp needs (polish_smem_bytes of U, 16-byte slices), with which
-// the warp level polishes its own outputs instead (svd_warp.cu; the same bits, one launch less:
-// EngineArgs::polish); else 0. JSVD_POLISH=-1 only (0 never polishes, 1 polishes again after it).
-int32_t polish_in_warp_level(int64_t n, int64_t p, int64_t q);
-
 }  // namespace cuda
 }  // namespace jsvd

@@ -30,7 +30,6 @@
 
 #include "common/jacobi_device.cuh"
 #include "common/round_robin.h"
-#include "engine/orth_polish_device.cuh"
 #include "levels/warp/svd_thread.cuh"
 #include "levels/warp/warp_exchange.cuh"
 
@@ -42,7 +41,6 @@ namespace {
 
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kWarpBlock = 128;  // threads per block
-constexpr size_t kPolishSmemNoOptIn = 32 * 1024;  // (with the exchange buffers, below the default 48 KB)
 
 // One butterfly stage of reduce_scatter: 2H values -> H, partner at lane
 // distance O; then the next stage. Templates, so every index is a constant.
@@ -86,31 +84,6 @@ __device__ __forceinline__ void next_slots(T (&x)[NC]) {
 // 12 warps per SM at 130 registers); the larger shapes spill at 128.
 template <typename T, int NC, int R>
 constexpr int kWarpMinBlocks = NC * R * sizeof(T) <= 128 ? 4 : 1;
-
-// orth_polish's step (orth_polish.h) on the warp's own outputs, where they are the call's (EngineArgs::
-// polish): its groups' U (the first `nonzero` columns, those with a direction: the rest are completed
-// after, against them) and V, one factor after another by the whole warp, as orth_polish_warp_kernel
-// would (the same sums: the same bits), without its launch and its reread of the factors. A factor's
-// Q and E in the warp's slice of the dynamic shared memory (polish_smem_bytes of U).
-template <int NC>
-__device__ __forceinline__ void polish_outputs(const EngineArgs<float>& args, bool mine, const MatrixDesc& md,
-                                               int nonzero, int lane) {
-  extern __shared__ __align__(16) unsigned char polish_smem[];
-  float* smem = reinterpret_cast<float*>(polish_smem) + (threadIdx.x / 32) * args.polish_floats;
-  __syncwarp();  // (the factors' writes above, by other lanes, before their reads)
-  constexpr int kGroups = 32 / NC;
-  for (int g = 0; g < kGroups; ++g) {
-    const int src = g * NC;
-    if (!__shfl_sync(kFull, mine, src)) continue;
-    const int64_t u_off = __shfl_sync(kFull, md.u_off, src), v_off = __shfl_sync(kFull, md.v_off, src);
-    const int p = __shfl_sync(kFull, md.p, src), q = __shfl_sync(kFull, md.q, src);
-    const int c = __shfl_sync(kFull, nonzero, src);
-    if (c > 0) polish_factor<32>(args.U + u_off, p, c, smem, lane, WarpSync{});
-    __syncwarp();
-    polish_factor<32>(args.V + v_off, q, q, smem, lane, WarpSync{});
-    __syncwarp();
-  }
-}
 
 template <typename T, int NC, int R, bool kWithV>
 __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
@@ -284,44 +257,40 @@ __global__ void __launch_bounds__(kWarpBlock, kWarpMinBlocks<T, NC, R>)
     rank += (dc > own) || (dc == own && c < li);
     nonzero += c < q && sqrt(dc) > tiny;
   }
-  // A group's lanes all skip its outputs or none do: the shuffles below name only
-  // the group's lanes (gmask). (No return: the polish below takes the whole warp.)
-  if (live && !bad) {
-    const double nrm = sqrt(own);
-    const T sv = static_cast<T>(nrm * scale);
-    if (li < q) args.S[md.s_off + rank] = sv;
-    // The finite check of S, U and V (engine/finite_check.h) is done here, on
-    // the values as they are written: a separate pass cost 0.46 ms of a million
-    // 3 x 3 matrices' 1.7 ms (H100), the level kernel itself 0.31.
-    bool nonfinite = li < q && !isfinite(sv);
-    const T inv = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // zero columns are completed later
-    T* Ug = args.U ? args.U + md.u_off : nullptr;
-    T* Vg = args.U ? args.V + md.v_off : nullptr;
+  // A group's lanes all return here or none do: the shuffles below name only
+  // the group's lanes (gmask).
+  if (!live || bad) return;
+  const double nrm = sqrt(own);
+  const T sv = static_cast<T>(nrm * scale);
+  if (li < q) args.S[md.s_off + rank] = sv;
+  // The finite check of S, U and V (engine/finite_check.h) is done here, on
+  // the values as they are written: a separate pass cost 0.46 ms of a million
+  // 3 x 3 matrices' 1.7 ms (H100), the level kernel itself 0.31.
+  bool nonfinite = li < q && !isfinite(sv);
+  const T inv = nrm > tiny ? static_cast<T>(1.0 / nrm) : T(0);  // zero columns are completed later
+  T* Ug = args.U ? args.U + md.u_off : nullptr;
+  T* Vg = args.U ? args.V + md.v_off : nullptr;
 #pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      const int rc = __shfl_sync(gmask, rank, gbase + c);
-      const T ic = __shfl_sync(gmask, inv, gbase + c);
-      if (!Ug || c >= q) continue;
+  for (int c = 0; c < NC; ++c) {
+    const int rc = __shfl_sync(gmask, rank, gbase + c);
+    const T ic = __shfl_sync(gmask, inv, gbase + c);
+    if (!Ug || c >= q) continue;
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int row = r * NC + li;
-        const T u = a[r][c] * ic;
-        nonfinite |= row < p && !isfinite(u);
-        if (row < p) Ug[static_cast<int64_t>(rc) * p + row] = u;
-      }
-      if constexpr (kWithV) {
-        nonfinite |= li < q && !isfinite(v[c]);
-        if (li < q) Vg[rc * q + li] = v[c];
-      }
+    for (int r = 0; r < R; ++r) {
+      const int row = r * NC + li;
+      const T u = a[r][c] * ic;
+      nonfinite |= row < p && !isfinite(u);
+      if (row < p) Ug[static_cast<int64_t>(rc) * p + row] = u;
     }
-    nonfinite = (__ballot_sync(gmask, nonfinite) & gmask) != 0;
-    if (li == 0) {
-      args.info[kmat] = !converged ? -1 : nonfinite ? -3 : sweeps;
-      args.rank[kmat] = nonzero;
+    if constexpr (kWithV) {
+      nonfinite |= li < q && !isfinite(v[c]);
+      if (li < q) Vg[rc * q + li] = v[c];
     }
   }
-  if constexpr (sizeof(T) == sizeof(float) && kWithV) {
-    if (args.polish) polish_outputs<NC>(args, live && !bad, md, nonzero, lane);
+  nonfinite = (__ballot_sync(gmask, nonfinite) & gmask) != 0;
+  if (li == 0) {
+    args.info[kmat] = !converged ? -1 : nonfinite ? -3 : sweeps;
+    args.rank[kmat] = nonzero;
   }
 }
 
@@ -335,14 +304,8 @@ void launch_shape(const EngineArgs<T>& args, const int32_t* mats, int nmats, boo
   } else {
     const int64_t threads = static_cast<int64_t>(nmats) * NC;
     const int blocks = static_cast<int>((threads + kWarpBlock - 1) / kWarpBlock);
-    // (the polish's Q and E: a slice a warp, EngineArgs::polish_floats)
-    const size_t smem = args.polish ? sizeof(float) * args.polish_floats * (kWarpBlock / 32) : 0;
-    if (with_v) {
-      if (smem > kPolishSmemNoOptIn) allow_dynamic_smem(svd_warp_kernel<T, NC, R, true>, smem);
-      svd_warp_kernel<T, NC, R, true><<<blocks, kWarpBlock, smem, stream>>>(args, mats, nmats);
-    } else {
-      svd_warp_kernel<T, NC, R, false><<<blocks, kWarpBlock, 0, stream>>>(args, mats, nmats);
-    }
+    if (with_v) svd_warp_kernel<T, NC, R, true><<<blocks, kWarpBlock, 0, stream>>>(args, mats, nmats);
+    else svd_warp_kernel<T, NC, R, false><<<blocks, kWarpBlock, 0, stream>>>(args, mats, nmats);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }
