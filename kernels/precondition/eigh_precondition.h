@@ -286,10 +286,11 @@ constexpr double kEvd32MaxOrthF32 = 1e-7, kEvd32MaxOrthF64 = 1e-12;
 // (the ratio 1e-5's pivots' test); 37x300x77 1.01, 1.09 / 1.12, 1.15 / 1.25, 1.17; at stop 65, unfused,
 // 100x400x100 1.83 / 2.10 / 2.08 and 100x200x100 1.66 / 2.09 / 2.22: the solver's saving grows with the
 // batch, the refinements' launches do not. Two refinements, not one: one left X unconverged to 1/100.
-// Stop 89, with the own eigen-solver (evd_small, from 32 matrices) in place of syevBatched: H200, one build,
-// two rounds, ms, limit 200 / 32 (JSVD_START_EVD32_TALL_MIN): 199x300x77 2.09, 2.08 / 1.31, 1.51;
-// 100x300x77 1.38, 1.38 / 1.10, 1.30; 64x1000x65 1.12, 1.37 / 1.01, 1.20; 37x300x77 1.27, 1.03 / 0.95, 1.26
-// and 40x300x77 1.36, 1.03 / 0.92, 1.23 (a tie: host-bound, 0.63 ms of GPU work in 1.1 ms); same accuracy.
+// Stop 89, with the own eigen-solver (evd_small, from 32 matrices) in place of syevBatched: H200 at 4fa5615,
+// one build, two rounds, ms, limit 64 / 200: 64x300x77 1.01, 1.01 / 1.44, 1.43; 150x1000x65 1.31, 1.31 /
+// 2.13, 2.05; 100x260x128 1.38, 1.37 / 2.14, 2.12; 199x300x77 1.26, 1.28 / 2.31, 2.25; same accuracy. Below
+// 64 no gain (limit 32: 37x300x77 and 48x300x77 within noise, slower with a member to 1/100; host-bound,
+// 0.63 ms of GPU work in 1.1 ms; docs/start.md).
 constexpr int64_t kEvd32TallMinBatch = 64;
 // Gram eigenvalues below 1e-3 lambda_max (more than q / kEvd32ColsPerSmallPivot pivots below it) send a
 // tall batch to the float64 solver: a spectrum to 1/100 (1e-4 in G) is declined, Gaussian tall members
