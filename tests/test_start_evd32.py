@@ -168,19 +168,19 @@ def test_start_declined_by_its_checks(tmp_path, dtype, n, member):
 @pytest.mark.parametrize("member", ["none", "ill_conditioned", "moderately_conditioned", "clustered"])
 @pytest.mark.parametrize("m,n", [(300, 77), (260, 128), (1000, 65), (128, 128), (100, 100), (150, 100)], ids=str)
 def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
-    """float32 batches of 65 to 128 columns, from 200 matrices (tall ones from 64), solve their Gram matrices in float32 where svd
-    (reduced U) or svdvals tests X = M V0 for convergence (evd32_route_on's x_tested), V0 refined twice;
-    JSVD_START_EVD32_TALL=0: tall ones (rows >= 2 cols) on the float64 solver, near-square ones without the
-    start, as they are with full_matrices (S equal to JSVD_EIGH=0's to the bit), but for squares, whose
-    full_matrices changes nothing and which take the route with it too (S equal to svd's). A batch
-    of Gaussian members with a zero one, two equal columns and members at 1e-30 and 1e30: the plan's Gram
-    dtype float32 from 200 matrices by default, float64 with the knob at 0; every output property, S and
-    svdvals' S against LAPACK, U and V orthogonal to 3 sqrt(n) eps32; S not the float64 solver's to the
-    bit. A member whose singular values span 6 decades fails the pivots' test and sends the batch where the
-    knob's 0 does (S equal to the bit), one over 2 decades may pass it (kEvd32TallPivotRatio, near-square
-    kEvd32PivotRatio, counts pivots) and gets valid outputs either way; members of equal or two clustered singular values take
-    the route with the Gaussian ones, to its end: V0 orthogonal enough that the batch is not solved again
-    without the start (S not JSVD_EIGH=0's to the bit)."""
+    """float32 batches of 65 to 128 columns, from 200 matrices (tall ones from 64), solve their Gram matrices in
+    float32 where svd (reduced U) or svdvals tests X = M V0 for convergence (evd32_route_on's x_tested), V0
+    refined twice; JSVD_START_EVD32_TALL=0: tall ones (rows >= 2 cols) on the float64 solver, near-square ones
+    without the start, as they are with full_matrices (S equal to JSVD_EIGH=0's to the bit), but for squares,
+    whose full_matrices changes nothing and which take the route with it too (S equal to svd's). A batch of
+    Gaussian members with a zero one, two equal columns and members at 1e-30 and 1e30: the plan's Gram dtype
+    float32 from 200 matrices by default, float64 with the knob at 0; every output property, S and svdvals' S
+    against LAPACK, U and V orthogonal to 3 sqrt(n) eps32; S not the float64 solver's to the bit. A member whose
+    singular values span 6 decades fails the pivots' test and sends the batch where the knob's 0 does (S equal
+    to the bit), one over 2 decades may pass it (kEvd32TallPivotRatio, near-square kEvd32PivotRatio, counts
+    pivots) and gets valid outputs either way; members of equal or two clustered singular values take the route
+    with the Gaussian ones, to its end: V0 orthogonal enough that the batch is not solved again without the
+    start (S not JSVD_EIGH=0's to the bit)."""
     g = torch.Generator().manual_seed(m + n)
     A = torch.randn(200, m, n, generator=g, dtype=torch.float64)
     A[2] = 0
