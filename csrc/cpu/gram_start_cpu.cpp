@@ -144,8 +144,8 @@ void factors_from_x(const at::Tensor& order, const at::Tensor& d, const at::Tens
   const auto opts = at::TensorOptions().dtype(c10::CppTypeToScalarType<T>::value);
   r.U = at::empty({B * q * p}, opts);
   r.V = at::empty({B * q * q}, opts);
-  const at::Tensor Vc = V0.contiguous();
-  const double *x = Xd.const_data_ptr<double>(), *v = Vc.const_data_ptr<double>(), *dv = d.const_data_ptr<double>();
+  const at::Tensor Xc = Xd.contiguous(), Vc = V0.contiguous();  // (read through raw pointers below)
+  const double *x = Xc.const_data_ptr<double>(), *v = Vc.const_data_ptr<double>(), *dv = d.const_data_ptr<double>();
   const int64_t* o = order.const_data_ptr<int64_t>();
   T *u = r.U.mutable_data_ptr<T>(), *vt = r.V.mutable_data_ptr<T>();
   for (int64_t k = 0; k < B; ++k)
