@@ -38,6 +38,7 @@ struct Knobs {
   int start_evd32_square = 40;  // JSVD_START_EVD32_SQUARE=N: that route for near-square batches of N matrices and more too (0: tall ones only; squarer than kEvd32SquareLongRatio from 200 too; eigh_precondition.h)
   int start_evd32_square_ratio = 0;  // JSVD_START_EVD32_SQUARE_RATIO=R: N's batches are those of at least R/100 rows a column (0: kEvd32SquareLongRatio, or kEvd32SquareMidRatio from kEvd32SquareMidCols columns; eigh_precondition.h)
   int gram_eig_jacobi_cols = 64;  // JSVD_GRAM_EIG_JACOBI_COLS: the batched start's Gram matrices up to this many columns (at most kGramJacobiKnobMaxCols, 96) by this engine's Jacobi, beyond it by syevBatched (32 and 96 measured slower, experiments.md stops 64 and 73)
+  bool start_evd32_one_read = true;  // JSVD_START_EVD32_ONE_READ=0: the float32 solver's tested route reads its pivots' test before the solver, not with X's test (eigh_precondition.cpp)
   bool start_late_check = true;  // JSVD_START_LATE_CHECK=0: the float32-solved V0's checks read before the Jacobi on X is queued (eigh_precondition.cpp)
   int start_x_steps = 2;  // JSVD_START_X_STEPS=N: at most N one-sided first-order steps on X before the Jacobi on X (0: none; start_x_steps.h)
   bool start_refine = true;  // JSVD_START_REFINE=0: the float32-solved V0 not refined by a first-order step (refine_eigenvectors, eigh_precondition.h)
@@ -118,6 +119,7 @@ inline Knobs read() {
   k.start_evd32_square = integer("JSVD_START_EVD32_SQUARE", k.start_evd32_square);
   k.start_evd32_square_ratio = integer("JSVD_START_EVD32_SQUARE_RATIO", k.start_evd32_square_ratio);
   k.gram_eig_jacobi_cols = integer("JSVD_GRAM_EIG_JACOBI_COLS", k.gram_eig_jacobi_cols);
+  k.start_evd32_one_read = on("JSVD_START_EVD32_ONE_READ", k.start_evd32_one_read);
   k.start_late_check = on("JSVD_START_LATE_CHECK", k.start_late_check);
   k.start_x_steps = integer("JSVD_START_X_STEPS", k.start_x_steps);
   k.start_refine = on("JSVD_START_REFINE", k.start_refine);

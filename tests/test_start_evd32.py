@@ -311,6 +311,55 @@ def test_tall_route_min_knob(tmp_path):
             assert orthogonality_error(Vh, rows=True).max().item() <= lim
 
 
+@pytest.mark.parametrize("shape", [(64, 300, 77), (40, 160, 112)], ids=str)
+def test_one_read_as_two(tmp_path, shape):
+    """The tested route reads its checks, its pivots' test, its late checks and X's test at once, after the
+    solver (JSVD_START_EVD32_ONE_READ=0: the pivots and checks before it). Same outputs to the bit, in children,
+    for a Gaussian batch (the route to its end), one with a member whose singular values span 6 decades (the
+    pivots decline it: the float64 solver's route, or no start, from G again), one with a NaN (G reaches the
+    solver as zeros; svd raises, svd_ex's info is -2 for it alone, the others converged) and with svdvals."""
+    g = torch.Generator().manual_seed(shape[2])
+    B, m, n = shape
+    Q1, Q2 = (torch.linalg.qr(torch.randn(r, n, generator=g, dtype=torch.float64))[0] for r in (m, n))
+    for member in ("none", "ill_conditioned", "nan"):
+        A = torch.randn(B, m, n, generator=g, dtype=torch.float64)
+        A[2] = 0
+        A[5] *= 1e-30
+        if member == "ill_conditioned":
+            A[3] = (Q1 * torch.logspace(0, -6, n, dtype=torch.float64)) @ Q2.mT
+        A = A.float()
+        if member == "nan":
+            A[3, 5, 7] = float("nan")
+        torch.save(A, tmp_path / "A.pt")
+        code = f"""
+            import os, torch, torch_jsvd
+            A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
+            out = [t.cpu() for t in torch_jsvd.svd_ex(A, full_matrices=False)]
+            try:
+                out += [t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)] + [torch_jsvd.svdvals(A).cpu()]
+            except torch.linalg.LinAlgError as e:
+                out.append(str(e))
+            torch.save(out, os.environ["OUT"])
+        """
+        outs = []
+        for knob in ("1", "0"):
+            run_child(code, OUT=str(tmp_path / f"r{knob}.pt"), JSVD_START_EVD32_ONE_READ=knob)
+            outs.append(torch.load(tmp_path / f"r{knob}.pt"))
+        assert len(outs[0]) == len(outs[1]) == (5 if member == "nan" else 7)
+        for a, b in zip(*outs):
+            assert a == b if isinstance(a, str) else torch.equal(a.nan_to_num(), b.nan_to_num())
+        info = outs[0][3]
+        assert bool((info[torch.arange(B) != 3] > 0).all())
+        if member == "nan":  # (svd raised, after the route's one read declined the batch)
+            assert int(info[3]) == -2 and "NaN or Inf" in outs[0][4]
+            continue
+        U, S, Vh, S_values = outs[0][4:]
+        assert_valid_svd(A, U, S, Vh, False)
+        ref = reference_svdvals(A)
+        for s in (S, S_values):
+            assert ((s.double() - ref).abs().amax(-1) / ref[..., 0].clamp_min(1e-300)).max() <= bound(m, n, F32)
+
+
 @pytest.mark.parametrize("shape", [(40, 112, 160), (40, 120, 200), (200, 100, 100), (40, 150, 120), (40, 116, 135)], ids=str)
 def test_near_square_route_wide_and_few(tmp_path, shape):
     """The near-square route on its transpose (wide members) and from 40 matrices (at 1.4 rows a column, or

@@ -275,7 +275,7 @@ int64_t syev_batched_min_batch(int64_t cols, size_t elem) {
 }
 
 CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
-                                   const StartEngines& e) {
+                                   const StartEngines& e, bool evd32_ok) {
   const int64_t B = b.size(), p = b.rows[0], q = b.cols[0];
   TORCH_CHECK(b.uniform && A.numel() == B * p * q, "jsvd internal: eigh preconditioning needs a uniform batch");
   const at::NoTF32Guard no_tf32;  // (full-precision GEMMs whatever allow_tf32 says)
@@ -288,7 +288,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   const bool x_tested32 = !f64 && converged_outputs_ok;
   // (float32's near-square batches take the start only where X is tested: full_matrices leaves them here,
   // before any of its work)
-  if (!start_f64_gram_on(B, p, q, A.element_size()) && !evd32_route_on(B, p, q, A.element_size(), x_tested32))
+  if (!start_f64_gram_on(B, p, q, A.element_size()) &&
+      !(evd32_ok && evd32_route_on(B, p, q, A.element_size(), x_tested32)))
     return e.without_start(A, b, opt);
   // The Gram matrix, its eigenvectors and X = M V0 in float64 (products of float32 entries are exact
   // there, and their squares neither overflow nor underflow), X rounded once: its columns start
@@ -302,8 +303,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   const bool test_x_f64 = f64 && converged_outputs_ok && knobs().start_converged_f64;  // (float64: X itself)
   const double tol = resolve_tol(opt, p, A.scalar_type());
   if (batched && (converged_route || test_x_f64)) return batched_start_tested(A, W, b, opt, e, tol);
-  const at::Tensor bad = at::empty({}, A.options().dtype(at::kInt));
-  C10_CUDA_CHECK(cudaMemsetAsync(bad.data_ptr(), 0, sizeof(int32_t), at::cuda::getCurrentCUDAStream()));
+  // (the checks', the float32 solver's pivots', its late checks' and X's test: the one-read route's flags)
+  const at::Tensor flags = at::empty({4}, A.options().dtype(at::kInt)), bad = flags.select(0, 0);
+  C10_CUDA_CHECK(cudaMemsetAsync(flags.data_ptr(), 0, 4 * sizeof(int32_t), at::cuda::getCurrentCUDAStream()));
   const at::Tensor G = at::empty({B, q, q}, A.options().dtype(at::kDouble));
   // float32 matrices of at most 16 columns: G and X by the start's own kernels, straight from M
   // (gram_products.h); otherwise cuBLAS's DGEMMs on M in float64.
@@ -319,7 +321,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // float64 on syevBatched's route: the Cholesky pivots' test (kEighMinEigRatioF64), read with the checks
   // before syevBatched, so that an ill-conditioned batch does not pay for it (not on the float32 solver's
   // route, whose own test on the pivots comes below).
-  const bool evd32_candidate = !batched && evd32_route_on(B, p, q, A.element_size(), x_tested32);
+  const bool evd32_candidate = evd32_ok && !batched && evd32_route_on(B, p, q, A.element_size(), x_tested32);
   // (float32's batches of 65 to 128 columns on the float32 solver: X tested, below; only where the outputs
   // may come from X. Tall ones and near-square ones: JSVD_START_EVD32_SQUARE's)
   const bool evd32_tested = evd32_candidate && x_tested32 && evd32_tested_shape(B, p, q);
@@ -346,6 +348,13 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // reads its info next anyway, and a declined batch is then solved again without the start; the float32
   // solver's pivots' test reads them with its own flag, one wait for both)
   const bool pivots_test = evd32_candidate && knobs().start_evd32 != 1;
+  // The tested route's one read: the checks', the pivots', the late checks' and X's test, all at X's test, so
+  // that the host queues the solver and its refinements while the device runs them (37x300x77 spent 0.63 ms
+  // of GPU work in a 1.1 ms call with three reads; H200, stop 89). A batch the pivots decline pays for the
+  // solver and goes to the float64 solver's route from the start (evd32_ok); G not finite reaches the
+  // solver as zeros (trace_scaled_float). JSVD_START_EVD32_ONE_READ=0: the pivots read before the solver.
+  const bool one_read =
+      pivots_test && evd32_tested && knobs().start_evd32_one_read && knobs().start_late_check;
   if (!batched && !pivots_test && !ok()) return e.without_start(A, b, opt);
   // float32 on the eigen-solvers' routes: float64's test on X^T X at float32's tol (converged_fails' kX32;
   // JSVD_START_CONVERGED_X32=0: G's bound, kG32). H100, stop 57, two rounds, ms, on / off: 1x1536²
@@ -375,14 +384,16 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     if (pivots_test) {
       at::Tensor info;
       const at::Tensor L = potrf_batched(G, &info, kEvd32Shift);
-      const at::Tensor spread = at::zeros({}, bad.options());
+      const at::Tensor spread = flags.select(0, 1);
       const double ratio = evd32_tested && !evd32_square ? kEvd32TallPivotRatio : kEvd32PivotRatio;
       cholesky_checks(G, L, info, ratio, spread, q / kEvd32ColsPerSmallPivot);
-      evd32 = read_ints(spread)[0] == 0;
-      if (!ok()) return e.without_start(A, b, opt);  // (G not finite or out of range: its pivots mean nothing)
-      // (declined: float32 batches the float64 solver's rule takes go to it; float64 ones, whose rule would
-      // decline them by their pivots or eigenvalues anyway, and the rest to the QR path)
-      if (!evd32 && (f64 || !start_f64_gram_on(B, p, q, A.element_size()))) return e.without_start(A, b, opt);
+      if (!one_read) {
+        evd32 = read_ints(spread)[0] == 0;
+        if (!ok()) return e.without_start(A, b, opt);  // (G not finite or out of range: its pivots mean nothing)
+        // (declined: float32 batches the float64 solver's rule takes go to it; float64 ones, whose rule would
+        // decline them by their pivots or eigenvalues anyway, and the rest to the QR path)
+        if (!evd32 && (f64 || !start_f64_gram_on(B, p, q, A.element_size()))) return e.without_start(A, b, opt);
+      }
     }
     const bool test_x = !evd32 && (converged_route || (test_x_f64 && p >= kEighMidRatio * q));
     may_pass = evd32 && evd32_tested;
@@ -455,6 +466,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       steps = 0;
     }
   }
+  TORCH_INTERNAL_ASSERT(!one_read || (may_pass && !own), "jsvd internal: the one read needs X's test");
   at::Tensor X, Xd;  // packed, M V0 is V0^T W
   if (own) {
     X = start_product(W, V0);
@@ -466,7 +478,22 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       // U = X D^-1 from X itself.
       C = at::empty({B, q, q}, G.options());
       gram_into(C, Xd);
-      if (read_ints(converged_fails(C, p, tol, x_test))[0] == 0) {
+      const at::Tensor fails = converged_fails(C, p, tol, x_test);
+      bool passes;
+      if (one_read) {
+        flags.select(0, 2).copy_(late_bad);
+        flags.select(0, 3).copy_(fails);
+        const std::vector<int32_t> read = read_ints(flags);
+        if (read[0] != 0 || read[2] != 0) return e.without_start(A, b, opt);
+        if (read[1] != 0)  // (declined by the pivots: as the two-read route, which has not run the solver)
+          return start_f64_gram_on(B, p, q, A.element_size()) ? svd_eigh_preconditioned(A, b, opt, e, false)
+                                                              : e.without_start(A, b, opt);
+        late_bad = at::Tensor();  // (read)
+        passes = read[3] == 0;
+      } else {
+        passes = read_ints(fails)[0] == 0;
+      }
+      if (passes) {
         if (declined_late()) return e.without_start(A, b, opt);
         CoreResult r = converged_outputs(C, Xd, V0, opt.compute_uv, A.scalar_type());
         r.polish = false;

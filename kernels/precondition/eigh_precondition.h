@@ -361,9 +361,10 @@ struct StartEngines {
 // packed as the Jacobi's would be for A. Synchronises (torch.linalg.eigh checks its info on the host;
 // the batched route reads its checks last): only for calls that may (svd, svdvals; never svd_ex).
 // Non-finite data, entries whose M V0 could overflow, an eigen-solver that fails and float64 columns
-// graded beyond start_limits' ratio go to `without_start`.
+// graded beyond start_limits' ratio go to `without_start`. evd32_ok = false: not the float32 solver's route
+// (a batch its pivots' test declined after the solver ran, the one-read form of that route).
 CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
-                                   const StartEngines& e);
+                                   const StartEngines& e, bool evd32_ok = true);
 
 }  // namespace cuda
 }  // namespace jsvd

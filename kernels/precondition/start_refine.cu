@@ -21,9 +21,12 @@ __global__ void __launch_bounds__(kThreads) trace_scaled_float_kernel(const doub
   double t = 0;
   for (int64_t j = threadIdx.x; j < q; j += kThreads) t += g[j * q + j];
   t = block_sum(t, red);
-  const double scale = t > 0 ? 1.0 / t : 1.0;
+  // (a G not finite, which start_checks declines, becomes a zero matrix: the eigen-solver may run before that
+  // flag is read, eigh_precondition.cpp's one read, and never sees a NaN)
+  const bool finite = isfinite(t);
+  const double scale = finite && t > 0 ? 1.0 / t : 1.0;
   float* o = out + blockIdx.x * n;
-  for (int64_t k = threadIdx.x; k < n; k += kThreads) o[k] = static_cast<float>(g[k] * scale);
+  for (int64_t k = threadIdx.x; k < n; k += kThreads) o[k] = finite ? static_cast<float>(g[k] * scale) : 0.0f;
 }
 
 // Two passes over S (the second from L2): the rotations' norm, then I + E scaled (start_refine.h).

@@ -10,8 +10,8 @@
 namespace jsvd {
 namespace cuda {
 
-// G: (B, q, q) contiguous float64. Returns each G over its trace (1 where the trace is not positive),
-// rounded to float32: what float32's syevBatched solves (its G would overflow from ||M||_F ~ 2^64).
+// G: (B, q, q) contiguous float64. Returns each G over its trace (1 where the trace is not positive, a zero
+// matrix where it is not finite), rounded to float32: what float32's syevBatched solves (its G would overflow from ||M||_F ~ 2^64).
 at::Tensor trace_scaled_float(const at::Tensor& G);
 
 // S = V0^T G V0: (B, q, q) contiguous float64. Writes IE = I + E, E the refinement's first-order rotation
