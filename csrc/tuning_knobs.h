@@ -34,7 +34,7 @@ struct Knobs {
   int start_own_evd = -1;  // JSVD_START_OWN_EVD=0|1: the float32 solver's route solves its Gram matrices of at most 128 columns by syevBatched always | by the engine's own eigen-solver always (-1: the own from kEvdSmallMinBatch matrices; kernels/eigen/evd_small.h)
   int start_evd32 = -1;  // JSVD_START_EVD32=0|1: the syevBatched start never solves the Gram matrices in float32 | always, untested (-1: evd32_route_on's rule and the pivots' test; eigh_precondition.h)
   int start_evd32_tall = 2;  // JSVD_START_EVD32_TALL=N: float32's large tall batches on the float32 solver, V0 refined N times (0: the float64 solver; eigh_precondition.h)
-  int start_evd32_tall_min = 0;  // JSVD_START_EVD32_TALL_MIN=N: those tall batches from N matrices (0: kEvd32TallMinBatch, 64; eigh_precondition.h)
+  int start_evd32_tall_min = 0;  // JSVD_START_EVD32_TALL_MIN=N: those tall batches from N matrices (0: kEvd32TallMinBatch, 32; eigh_precondition.h)
   int start_evd32_square = 40;  // JSVD_START_EVD32_SQUARE=N: that route for near-square batches of N matrices and more too (0: tall ones only; squarer than kEvd32SquareLongRatio from 200 too; eigh_precondition.h)
   int start_evd32_square_ratio = 0;  // JSVD_START_EVD32_SQUARE_RATIO=R: N's batches are those of at least R/100 rows a column (0: kEvd32SquareLongRatio, or kEvd32SquareMidRatio from kEvd32SquareMidCols columns; eigh_precondition.h)
   int gram_eig_jacobi_cols = 64;  // JSVD_GRAM_EIG_JACOBI_COLS: the batched start's Gram matrices up to this many columns (at most kGramJacobiKnobMaxCols, 96) by this engine's Jacobi, beyond it by syevBatched (32 and 96 measured slower, experiments.md stops 64 and 73)

@@ -2,7 +2,7 @@
 eigh_precondition.h, evd32_route_on): near-square batches of 129 (float64 128) to 256 columns on cuSOLVER's syevBatched,
 V0 made orthogonal in float64 (Newton-Schulz), the batch's Cholesky pivots' pre-test, and the optional
 first-order refinement of V0 (on by default; JSVD_START_REFINE=0 off); float32's batches of 65 to 128
-columns there too (JSVD_START_EVD32_TALL=0: not), their X tested: tall ones from 64 matrices (from N with
+columns there too (JSVD_START_EVD32_TALL=0: not), their X tested: tall ones from 32 matrices (from N with
 JSVD_START_EVD32_TALL_MIN=N), square ones from 200,
 those of 1.4 to 2 rows a column from 40 (JSVD_START_EVD32_SQUARE). Skipped without a CUDA device.
 """
@@ -168,7 +168,7 @@ def test_start_declined_by_its_checks(tmp_path, dtype, n, member):
 @pytest.mark.parametrize("member", ["none", "ill_conditioned", "moderately_conditioned", "clustered"])
 @pytest.mark.parametrize("m,n", [(300, 77), (260, 128), (1000, 65), (128, 128), (100, 100), (150, 100)], ids=str)
 def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
-    """float32 batches of 65 to 128 columns, from 200 matrices (tall ones from 64), solve their Gram matrices in
+    """float32 batches of 65 to 128 columns, from 200 matrices (tall ones from 32), solve their Gram matrices in
     float32 where svd (reduced U) or svdvals tests X = M V0 for convergence (evd32_route_on's x_tested), V0
     refined twice; JSVD_START_EVD32_TALL=0: tall ones (rows >= 2 cols) on the float64 solver, near-square ones
     without the start, as they are with full_matrices (S equal to JSVD_EIGH=0's to the bit), but for squares,
@@ -197,7 +197,7 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
     torch.save(A, tmp_path / "A.pt")
     long_enough = 1.4 * n <= m or (n >= 112 and 1.15 * n <= m)  # (kEvd32SquareLongRatio, kEvd32SquareMid*)
     # (one short of the route's minimum count: kEvd32TallMinBatch, JSVD_START_EVD32_SQUARE, kEvd32SquareMinBatch)
-    few = 63 if m >= 2 * n else 39 if long_enough else 199
+    few = 31 if m >= 2 * n else 39 if long_enough else 199
     code = f"""
         import os, torch, torch_jsvd
         A = torch.load({str(tmp_path / "A.pt")!r}).cuda()
@@ -240,7 +240,7 @@ def test_tall_float32_on_the_float32_solver(tmp_path, m, n, member):
 def test_square_route_knob():
     """JSVD_START_EVD32_SQUARE=N (in a child): float32's near-square batches of 65 to 128 columns, of at least
     1.4 rows a column (or 1.15 from 112 columns), on the float32 solver's tested route from N matrices (40 by
-    default; 0: never, the Jacobi on M), squarer ones from max(N, 200), tall ones from 64 whatever N is;
+    default; 0: never, the Jacobi on M), squarer ones from max(N, 200), tall ones from 32 whatever N is;
     JSVD_START_EVD32_SQUARE_RATIO=R makes R/100 rows a column the one test (128² counts as long at R = 100,
     150 x 120 as square at R = 140, 160 x 112 too at R = 150)."""
     code = """
@@ -252,7 +252,7 @@ def test_square_route_knob():
                 print(s["gram_dtype"] if s and s["solver"] in SYEV_ROUTE else None)
     """
     late, on, off = ["None"] * 3 + ["float32"], ["None"] + ["float32"] * 3, ["None"] * 4
-    tall = ["float64", "float64", "float32", "float32"]  # (from kEvd32TallMinBatch, 64)
+    tall = ["float32"] * 4  # (from kEvd32TallMinBatch, 32)
     assert run_child(code).split() == late + on + on + late + tall
     assert run_child(code, JSVD_START_EVD32_SQUARE="0").split() == off + off + off + off + tall
     assert run_child(code, JSVD_START_EVD32_SQUARE="200").split() == late * 4 + tall
@@ -263,8 +263,8 @@ def test_square_route_knob():
 
 def test_tall_route_min_knob(tmp_path):
     """JSVD_START_EVD32_TALL_MIN=N (in a child): float32's tall batches of 65 to 128 columns on the float32
-    solver's tested route from N matrices instead of kEvd32TallMinBatch (64). The plan says so at N and not
-    below it; 64 x 300 x 77 (the default's smallest batch on the route) with a zero member, two equal columns,
+    solver's tested route from N matrices instead of kEvd32TallMinBatch (32). The plan says so at N and not
+    below it; 32 x 300 x 77 (the default's smallest batch on the route) with a zero member, two equal columns,
     a member at 1e-30 and one whose singular values span 6 decades (the pivots' test sends the batch to the
     float64 solver: S equal to JSVD_START_EVD32_TALL=0's to the bit) or 2 (it may pass): valid outputs, S
     against LAPACK; the Gaussian batch on the route, U and V orthogonal to 3 sqrt(n) eps32."""
@@ -275,13 +275,13 @@ def test_tall_route_min_knob(tmp_path):
             s = start_v([(300, 77)] * count, torch.float32)[0]
             print(s["gram_dtype"] if s and s["solver"] in SYEV_ROUTE else None)
     """
-    assert run_child(code).split() == ["float64"] * 3 + ["float32"] * 2
-    assert run_child(code, JSVD_START_EVD32_TALL_MIN="32").split() == ["float64"] + ["float32"] * 4
+    assert run_child(code).split() == ["float64"] + ["float32"] * 4
+    assert run_child(code, JSVD_START_EVD32_TALL_MIN="64").split() == ["float64"] * 3 + ["float32"] * 2
     g = torch.Generator().manual_seed(88)
     n = 77
     Q1, Q2 = (torch.linalg.qr(torch.randn(r, n, generator=g, dtype=torch.float64))[0] for r in (300, n))
     for member in ("none", "ill_conditioned", "moderately_conditioned"):
-        A = torch.randn(64, 300, n, generator=g, dtype=torch.float64)
+        A = torch.randn(32, 300, n, generator=g, dtype=torch.float64)
         if member != "none":
             A[2] = 0
             A[4, :, 1] = A[4, :, 0]
@@ -311,10 +311,11 @@ def test_tall_route_min_knob(tmp_path):
             assert orthogonality_error(Vh, rows=True).max().item() <= lim
 
 
-@pytest.mark.parametrize("shape", [(64, 300, 77), (40, 160, 112)], ids=str)
+@pytest.mark.parametrize("shape", [(37, 300, 77), (40, 160, 112)], ids=str)
 def test_one_read_as_two(tmp_path, shape):
     """The tested route reads its checks, its pivots' test, its late checks and X's test at once, after the
-    solver (JSVD_START_EVD32_ONE_READ=0: the pivots and checks before it). Same outputs to the bit, in children,
+    solver (JSVD_START_EVD32_ONE_READ=0: the pivots and checks before it), the own solver skipping a batch the
+    pivots declined. Same outputs to the bit, in children,
     for a Gaussian batch (the route to its end), one with a member whose singular values span 6 decades (the
     pivots decline it: the float64 solver's route, or no start, from G again), one with a NaN (G reaches the
     solver as zeros; svd raises, svd_ex's info is -2 for it alone, the others converged) and with svdvals."""
@@ -345,7 +346,7 @@ def test_one_read_as_two(tmp_path, shape):
         for knob in ("1", "0"):
             run_child(code, OUT=str(tmp_path / f"r{knob}.pt"), JSVD_START_EVD32_ONE_READ=knob)
             outs.append(torch.load(tmp_path / f"r{knob}.pt"))
-        assert len(outs[0]) == len(outs[1]) == (5 if member == "nan" else 7)
+        assert len(outs[0]) == len(outs[1]) == (5 if member == "nan" else 8)
         for a, b in zip(*outs):
             assert a == b if isinstance(a, str) else torch.equal(a.nan_to_num(), b.nan_to_num())
         info = outs[0][3]

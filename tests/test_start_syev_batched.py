@@ -118,7 +118,7 @@ def test_batches_by_syev_batched_declined(tmp_path, member, n):
 
 
 @pytest.mark.parametrize("dtype,shape", [(torch.float32, (100, 300, 272)), (torch.float32, (37, 300, 77)),
-                                         (torch.float32, (64, 300, 77)), (torch.float32, (40, 160, 112)),
+                                         (torch.float32, (31, 300, 77)), (torch.float32, (40, 160, 112)),
                                          (torch.float64, (40, 300, 272))],
                          ids=str)
 @pytest.mark.parametrize("bad", ["nan", "inf", "overflow"])

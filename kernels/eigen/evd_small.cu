@@ -55,9 +55,10 @@ struct DeviceCta {
 // (v_k+1 = 1 implied; a row, so that a step's stores and the back-transformation's loads coalesce). Five
 // barriers a step: three phases and two sums (reduce_phases).
 __global__ void __launch_bounds__(kThreads) reduce_kernel(const float* __restrict__ G, int n, float* d, float* e,
-                                                          float* tau, float* V) {
+                                                          float* tau, float* V, const int* skip) {
   __shared__ __align__(16) RegsShared<float, kThreads> sh;
   __shared__ float red[32];
+  if (skip != nullptr && *skip != 0) return;  // (a declined batch: evd_small_async's skip)
   const size_t b = blockIdx.x;
   RegsThread<float, kThreads> s;
   DeviceCta cta{red};
@@ -75,12 +76,17 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(const float* __restric
 constexpr int kTailCtasPerSm = 3;
 __global__ void __launch_bounds__(kThreads, kTailCtasPerSm)
     tail_kernel(const float* d_all, const float* e_all, const float* tau_all, const float* V_all, int n,
-                float* V0_all, float* w_all, float* scratch_all, int* flag) {
+                float* V0_all, float* w_all, float* scratch_all, int* flag, const int* skip) {
   extern __shared__ __align__(16) unsigned char raw[];
   __shared__ EigShared<float, kThreads> sh;
   float* vbuf = reinterpret_cast<float*>(raw);
   float* Zt = vbuf + 2 * kThreads;
   const size_t b = blockIdx.x, nn = static_cast<size_t>(n) * n;
+  if (skip != nullptr && *skip != 0) {  // (declined: zeros, so that what reads V0 and w reads defined values)
+    for (size_t k = threadIdx.x; k < nn; k += kThreads) V0_all[b * nn + k] = 0.0f;
+    for (int k = threadIdx.x; k < n; k += kThreads) w_all[b * n + k] = 0.0f;
+    return;
+  }
   BtThread<float, kThreads> bt;
   DeviceCta cta{nullptr};
   tail_phases<float, kThreads>(cta, [p = &bt](int) -> BtThread<float, kThreads>& { return *p; }, sh, d_all + b * n,
@@ -97,7 +103,7 @@ bool evd_small_on(int64_t batch, int64_t q) {
   return k != 0 && q >= 1 && q <= kEvdSmallMaxCols && (k == 1 || batch >= kEvdSmallMinBatch);
 }
 
-at::Tensor evd_small_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* eigenvalues) {
+at::Tensor evd_small_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* eigenvalues, const at::Tensor& skip) {
   TORCH_CHECK(G.dim() == 3 && G.size(1) == G.size(2) && G.is_contiguous() && G.is_cuda() &&
                   G.scalar_type() == at::kFloat && G.size(1) >= 1 && G.size(1) <= kEvdSmallMaxCols,
               "jsvd internal: evd_small takes a contiguous (B, q, q) float32 CUDA tensor of q <= 128");
@@ -105,6 +111,9 @@ at::Tensor evd_small_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* 
   const at::TensorOptions f = G.options();
   at::Tensor V0 = at::empty({B, q, q}, f), w = at::empty({B, q}, f);
   const at::Tensor flag = at::zeros({}, f.dtype(at::kInt));
+  TORCH_CHECK(!skip.defined() || (skip.numel() == 1 && skip.scalar_type() == at::kInt && skip.is_cuda()),
+              "jsvd internal: evd_small's skip is one int32 on the device");
+  const int* skip_ptr = skip.defined() ? skip.const_data_ptr<int>() : nullptr;
   if (B > 0) {
     const int64_t ld_e = std::max<int64_t>(q - 1, 1), chunk = std::min<int64_t>(B, kEvdSmallChunk);
     const at::Tensor d = at::empty({B, q}, f), e = at::empty({B, ld_e}, f), tau = at::empty({B, ld_e}, f),
@@ -115,7 +124,7 @@ at::Tensor evd_small_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* 
     const int n = static_cast<int>(q);
     eigen::reduce_kernel<<<B, eigen::kThreads, 0, stream>>>(G.const_data_ptr<float>(), n, d.data_ptr<float>(),
                                                              e.data_ptr<float>(), tau.data_ptr<float>(),
-                                                             V.data_ptr<float>());
+                                                             V.data_ptr<float>(), skip_ptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const size_t smem = (static_cast<size_t>(eigen::kZtLd<eigen::kThreads>) * q + 2 * eigen::kThreads) * sizeof(float);
     allow_dynamic_smem(eigen::tail_kernel, smem);
@@ -126,7 +135,7 @@ at::Tensor evd_small_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* 
           d.const_data_ptr<float>() + b0 * q, e.const_data_ptr<float>() + b0 * (q - 1),
           tau.const_data_ptr<float>() + b0 * (q - 1), V.const_data_ptr<float>() + b0 * q * q, n,
           V0.data_ptr<float>() + b0 * q * q, w.data_ptr<float>() + b0 * q, scratch.data_ptr<float>(),
-          flag.data_ptr<int>());
+          flag.data_ptr<int>(), skip_ptr);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   }

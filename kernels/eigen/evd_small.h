@@ -35,8 +35,11 @@ bool evd_small_on(int64_t batch, int64_t q);
 // where the second round fails and the cluster keeps its first vectors, the replacement is orthogonal but not
 // an eigenvector, and the caller declines the batch, as it does where syevBatched did not converge. (Flagging
 // every replacement declined ~0.5% of low-rank Gram matrices whose vectors were accurate: host emulation,
-// stop 85.) Nothing is synchronised.
-at::Tensor evd_small_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* eigenvalues = nullptr);
+// stop 85.) Nothing is synchronised. skip, where given (one int32 on the device): where it is not 0 when the
+// kernels run, they do no work and V0 and the eigenvalues are zeros (a batch declined by a flag not yet read on
+// the host: eigh_precondition.cpp's one read).
+at::Tensor evd_small_async(const at::Tensor& G, at::Tensor* failed, at::Tensor* eigenvalues = nullptr,
+                           const at::Tensor& skip = at::Tensor());
 
 }  // namespace cuda
 }  // namespace jsvd

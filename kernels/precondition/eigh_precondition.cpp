@@ -350,11 +350,12 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   const bool pivots_test = evd32_candidate && knobs().start_evd32 != 1;
   // The tested route's one read: the checks', the pivots', the late checks' and X's test, all at X's test, so
   // that the host queues the solver and its refinements while the device runs them (37x300x77 spent 0.63 ms
-  // of GPU work in a 1.1 ms call with three reads; H200, stop 89). A batch the pivots decline pays for the
-  // solver and goes to the float64 solver's route from the start (evd32_ok); G not finite reaches the
-  // solver as zeros (trace_scaled_float). JSVD_START_EVD32_ONE_READ=0: the pivots read before the solver.
-  const bool one_read =
-      pivots_test && evd32_tested && knobs().start_evd32_one_read && knobs().start_late_check;
+  // of GPU work in a 1.1 ms call with three reads; H200, stop 89). The own solver's kernels read the pivots'
+  // flag and skip a declined batch (evd_small_async's skip), which pays for the refinement's GEMMs and goes
+  // to the float64 solver's route from the start (evd32_ok); G not finite reaches the solver as zeros
+  // (trace_scaled_float). JSVD_START_EVD32_ONE_READ=0: the pivots read before the solver.
+  const bool one_read = pivots_test && evd32_tested && evd_small_on(B, q) && knobs().start_evd32_one_read &&
+                        knobs().start_late_check;
   if (!batched && !pivots_test && !ok()) return e.without_start(A, b, opt);
   // float32 on the eigen-solvers' routes: float64's test on X^T X at float32's tol (converged_fails' kX32;
   // JSVD_START_CONVERGED_X32=0: G's bound, kG32). H100, stop 57, two rounds, ms, on / off: 1x1536²
@@ -406,7 +407,9 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       // matrix keeps its zero G; start_refine.h's kernels for this route's element-wise steps)
       at::Tensor failed;
       const at::Tensor G32 = trace_scaled_float(G);
-      V0 = evd_small_on(B, q) ? evd_small_async(G32, &failed, &w) : syev_batched_async(G32, &failed, &w);
+      // (the one read: the own solver skips its work where the pivots declined the batch; cuSOLVER's cannot)
+      V0 = evd_small_on(B, q) ? evd_small_async(G32, &failed, &w, one_read ? flags.select(0, 1) : at::Tensor())
+                              : syev_batched_async(G32, &failed, &w);
       V0 = newton_schulz_step(V0.to(at::kDouble));
       if (f64) V0 = newton_schulz_step(V0);  // (~1e-9 -> float64's rounding)
       // (float32's tall batches: JSVD_START_EVD32_TALL refinements of two Newton-Schulz steps each. Three

@@ -290,8 +290,10 @@ constexpr double kEvd32MaxOrthF32 = 1e-7, kEvd32MaxOrthF64 = 1e-12;
 // one build, two rounds, ms, limit 64 / 200: 64x300x77 1.01, 1.01 / 1.44, 1.43; 150x1000x65 1.31, 1.31 /
 // 2.13, 2.05; 100x260x128 1.38, 1.37 / 2.14, 2.12; 199x300x77 1.26, 1.28 / 2.31, 2.25; same accuracy. Below
 // 64 no gain (limit 32: 37x300x77 and 48x300x77 within noise, slower with a member to 1/100; host-bound,
-// 0.63 ms of GPU work in 1.1 ms; docs/start.md).
-constexpr int64_t kEvd32TallMinBatch = 64;
+// 0.63 ms of GPU work in 1.1 ms; docs/start.md). Stop 90, with the route's one read (eigh_precondition.cpp):
+// from 32, the own solver's least batch (kEvdSmallMinBatch), below which syevBatched cannot skip a declined
+// batch's work.
+constexpr int64_t kEvd32TallMinBatch = 32;
 // Gram eigenvalues below 1e-3 lambda_max (more than q / kEvd32ColsPerSmallPivot pivots below it) send a
 // tall batch to the float64 solver: a spectrum to 1/100 (1e-4 in G) is declined, Gaussian tall members
 // (rows >= 2 cols: lambda_min / lambda_max >= ~0.03) pass, and so do a few zero singular values.
