@@ -487,10 +487,12 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
         flags.select(0, 2).copy_(late_bad);
         flags.select(0, 3).copy_(fails);
         const std::vector<int32_t> read = read_ints(flags);
-        if (read[0] != 0 || read[2] != 0) return e.without_start(A, b, opt);
+        // (in the two reads' order: the checks, then the pivots, whose skipped solver fails the late checks)
+        if (read[0] != 0) return e.without_start(A, b, opt);
         if (read[1] != 0)  // (declined by the pivots: as the two-read route, which has not run the solver)
           return start_f64_gram_on(B, p, q, A.element_size()) ? svd_eigh_preconditioned(A, b, opt, e, false)
                                                               : e.without_start(A, b, opt);
+        if (read[2] != 0) return e.without_start(A, b, opt);
         late_bad = at::Tensor();  // (read)
         passes = read[3] == 0;
       } else {
