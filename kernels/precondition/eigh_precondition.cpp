@@ -259,6 +259,17 @@ CoreResult batched_start_tested(const at::Tensor& A, const at::Tensor& W, const 
   return r;
 }
 
+// The one read's declines (svd_eigh_preconditioned), in the two reads' order: the checks' flag (M not finite or
+// out of range), then the pivots' (to the float64 solver's route where its rule takes the batch, from G again).
+std::optional<CoreResult> one_read_declined(int32_t bad, int32_t spread, const at::Tensor& A, const PackedBatch& b,
+                                            const SvdOptions& opt, const StartEngines& e) {
+  if (bad != 0) return e.without_start(A, b, opt);
+  if (spread == 0) return std::nullopt;
+  return start_f64_gram_on(b.size(), b.rows[0], b.cols[0], A.element_size())
+             ? svd_eigh_preconditioned(A, b, opt, e, /*evd32_ok=*/false)
+             : e.without_start(A, b, opt);
+}
+
 }  // namespace
 
 bool syev_batched_on(int64_t batch) { return kHaveSyevBatched && batch > kEighMaxBatch; }
@@ -356,6 +367,14 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // (trace_scaled_float). JSVD_START_EVD32_ONE_READ=0: the pivots read before the solver.
   const bool one_read = pivots_test && evd32_tested && evd_small_on(B, q) && knobs().start_evd32_one_read &&
                         knobs().start_late_check;
+  // (and polled, without a wait, while the host queues the refinement: a declined batch whose flags are in
+  // by then queues no more of the route's work)
+  at::Tensor early;
+  at::cuda::CUDAEvent pivots_done;
+  const auto declined_early = [&]() -> std::optional<CoreResult> {
+    if (!one_read || !pivots_done.query()) return std::nullopt;
+    return one_read_declined(early.const_data_ptr<int32_t>()[0], early.const_data_ptr<int32_t>()[1], A, b, opt, e);
+  };
   if (!batched && !pivots_test && !ok()) return e.without_start(A, b, opt);
   // float32 on the eigen-solvers' routes: float64's test on X^T X at float32's tol (converged_fails' kX32;
   // JSVD_START_CONVERGED_X32=0: G's bound, kG32). H100, stop 57, two rounds, ms, on / off: 1x1536²
@@ -388,7 +407,11 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       const at::Tensor spread = flags.select(0, 1);
       const double ratio = evd32_tested && !evd32_square ? kEvd32TallPivotRatio : kEvd32PivotRatio;
       cholesky_checks(G, L, info, ratio, spread, q / kEvd32ColsPerSmallPivot);
-      if (!one_read) {
+      if (one_read) {
+        early = at::empty({2}, flags.options().device(at::kCPU).pinned_memory(true));
+        early.copy_(flags.slice(0, 0, 2), /*non_blocking=*/true);
+        pivots_done.record(at::cuda::getCurrentCUDAStream());
+      } else {
         evd32 = read_ints(spread)[0] == 0;
         if (!ok()) return e.without_start(A, b, opt);  // (G not finite or out of range: its pivots mean nothing)
         // (declined: float32 batches the float64 solver's rule takes go to it; float64 ones, whose rule would
@@ -418,7 +441,11 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       // E, ||E||_F <= kRefineMaxNorm within the cluster, needs more than one step. Two and two: 2e-10, as
       // many GEMMs, and Gaussian members' X as converged: a CPU emulation, docs/experiments.md, stop 66.)
       if (evd32_tested) {
-        for (int k = 0; k < knobs().start_evd32_tall; ++k) V0 = refine_eigenvectors(G, V0, 2);
+        for (int k = 0; k < knobs().start_evd32_tall; ++k) {
+          if (std::optional<CoreResult> r = declined_early()) return std::move(*r);
+          V0 = refine_eigenvectors(G, V0, 2);
+        }
+        if (std::optional<CoreResult> r = declined_early()) return std::move(*r);
       } else if (knobs().start_refine) {
         V0 = refine_eigenvectors(G, V0, f64 ? 4 : 3);
       }
@@ -487,11 +514,8 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
         flags.select(0, 2).copy_(late_bad);
         flags.select(0, 3).copy_(fails);
         const std::vector<int32_t> read = read_ints(flags);
-        // (in the two reads' order: the checks, then the pivots, whose skipped solver fails the late checks)
-        if (read[0] != 0) return e.without_start(A, b, opt);
-        if (read[1] != 0)  // (declined by the pivots: as the two-read route, which has not run the solver)
-          return start_f64_gram_on(B, p, q, A.element_size()) ? svd_eigh_preconditioned(A, b, opt, e, false)
-                                                              : e.without_start(A, b, opt);
+        // (the late checks after the pivots: a skipped solver fails them)
+        if (std::optional<CoreResult> r = one_read_declined(read[0], read[1], A, b, opt, e)) return std::move(*r);
         if (read[2] != 0) return e.without_start(A, b, opt);
         late_bad = at::Tensor();  // (read)
         passes = read[3] == 0;
