@@ -305,19 +305,6 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
     const at::Tensor L = potrf_batched(G, &info);
     cholesky_checks(G, L, info, kEighMinEigRatioF64, bad);
   }
-  // (read through pinned memory and an event recorded now: the batched route's read at its end waits for
-  // the checks alone, not for the Jacobi queued after them, so the host's work after it overlaps that)
-  const at::Tensor bad_host = at::empty({}, bad.options().device(at::kCPU).pinned_memory(true));
-  bad_host.copy_(bad, /*non_blocking=*/true);
-  at::cuda::CUDAEvent checked;
-  checked.record(at::cuda::getCurrentCUDAStream());
-  const auto ok = [&] {
-    checked.synchronize();
-    return *bad_host.const_data_ptr<int32_t>() == 0;
-  };
-  at::Tensor late_bad;  // (the float32 solver's route: its checks, on the device, read at the end)
-  // Whether the checks read last decline the batch (the batched route's, the float32 solver's late ones).
-  const auto declined_late = [&] { return (batched && !ok()) || (late_bad.defined() && late_bad.item<bool>()); };
   // (syevd synchronises anyway: read first; the batched Jacobi never does, so it is read last, where svd
   // reads its info next anyway, and a declined batch is then solved again without the start; the float32
   // solver's pivots' test reads them with its own flag, one wait for both)
@@ -331,14 +318,31 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
   // before the solver. H200, stop 90: Gaussian batches up to 0.2 ms faster, declined ones ~0.1 ms slower.
   const bool one_read = pivots_test && evd32_tested && evd_small_on(B, q) && knobs().start_evd32_one_read &&
                         knobs().start_late_check;
-  // (and polled, without a wait, while the host queues the refinement: a declined batch whose flags are in
-  // by then queues no more of the route's work)
-  at::Tensor early;
-  at::cuda::CUDAEvent pivots_done;
-  const auto declined_early = [&]() -> std::optional<CoreResult> {
-    if (!one_read || !pivots_done.query()) return std::nullopt;
-    return one_read_declined(early.const_data_ptr<int32_t>()[0], early.const_data_ptr<int32_t>()[1], A, b, opt, e);
+  // The checks' and the pivots' flags on the host, through pinned memory and an event recorded after the
+  // checks (the one read: after the pivots): the batched route's read at its end waits for the checks alone,
+  // not for the Jacobi queued after them, so the host's work after it overlaps that; the one read polls them
+  // without a wait while the host queues the refinement, so that a declined batch whose flags are in by
+  // then queues no more of the route's work.
+  const at::Tensor flags_host = at::empty({2}, flags.options().device(at::kCPU).pinned_memory(true));
+  at::cuda::CUDAEvent flags_in;
+  const auto copy_flags = [&] {
+    flags_host.copy_(flags.slice(0, 0, 2), /*non_blocking=*/true);
+    flags_in.record(at::cuda::getCurrentCUDAStream());
   };
+  if (!one_read) copy_flags();
+  const auto ok = [&] {
+    TORCH_INTERNAL_ASSERT(!one_read, "jsvd internal: the one read reads the checks with X's test");
+    flags_in.synchronize();
+    return flags_host.const_data_ptr<int32_t>()[0] == 0;
+  };
+  const auto declined_early = [&]() -> std::optional<CoreResult> {
+    if (!one_read || !flags_in.query()) return std::nullopt;
+    const int32_t* h = flags_host.const_data_ptr<int32_t>();
+    return one_read_declined(h[0], h[1], A, b, opt, e);
+  };
+  at::Tensor late_bad;  // (the float32 solver's route: its checks, on the device, read at the end)
+  // Whether the checks read last decline the batch (the batched route's, the float32 solver's late ones).
+  const auto declined_late = [&] { return (batched && !ok()) || (late_bad.defined() && late_bad.item<bool>()); };
   if (!batched && !pivots_test && !ok()) return e.without_start(A, b, opt);
   // float32 on the eigen-solvers' routes: float64's test on X^T X at float32's tol (converged_fails' kX32;
   // JSVD_START_CONVERGED_X32=0: G's bound, kG32). H100, stop 57, two rounds, ms, on / off: 1x1536²
@@ -372,9 +376,7 @@ CoreResult svd_eigh_preconditioned(const at::Tensor& A, const PackedBatch& b, co
       const double ratio = evd32_tested && !evd32_square ? kEvd32TallPivotRatio : kEvd32PivotRatio;
       cholesky_checks(G, L, info, ratio, spread, q / kEvd32ColsPerSmallPivot);
       if (one_read) {
-        early = at::empty({2}, flags.options().device(at::kCPU).pinned_memory(true));
-        early.copy_(flags.slice(0, 0, 2), /*non_blocking=*/true);
-        pivots_done.record(at::cuda::getCurrentCUDAStream());
+        copy_flags();
       } else {
         evd32 = read_ints(spread)[0] == 0;
         if (!ok()) return e.without_start(A, b, opt);  // (G not finite or out of range: its pivots mean nothing)
