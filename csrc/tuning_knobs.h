@@ -68,6 +68,7 @@ struct Knobs {
   bool pair_delta = true;      // JSVD_PAIR_DELTA=0: float32 512-row pairs carry V's rows, not E = J - I
   bool list_streams = true;    // JSVD_LIST_STREAMS=0: a list's launch groups one after another on the current stream
   int log_v = 1;               // JSVD_LOG_V: float64 whole matrices whose V does not fit beside A by V's log (kernel_log_v.cuh) on the register steps (1), on either steps (2), never (0: block pairs)
+  int log_defer = 4;           // JSVD_LOG_DEFER: V's log held over up to N sweeps and applied after the kernel (log_v_apply.cu; 0: each sweep's in the kernel)
   bool whole_merge = true;     // JSVD_WHOLE_MERGE=0: a list's whole matrices grouped by block size, not only lanes per rotation
   bool info_read = true;       // JSVD_INFO_READ=0: svd reads info even where the engine already did (CoreResult)
   bool gpu_stop_bound = true;  // JSVD_GPU_STOP_BOUND=0: float64's blocked levels end with a sweep that rotates nothing (converged_by_bound)
@@ -150,6 +151,7 @@ inline Knobs read() {
   k.list_streams = on("JSVD_LIST_STREAMS", k.list_streams);
   k.whole_merge = on("JSVD_WHOLE_MERGE", k.whole_merge);
   k.log_v = integer("JSVD_LOG_V", k.log_v);
+  k.log_defer = integer("JSVD_LOG_DEFER", k.log_defer);
   k.gpu_stop_bound = on("JSVD_GPU_STOP_BOUND", k.gpu_stop_bound);
   k.info_read = on("JSVD_INFO_READ", k.info_read);
   k.cpu_block_width = integer("JSVD_CPU_W", k.cpu_block_width);

@@ -150,3 +150,44 @@ def test_switch_off_restores_block_pairs():
         print(lv[0]["kernel"], lv[0].get("v"))
     """, JSVD_LOG_V="0")
     assert out.split()[-2:] == ["block_pairs", "None"], out
+
+
+@pytest.mark.parametrize("b,m,n", SHAPES, ids=IDS)
+def test_deferred_log_as_in_kernel(tmp_path, b, m, n):
+    """The log applied after the kernel (log_v_apply.cu; JSVD_LOG_DEFER=N sweeps held, 4 by default) against
+    each sweep's log applied in the kernel (=0): svd_ex (no start: ~10 sweeps, so the log fills and the
+    kernel applies the held sweeps itself), svd (the Jacobi on the start's X) and a batch with a NaN member,
+    equal to the bit; =1 and =2 (the kernel applying after every sweep or every second, the pass after it
+    then only the rest and the permutation) too; 200 x 128² svd (the Jacobi on the start's X, the benchmark's
+    case) as well."""
+    A = _mixed(max(b, 5), m, n, seed=5 * n)
+    A_nan = A.clone()
+    A_nan[1, 3, 4] = float("nan")
+    torch.save([A.cpu(), A_nan.cpu()], tmp_path / "A.pt")
+    code = f"""
+        import os, torch, torch_jsvd
+        A, A_nan = (t.cuda() for t in torch.load({str(tmp_path / "A.pt")!r}))
+        out = [t.cpu() for t in torch_jsvd.svd_ex(A, full_matrices=False)]
+        out += [t.cpu() for t in torch_jsvd.svd(A, full_matrices=False)]
+        out += [t.cpu() for t in torch_jsvd.svd_ex(A_nan, full_matrices=True)]
+        g = torch.Generator(device="cuda").manual_seed(1)
+        A2 = torch.randn(200, 128, 128, generator=g, device="cuda", dtype=torch.float64)
+        out += [t.cpu() for t in torch_jsvd.svd(A2, full_matrices=False)]
+        torch.save(out, os.environ["OUT"])
+    """
+    outs = {}
+    for knob in ("4", "0", "1", "2"):
+        run_child(code, OUT=str(tmp_path / f"r{knob}.pt"), JSVD_LOG_DEFER=knob)
+        outs[knob] = torch.load(tmp_path / f"r{knob}.pt")
+    for knob in ("0", "1", "2"):
+        for x, y in zip(outs["4"], outs[knob]):
+            assert torch.equal(x.nan_to_num(), y.nan_to_num()), knob
+    U, S, Vh, info = outs["4"][:4]
+    assert (info > 0).all() and (info >= 5).any(), info  # (more sweeps than the log holds: a flush in the kernel)
+    assert_valid_svd(A.cpu(), U, S, Vh, False)
+    info_nan = outs["4"][10]
+    assert info_nan[1] < 0 and (info_nan[torch.arange(len(info_nan)) != 1] > 0).all(), info_nan
+    assert torch.isnan(outs["4"][9][1]).all()  # (the NaN member's V: the kernel's, not the pass's)
+    U2, S2, Vh2 = outs["4"][11:]  # (200 x 128²: svd's Jacobi on the start's X, test_plan_takes_the_log...)
+    assert orthogonality_error(Vh2.mT).max().item() <= bound(128, 128, F64)
+    assert orthogonality_error(U2).max().item() <= bound(128, 128, F64)

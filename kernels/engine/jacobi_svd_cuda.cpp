@@ -113,13 +113,23 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
   args.uni = MatrixDesc{A.dim() == 3 ? A.stride(0) : b.a_numel / N, b.u_numel / N, b.s_numel / N, b.v_numel / N, static_cast<int32_t>(b.rows[0]),
                         static_cast<int32_t>(b.cols[0]), static_cast<int32_t>(b.ucols[0]), 0};
   args.tol = opt.tol;
-  at::Tensor vlog;  // (whole matrices with V by the log: a uniform batch's one group, SmemLaunch::log_v)
+  at::Tensor vlog, vlog_nrec, vlog_rank;  // (whole matrices with V by the log: a uniform batch's one group, SmemLaunch::log_v)
   for (const auto& kv : whole) {
     if (!kv.second.cfg.log_v) continue;
     TORCH_CHECK(uni && wv && whole.size() == 1, "jsvd internal: V by the log is for a uniform batch's V");
     args.vlog_entries = kv.second.cfg.log_entries;
     args.vlog_rows = kv.second.cfg.log_rows;
     args.vlog_steps = kv.second.cfg.log_steps;
+    // Deferred (the register steps): a few sweeps' log, applied after the kernel (log_v_apply.cu).
+    const int64_t sweeps = kv.second.cfg.reg_rows > 0
+                               ? log_v_deferred_sweeps(N, args.vlog_entries, sizeof(LogEntry<T>)) : 0;
+    if (sweeps > 0) {
+      args.vlog_entries *= sweeps;
+      vlog_nrec = fresh(N, at::kInt);  // (every block writes its count, -1 for a non-finite member)
+      vlog_rank = fresh(N * b.cols[0], at::kInt);
+      args.vlog_nrec = vlog_nrec.data_ptr<int32_t>();
+      args.vlog_rank = vlog_rank.data_ptr<int32_t>();
+    }
     vlog = fresh(N * args.vlog_entries * static_cast<int64_t>(sizeof(LogEntry<T>)), at::kByte);
     args.vlog = vlog.data_ptr();
   }

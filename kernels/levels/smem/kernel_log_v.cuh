@@ -23,6 +23,9 @@
 
   // The log's record of this sweep's current step (register steps; the shared-memory steps use `step`).
   int lrec = 0;
+  // Deferred (args.vlog_nrec, the register steps): the records of earlier sweeps not yet applied to V,
+  // which this sweep's follow in the log (log_v_apply.cu applies them after the kernel).
+  int lpending = 0;
   LogEntry<T>* const vlog =
       kLogV ? static_cast<LogEntry<T>*>(args.vlog) + static_cast<int64_t>(blockIdx.x) * args.vlog_entries : nullptr;
   // V's staged rows (row-major, stride q + 1) and the log's staged steps, after rank_s (svd_smem.cu's sizes).
@@ -32,7 +35,7 @@
   // The staged steps' entries, as arrays of s, tau and (i, j) (apply_log; a LogEntry<T>'s bytes a slot).
   T* const Ls_s = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(Vs + vrows_at_once * vld) + 15) & ~uintptr_t(15));
   auto log_put = [&](int idx, T s, T tau, int i, int j) {
-    if constexpr (kLogV) vlog[idx] = LogEntry<T>{s, tau, i | (j << 16)};
+    if constexpr (kLogV) vlog[static_cast<int64_t>(lpending) * G + idx] = LogEntry<T>{s, tau, i | (j << 16)};
   };
   if constexpr (kLogV) {  // V = I (the block's barriers before the first sweep's end order it)
     T* Vg = args.V + md.v_off;

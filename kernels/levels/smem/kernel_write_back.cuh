@@ -81,7 +81,14 @@
     write_descending_s(d, c, p, scale, args.S + md.s_off, rank_s, &s_rank, args.info + k, args.rank + k,
                        converged ? sweeps : -1);
     const double tiny = tiny_norm<T>(p);
-    if constexpr (kLogV) write_v_by_rank();  // (rank_s written: write_descending_s's barrier)
+    if constexpr (kLogV) {  // (rank_s written: write_descending_s's barrier)
+      if (args.vlog_nrec) {  // deferred: the pending records and the ranks for log_v_apply.cu
+        for (int l = tid; l < c; l += nt) args.vlog_rank[static_cast<int64_t>(blockIdx.x) * c + l] = rank_s[l];
+        if (tid == 0) args.vlog_nrec[blockIdx.x] = lpending;
+      } else {
+        write_v_by_rank();
+      }
+    }
     if (!args.U) return;
     T* Ug = args.U + md.u_off;
     for (int l = tid; l < c; l += nt) {  // 1 / ||a_l||, once per column (in the free pair slots)

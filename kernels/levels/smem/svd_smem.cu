@@ -363,7 +363,10 @@ void launch_svd_whole(const EngineArgs<T>& args, const int32_t* tasks, int ntask
   if (ntasks == 0) return;
   if (cfg.log_v) {
     TORCH_CHECK(with_v && sizeof(T) == sizeof(double) && args.vlog, "jsvd internal: V by the log is float64's, with V");
-    if constexpr (sizeof(T) == sizeof(double)) launch_tpp<T, false, true>(args, tasks, ntasks, cfg, stream);
+    if constexpr (sizeof(T) == sizeof(double)) {
+      launch_tpp<T, false, true>(args, tasks, ntasks, cfg, stream);
+      if (args.vlog_nrec) launch_log_v_apply<T>(args, tasks, ntasks, cfg, stream);
+    }
     return;
   }
   if (with_v) launch_tpp<T, true>(args, tasks, ntasks, cfg, stream);

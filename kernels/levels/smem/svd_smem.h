@@ -83,6 +83,17 @@ inline size_t log_v_min_smem_bytes(int64_t q, int64_t slots, size_t elem) {
   return log_v_smem_bytes(q, slots, elem, 8, 4);
 }
 
+// The log applied after the kernel (log_v_apply.cu, JSVD_LOG_DEFER=N): how many sweeps' records the log
+// holds for `blocks` blocks of `entries` entries a sweep, at most N and within kLogDeferBytes (0: none, each
+// sweep's log applied in the kernel; 1: the same, but for the permutation by rank after it).
+constexpr int64_t kLogDeferBytes = int64_t(256) << 20;
+int64_t log_v_deferred_sweeps(int64_t blocks, int64_t entries, size_t entry_bytes);
+// The deferred pass over V (args.vlog_nrec, args.vlog_rank, written by the kernel): on `stream` after
+// launch_svd_whole's kernel, the same tasks; float64 only, the register steps (cfg.reg_rows > 0).
+template <typename T>
+void launch_log_v_apply(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, const SmemLaunch& cfg,
+                        cudaStream_t stream);
+
 // Whether float32 block pairs of width w of a p x q matrix with V carry the
 // pair's E = J - I (2w rows) under their columns instead of V's q rows
 // (svd_smem_kernel.cuh, kDelta): where a warp per rotation splits the rows

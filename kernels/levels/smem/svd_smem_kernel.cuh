@@ -274,6 +274,9 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
     // blocked prologue did this once for the whole matrix).
     if (__syncthreads_or(local_bad)) {
       write_non_finite(args, md, k, tid, nt);
+      if constexpr (kLogV) {
+        if (args.vlog_nrec && tid == 0) args.vlog_nrec[blockIdx.x] = -1;  // (V written: no deferred pass)
+      }
       return;
     }
     const T amax = block_max(local_max, s_red);
@@ -464,7 +467,19 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
       __syncthreads();
     }
     if constexpr (kLogV) {
-      if (s_any != 0) apply_log(regs ? lrec : nsteps, regs ? G : npairs);
+      if (s_any != 0) {
+        if (args.vlog_nrec && regs) {
+          // Deferred: this sweep's records join the pending ones; all are applied here only where the
+          // next sweep's would not fit behind them (the log holds a few sweeps: engine's log_v_sweeps).
+          lpending += lrec;
+          if (static_cast<int64_t>(lpending + lrec) * G > args.vlog_entries) {
+            apply_log(lpending, G);
+            lpending = 0;
+          }
+        } else {
+          apply_log(regs ? lrec : nsteps, regs ? G : npairs);
+        }
+      }
       lrec = 0;
     }
     sweeps = sweep;
