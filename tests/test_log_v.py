@@ -157,8 +157,8 @@ def test_deferred_log_as_in_kernel(tmp_path, b, m, n):
     """The log applied after the kernel (log_v_apply.cu; JSVD_LOG_DEFER=N sweeps held, 4 by default) against
     each sweep's log applied in the kernel (=0): svd_ex (no start: ~10 sweeps, so the log fills and the
     kernel applies the held sweeps itself), svd (the Jacobi on the start's X) and a batch with a NaN member,
-    equal to the bit; =1 and =2 (the kernel applying after every sweep or every second, the pass after it
-    then only the rest and the permutation) too; 200 x 128² svd (the Jacobi on the start's X, the benchmark's
+    equal to the bit; =1 and =2 too (a ring of one or two sweeps: the kernel applies the oldest where it
+    fills, the pass after it the rest and the permutation); 200 x 128² svd (the Jacobi on the start's X, the benchmark's
     case) as well."""
     A = _mixed(max(b, 5), m, n, seed=5 * n)
     A_nan = A.clone()

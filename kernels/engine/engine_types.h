@@ -64,8 +64,9 @@ struct EngineArgs {
   void* vlog = nullptr;
   int64_t vlog_entries = 0;
   int32_t vlog_rows = 0, vlog_steps = 0;  // V's rows and the log's steps staged at once (SmemLaunch)
-  // The log applied after the kernel (log_v_apply.cu; nullptr: in it): per block the records left to apply
-  // (-1 where the kernel wrote V itself: a non-finite member) and its columns' ranks (descending S).
+  // The log applied after the kernel (log_v_apply.cu; nullptr: in it): per block two ints, the records
+  // left to apply (-1 where the kernel wrote V itself: a non-finite member) and 2 x the first one's index
+  // in the ring + whether V is in global memory (else it is I), and its columns' ranks (descending S).
   int32_t* vlog_nrec = nullptr;
   int32_t* vlog_rank = nullptr;
 };

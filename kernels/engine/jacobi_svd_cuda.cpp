@@ -125,7 +125,7 @@ CoreResult run(const at::Tensor& A, const PackedBatch& b, const SvdOptions& opt,
                                ? log_v_deferred_sweeps(N, args.vlog_entries, sizeof(LogEntry<T>)) : 0;
     if (sweeps > 0) {
       args.vlog_entries *= sweeps;
-      vlog_nrec = fresh(N, at::kInt);  // (every block writes its count, -1 for a non-finite member)
+      vlog_nrec = fresh(2 * N, at::kInt);  // (every block writes its two, kernel_write_back.cuh)
       vlog_rank = fresh(N * b.cols[0], at::kInt);
       args.vlog_nrec = vlog_nrec.data_ptr<int32_t>();
       args.vlog_rank = vlog_rank.data_ptr<int32_t>();

@@ -23,9 +23,22 @@
 
   // The log's record of this sweep's current step (register steps; the shared-memory steps use `step`).
   int lrec = 0;
-  // Deferred (args.vlog_nrec, the register steps): the records of earlier sweeps not yet applied to V,
-  // which this sweep's follow in the log (log_v_apply.cu applies them after the kernel).
-  int lpending = 0;
+  // Deferred (args.vlog_nrec, the register steps): the log is a ring of whole sweeps' records, lring of
+  // them (a multiple of a sweep's lsweep records), lpending of them from record lhead not yet applied to
+  // V; where the ring is full the oldest sweep is applied here, and log_v_apply.cu applies the rest after
+  // the kernel. V = I is written only before the first sweep applied here (vinit; else that kernel starts
+  // from I itself).
+  int lpending = 0, lhead = 0, lsweep = 0, lring = 0;
+  bool vinit = false;
+  if constexpr (kLogV) {
+    if (args.vlog_nrec) {
+      const HalvingOrder lorder{c, (c + 1) / 2};  // (levels_in_registers': the records of a sweep)
+      for (int L = 0; L < lorder.levels(); ++L)
+        lsweep += HalvingOrder::ceil_div(lorder.slots(L), G) * lorder.steps(L);
+      lring = static_cast<int>(args.vlog_entries / (static_cast<int64_t>(lsweep) * G)) * lsweep;
+      if (lring < lsweep) __trap();  // (the engine sizes the log for whole sweeps: log_v_deferred_sweeps)
+    }
+  }
   LogEntry<T>* const vlog =
       kLogV ? static_cast<LogEntry<T>*>(args.vlog) + static_cast<int64_t>(blockIdx.x) * args.vlog_entries : nullptr;
   // V's staged rows (row-major, stride q + 1) and the log's staged steps, after rank_s (svd_smem.cu's sizes).
@@ -35,11 +48,19 @@
   // The staged steps' entries, as arrays of s, tau and (i, j) (apply_log; a LogEntry<T>'s bytes a slot).
   T* const Ls_s = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(Vs + vrows_at_once * vld) + 15) & ~uintptr_t(15));
   auto log_put = [&](int idx, T s, T tau, int i, int j) {
-    if constexpr (kLogV) vlog[static_cast<int64_t>(lpending) * G + idx] = LogEntry<T>{s, tau, i | (j << 16)};
+    if constexpr (kLogV) {
+      // (deferred: this sweep's records after the pending ones, in the ring; lpending = 0 otherwise)
+      const int at = lhead + lpending < lring ? lhead + lpending : lhead + lpending - lring;
+      vlog[static_cast<int64_t>(at) * G + idx] = LogEntry<T>{s, tau, i | (j << 16)};
+    }
   };
-  if constexpr (kLogV) {  // V = I (the block's barriers before the first sweep's end order it)
+  auto init_v = [&] {  // V = I
     T* Vg = args.V + md.v_off;
     for_each_column(c, c, [&](int l, int r) { Vg[static_cast<int64_t>(l) * c + r] = r == l ? T(1) : T(0); });
+    vinit = true;
+  };
+  if constexpr (kLogV) {
+    if (!args.vlog_nrec) init_v();  // (the block's barriers before the first sweep's end order it)
   }
   // Rows [r0, r0 + rows) of V (column l at l * c) to Vs and back: a warp per column, its lanes over the rows.
   auto stage_v_rows = [&](int r0, int rows, bool to_smem) {
@@ -50,9 +71,9 @@
       else g = Vs[rr * vld + l];
     });
   };
-  // V <- V J_1 ... J_n, the sweep's n = nrec steps of `slots` entries each: warp w rotates the staged
-  // rows w, w + nwarps, ..., each lane with its slots' entries, loaded once for the warp's rows.
-  auto apply_log = [&](int nrec, int slots) {
+  // V <- V J_1 ... J_n, the n = nrec steps of `slots` entries each from record `first`: warp w rotates the
+  // staged rows w, w + nwarps, ..., each lane with its slots' entries, loaded once for the warp's rows.
+  auto apply_log = [&](int first, int nrec, int slots) {
     // (whole warps only: a block of 600 threads ends in a partial warp, which must neither share a row
     // with warp 0 nor meet __syncwarp with lanes missing)
     const int warp = tid >> 5, wl = tid & 31, nwarps = nt >> 5;
@@ -65,7 +86,7 @@
         const int ns = min(steps_at_once, nrec - s0);
         __syncthreads();  // V's rows staged; the previous steps' entries read
         for (int idx = tid; idx < ns * slots; idx += nt) {
-          const LogEntry<T> le = vlog[s0 * slots + idx];
+          const LogEntry<T> le = vlog[static_cast<int64_t>(first + s0) * slots + idx];
           Ls_s[idx] = le.s;
           Ls_tau[idx] = le.tau;
           Ls_ij[idx] = le.ij;

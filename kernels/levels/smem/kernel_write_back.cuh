@@ -84,7 +84,10 @@
     if constexpr (kLogV) {  // (rank_s written: write_descending_s's barrier)
       if (args.vlog_nrec) {  // deferred: the pending records and the ranks for log_v_apply.cu
         for (int l = tid; l < c; l += nt) args.vlog_rank[static_cast<int64_t>(blockIdx.x) * c + l] = rank_s[l];
-        if (tid == 0) args.vlog_nrec[blockIdx.x] = lpending;
+        if (tid == 0) {
+          args.vlog_nrec[2 * blockIdx.x] = lpending;
+          args.vlog_nrec[2 * blockIdx.x + 1] = 2 * lhead + (vinit ? 1 : 0);
+        }
       } else {
         write_v_by_rank();
       }

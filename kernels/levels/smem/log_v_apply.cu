@@ -10,7 +10,9 @@
 // registers, as the register steps keep A's: a rotation then reads and writes only the partner y in
 // shared memory, 16 bytes a row instead of 32. The records are walked in the kernel's own order
 // (levels_in_registers), so x and y come from the order, not the entries; the rotations and their order
-// are those of the in-kernel pass: V to the bit.
+// are those of the in-kernel pass: V to the bit. The log is a ring of whole sweeps: where it fills, the
+// kernel applies the oldest itself (V in global memory from then on), and this pass the rest, oldest
+// first, from I where the kernel applied none.
 #include "levels/smem/svd_smem.h"
 
 #include "common/jacobi_device.cuh"
@@ -28,30 +30,41 @@ namespace {
 
 constexpr int kApplyWarps = 4, kApplyRowsPerWarp = 8;
 constexpr int kApplyRows = kApplyWarps * kApplyRowsPerWarp;  // a block's rows of V
+constexpr int kPrefetch = 8;
 
-// Block (t, chunk): matrix tasks[t]'s rows [32 chunk, 32 chunk + 32) of V. KS: slots a lane (G <= 32 KS).
+// Block t * chunks + chunk: matrix tasks[t]'s rows [32 chunk, 32 chunk + 32) of V (a matrix's chunks
+// adjacent, so that they read its log while it is in L2). KS: slots a lane (G <= 32 KS).
 template <typename T, int KS>
-__global__ void __launch_bounds__(kApplyWarps * 32) log_v_apply_kernel(EngineArgs<T> args, const int32_t* tasks, int G) {
+__global__ void __launch_bounds__(kApplyWarps * 32) log_v_apply_kernel(EngineArgs<T> args, const int32_t* tasks, int G,
+                                                                      int chunks) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr int RR = kApplyRowsPerWarp;
-  const int nrec = args.vlog_nrec[blockIdx.x];
+  const int t = blockIdx.x / chunks, chunk = blockIdx.x - t * chunks;
+  const int nrec = args.vlog_nrec[2 * t];
   if (nrec < 0) return;  // (a non-finite member: the kernel wrote V)
-  const MatrixDesc md = matrix_desc(args, list_at(tasks, blockIdx.x));
+  const int head = args.vlog_nrec[2 * t + 1] >> 1;
+  const bool in_global = (args.vlog_nrec[2 * t + 1] & 1) != 0;  // (else V = I: no sweep applied in the kernel)
+  const MatrixDesc md = matrix_desc(args, list_at(tasks, t));
   const int c = md.q, vld = c + 1;
-  const int r0 = blockIdx.y * kApplyRows, rows = min(kApplyRows, c - r0);
+  const int r0 = chunk * kApplyRows, rows = min(kApplyRows, c - r0);
   T* const Vg = args.V + md.v_off;
   T* const Vs = reinterpret_cast<T*>(smem_raw);  // rows x c, row-major at stride c + 1; rows past `rows` zero
   for (int idx = threadIdx.x; idx < c * kApplyRows; idx += blockDim.x) {
     const int l = idx / kApplyRows, rr = idx - l * kApplyRows;
-    Vs[rr * vld + l] = rr < rows ? Vg[static_cast<int64_t>(l) * c + r0 + rr] : T(0);
+    Vs[rr * vld + l] = rr >= rows ? T(0) : in_global ? Vg[static_cast<int64_t>(l) * c + r0 + rr] : T(r0 + rr == l);
   }
   __syncthreads();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   T* const Vw = Vs + warp * RR * vld;  // this warp's rows
-  const LogEntry<T>* const vlog = static_cast<const LogEntry<T>*>(args.vlog) + static_cast<int64_t>(blockIdx.x) * args.vlog_entries;
+  const LogEntry<T>* const vlog = static_cast<const LogEntry<T>*>(args.vlog) + static_cast<int64_t>(t) * args.vlog_entries;
   const HalvingOrder order{c, (c + 1) / 2};
   const int nlevels = order.levels();
-  for (int rec = 0; rec < nrec;) {  // a sweep's records a round
+  // The ring of whole sweeps (kernel_log_v.cuh): a sweep's records, and the ring's.
+  int sweep_rec = 0;
+  for (int L = 0; L < nlevels; ++L) sweep_rec += HalvingOrder::ceil_div(order.slots(L), G) * order.steps(L);
+  const int ring = static_cast<int>(args.vlog_entries / (static_cast<int64_t>(sweep_rec) * G)) * sweep_rec;
+  for (int done = 0; done < nrec; done += sweep_rec) {  // a sweep a round, oldest first
+    int rec = head + done < ring ? head + done : head + done - ring;
     for (int L = 0; L < nlevels; ++L) {
       const int A = order.owners(L), nslots = order.slots(L), W = order.steps(L);
       for (int base = 0; base < nslots; base += G) {  // the kernel's passes of G groups
@@ -65,9 +78,9 @@ __global__ void __launch_bounds__(kApplyWarps * 32) log_v_apply_kernel(EngineArg
           x[ks] = y0[ks] = b[ks] = jj[ks] = 0;
           Ws[ks] = 1;
           if (g < G && slot < nslots) {
-            const int t = slot / A, o = slot - t * A;
+            const int ts = slot / A, o = slot - ts * A;
             int lo, mid, hi;
-            order.segment(L, t, lo, mid, hi);
+            order.segment(L, ts, lo, mid, hi);
             if (o < mid - lo && hi > mid) {
               x[ks] = lo + o;
               y0[ks] = mid;
@@ -93,6 +106,13 @@ __global__ void __launch_bounds__(kApplyWarps * 32) log_v_apply_kernel(EngineArg
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) load(0, ks, sn[ks], tau[ks]);
         for (int step = 0; step < W; ++step) {
+          // (the entries kPrefetch steps on to L2: a step's own wait would be an L2 miss's latency)
+          if (step + kPrefetch < W) {
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks)
+              if (lane + 32 * ks < G)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(&lrec[static_cast<int64_t>(step + kPrefetch) * G + 32 * ks]));
+          }
           T sn_next[KS], tau_next[KS];
 #pragma unroll
           for (int ks = 0; ks < KS; ++ks) load(step + 1, ks, sn_next[ks], tau_next[ks]);
@@ -122,7 +142,7 @@ __global__ void __launch_bounds__(kApplyWarps * 32) log_v_apply_kernel(EngineArg
     }
   }
   __syncthreads();
-  const int32_t* const rank = args.vlog_rank + static_cast<int64_t>(blockIdx.x) * c;
+  const int32_t* const rank = args.vlog_rank + static_cast<int64_t>(t) * c;
   for (int idx = threadIdx.x; idx < c * kApplyRows; idx += blockDim.x) {
     const int l = idx / kApplyRows, rr = idx - l * kApplyRows;
     if (rr < rows) Vg[static_cast<int64_t>(rank[l]) * c + r0 + rr] = Vs[rr * vld + l];
@@ -134,8 +154,8 @@ void launch_apply(const EngineArgs<T>& args, const int32_t* tasks, int ntasks, i
   const size_t smem = static_cast<size_t>(kApplyRows) * (cols + 1) * sizeof(T);
   auto kernel = log_v_apply_kernel<T, KS>;
   if (smem > 48 * 1024) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const dim3 grid(ntasks, (cols + kApplyRows - 1) / kApplyRows);
-  kernel<<<grid, kApplyWarps * 32, smem, stream>>>(args, tasks, groups);
+  const int chunks = (cols + kApplyRows - 1) / kApplyRows;
+  kernel<<<ntasks * chunks, kApplyWarps * 32, smem, stream>>>(args, tasks, groups, chunks);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
     if (__syncthreads_or(local_bad)) {
       write_non_finite(args, md, k, tid, nt);
       if constexpr (kLogV) {
-        if (args.vlog_nrec && tid == 0) args.vlog_nrec[blockIdx.x] = -1;  // (V written: no deferred pass)
+        if (args.vlog_nrec && tid == 0) args.vlog_nrec[2 * blockIdx.x] = -1;  // (V written: no deferred pass)
       }
       return;
     }
@@ -469,15 +469,25 @@ __global__ void __launch_bounds__(kDelta ? (delta_two_columns(kRegRows * 32) ? 2
     if constexpr (kLogV) {
       if (s_any != 0) {
         if (args.vlog_nrec && regs) {
-          // Deferred: this sweep's records join the pending ones; all are applied here only where the
-          // next sweep's would not fit behind them (the log holds a few sweeps: engine's log_v_sweeps).
-          lpending += lrec;
-          if (static_cast<int64_t>(lpending + lrec) * G > args.vlog_entries) {
-            apply_log(lpending, G);
-            lpending = 0;
+          if (lrec != lsweep) __trap();  // (the ring's sweeps as levels_in_registers logs them)
+          // Deferred: this sweep's records join the pending ones; where the ring is then full, the oldest
+          // sweep is applied here, so that the next one has room (log_v_deferred_sweeps: a few sweeps).
+          lpending += lsweep;
+          if (lpending == lring) {
+            if (!vinit) {
+              init_v();
+              __syncthreads();  // (apply_log stages V's rows from global memory)
+            }
+            apply_log(lhead, lsweep, G);
+            lhead = lhead + lsweep == lring ? 0 : lhead + lsweep;
+            lpending -= lsweep;
           }
         } else {
-          apply_log(regs ? lrec : nsteps, regs ? G : npairs);
+          if (!vinit) {  // (deferred but on the shared-memory steps: each sweep here, as without it)
+            init_v();
+            __syncthreads();
+          }
+          apply_log(0, regs ? lrec : nsteps, regs ? G : npairs);
         }
       }
       lrec = 0;
