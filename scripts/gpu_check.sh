@@ -5,7 +5,7 @@
 #   [robust-corpus] [robust-fuzz] [robust-forced] [robust-smem] [race-gemm] [bench|bench-quick] [bench-large] [bench-varlen] [bench-lowrank] [demo-compress] [bench-corpus] [script.py]
 # (sanitize: memcheck over every case, racecheck over the warp, whole, pair and polish cases but the
 # 512-row block pairs, and the Gram EVD kernel alone; race-qr: the QR's panel, transpose and
-# one-launch kernels and the batched start's products alone; race-delta: the 512-row block pairs' kernel alone, one sweep. Under racecheck
+# one-launch kernels, the batched start's products and V's deferred log pass alone; race-delta: the 512-row block pairs' kernel alone, one sweep. Under racecheck
 # with every kernel instrumented the Gram and delta cases each run past 300 s, and the three
 # stages together past a 600 s device call: sanitize in one call, race-qr race-delta in another)
 set -u
@@ -84,7 +84,7 @@ for s in $stages; do
       # (and the batched start's two products, gram_products.cu, and its convergence checks, start_converged.cu)
       for ck in qr:householder_panel qr:transpose_kernel qr:qr_whole_kernel qr:qr_regs_kernel qr:apply_reflectors_kernel \
                 qr:apply_wy_kernel qr:sort_rows_kernel start:gram_kernel start:start_product_kernel \
-                start:start_converged_kernel start:converged_test_kernel start:converged_outputs_kernel; do
+                start:start_converged_kernel start:converged_test_kernel start:converged_outputs_kernel log:log_v_apply_kernel; do
         JSVD_SANITIZE_ONLY=${ck%%:*} JSVD_SANITIZE_SWEEPS=1 compute-sanitizer --tool racecheck --racecheck-report hazard \
           --kernel-name kns=${ck#*:} --error-exitcode 9 $PY scripts/sanitize_cases.py
         echo "racecheck (${ck#*:}) rc=$?"

@@ -50,9 +50,14 @@ def test_plan_takes_the_log_where_v_does_not_fit(b, m, n):
     if torch.cuda.get_device_capability() >= (9, 0):  # (227 KB a block: V's rows two a warp, 8 steps of the log)
         rows, steps = lv["log_staging"]
         assert rows >= 2 * (lv["threads"] // 32) and steps >= 8, lv
+    assert lv["log_sweeps_held"] == 4, lv  # (the log applied after the kernel: log_v_apply.cu)
     # svd's Jacobi on the start's X = A V0 (a batch of near-square float64 matrices: the float32-solved start)
     start = torch_jsvd.plan([(128, 128)] * 200, dtype=F64, device="cuda")["matrices"][0]
     assert "start_v" in start and start["levels"][0].get("v") == "rotation_log", start
+    assert start["levels"][0]["log_sweeps_held"] == 4, start
+    # 2000 matrices: a sweep's log is 390 MB, over the log's 256 MB; one sweep held (the kernel applies it)
+    many = _level(2000, 128, 128, sync=False)
+    assert many.get("log_sweeps_held") == 1, many
     # float64's shared-memory steps (150 x 141: 8 lanes a rotation; 200 x 117: 16 rows a lane) keep the
     # block pairs, which were faster
     assert _level(2, 150, 141, sync=False)["kernel"] == "block_pairs"

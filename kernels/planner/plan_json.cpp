@@ -154,7 +154,9 @@ std::string plan_json(const std::vector<int64_t>& rows, const std::vector<int64_
          << "\", \"threads\": " << (cfg.reg_rows ? cfg.reg_threads : cfg.threads) << ", \"smem\": " << cfg.smem;
       if (cfg.reg_rows && cfg.pad_rows) os << ", \"rows_padded_to\": " << cfg.reg_rows * cfg.tpp;  // (A's and V's)
       if (cfg.log_v)  // (V in global memory, kernel_log_v.cuh; its rows and the log's steps staged at once)
-        os << ", \"v\": \"rotation_log\", \"log_staging\": [" << cfg.log_rows << ", " << cfg.log_steps << "]";
+        os << ", \"v\": \"rotation_log\", \"log_staging\": [" << cfg.log_rows << ", " << cfg.log_steps << "]"
+           << ", \"log_sweeps_held\": "  // (applied after the kernel, log_v_apply.cu; 0: each sweep's in it)
+           << (cfg.reg_rows ? log_v_deferred_sweeps(count, cfg.log_entries, sizeof(LogEntry<double>)) : 0);
       os << "}";
     } else if (mp.level == Level::kGemm) {
       const GemmShape g = gemm_shape(p, q, mp.width, as_uniform ? count : 1, lim.sm_count);
