@@ -4,7 +4,9 @@
 // V; each step's rotations are logged to global memory (a slot per pair or lane group: s = 0 where
 // it did not rotate), and after each sweep the block applies the sweep's log to V, held in global
 // memory, a few rows at a time staged in shared memory with a few steps of the log
-// (SmemLaunch::log_rows, log_steps). Within a step the pairs are disjoint, so a warp owns a row of V
+// (SmemLaunch::log_rows, log_steps). On the register steps the log is by default a ring of a few sweeps
+// that log_v_apply.cu applies after this kernel (EngineArgs::vlog_nrec; stop 91), this block applying a
+// sweep itself only where the ring fills. Within a step the pairs are disjoint, so a warp owns a row of V
 // and its lanes share the step's slots; a row's steps are ordered by __syncwarp alone. This is the
 // split of V's accumulation from A's sweeps of issue 20 (the W-cycle paper's §IV-B update, applied
 // per sweep rather than per block pair), in place of block pairs (a 128-column float64 matrix: 8
